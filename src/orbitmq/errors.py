@@ -1,0 +1,161 @@
+"""Every exception OrbitMQ raises, in one tree under :class:`OrbitError`.
+
+Expected outcomes (a pull that finds nothing, an offset that moved) are status
+values, not exceptions; what lives here are faults. Retry policy is data on the
+class: a client retry loop reads ``retriable`` and ``refresh_route`` and never
+the message text.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class OrbitError(Exception):
+    """Root of every OrbitMQ exception."""
+
+    retriable: ClassVar[bool] = False
+    refresh_route: ClassVar[bool] = False
+
+
+# -- protocol --------------------------------------------------------------------------------
+
+
+class ProtocolError(OrbitError):
+    """Bytes that do not follow the remoting protocol."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We tried to encode something the protocol cannot carry (our bug or the caller's)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent bytes that cannot be decoded; the connection should be closed."""
+
+
+# -- store -----------------------------------------------------------------------------------
+
+
+class StoreError(OrbitError):
+    """A fault of the message store (not an expected outcome such as 'no message')."""
+
+
+class CorruptRecordError(StoreError):
+    """A record on disk fails its checks (magic code, size or body CRC)."""
+
+
+class StoreFullError(StoreError):
+    """The disk is too full to accept more writes."""
+
+
+class StoreClosedError(StoreError):
+    """The store was used after close() or before open()."""
+
+
+# -- remoting --------------------------------------------------------------------------------
+
+
+class RemotingError(OrbitError):
+    """A fault of the connection to a remote server."""
+
+    retriable = True
+
+
+class ConnectError(RemotingError):
+    """The address could not be connected."""
+
+    refresh_route = True
+
+
+class RequestTimeoutError(RemotingError):
+    """No response arrived within the request's timeout."""
+
+
+class ConnectionClosedError(RemotingError):
+    """The connection closed while a request was in flight."""
+
+    refresh_route = True
+
+
+# -- broker responses ------------------------------------------------------------------------
+
+
+class BrokerResponseError(OrbitError):
+    """A server answered with a non-success response code."""
+
+    code: int
+
+    def __init__(self, code: int, remark: str | None = None) -> None:
+        self.code = code
+        self.remark = remark or ""
+        super().__init__(f"response code {code}: {self.remark}")
+
+
+class SystemError_(BrokerResponseError):
+    """SYSTEM_ERROR (1)."""
+
+    retriable = True
+
+
+class SystemBusyError(BrokerResponseError):
+    """SYSTEM_BUSY (2): the server is shedding load."""
+
+    retriable = True
+
+
+class RequestCodeNotSupportedError(BrokerResponseError):
+    """REQUEST_CODE_NOT_SUPPORTED (3)."""
+
+
+class MessageIllegalError(BrokerResponseError):
+    """MESSAGE_ILLEGAL (13): the message breaks a size or naming rule."""
+
+
+class ServiceNotAvailableError(BrokerResponseError):
+    """SERVICE_NOT_AVAILABLE (14): the broker is shutting down or its disk is full."""
+
+    retriable = True
+    refresh_route = True
+
+
+class NoPermissionError(BrokerResponseError):
+    """NO_PERMISSION (16)."""
+
+    retriable = True
+    refresh_route = True
+
+
+class TopicNotExistError(BrokerResponseError):
+    """TOPIC_NOT_EXIST (17)."""
+
+    retriable = True
+    refresh_route = True
+
+
+class SubscriptionGroupNotExistError(BrokerResponseError):
+    """SUBSCRIPTION_GROUP_NOT_EXIST (26)."""
+
+
+_ERRORS_BY_CODE: dict[int, type[BrokerResponseError]] = {
+    1: SystemError_,
+    2: SystemBusyError,
+    3: RequestCodeNotSupportedError,
+    13: MessageIllegalError,
+    14: ServiceNotAvailableError,
+    16: NoPermissionError,
+    17: TopicNotExistError,
+    26: SubscriptionGroupNotExistError,
+}
+
+
+def error_for_code(code: int, remark: str | None = None) -> BrokerResponseError:
+    """The exception for a response code (a plain BrokerResponseError when we have no subclass)."""
+    cls = _ERRORS_BY_CODE.get(code, BrokerResponseError)
+    return cls(code, remark)
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+
+class ConfigError(OrbitError):
+    """A configuration file or flag is invalid; the message names the key."""

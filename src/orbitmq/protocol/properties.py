@@ -1,0 +1,56 @@
+"""The message property string: ``key 0x01 value 0x02 key 0x01 value 0x02 ...`` (UTF-8).
+
+Java writes no trailing separator; the C++ client writes one. Decoding is lenient:
+empty items are skipped and each item splits at its first 0x01. Keys and values
+must not contain either separator; encoding refuses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from orbitmq.errors import LocalProtocolError, RemoteProtocolError
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+MAX_PROPERTIES_BYTES = 32767
+
+
+def encode_properties(properties: Mapping[str, str]) -> str:
+    """The property string for a mapping, without a trailing separator."""
+    parts = []
+    for key, value in properties.items():
+        if (
+            NAME_VALUE_SEPARATOR in key
+            or PROPERTY_SEPARATOR in key
+            or NAME_VALUE_SEPARATOR in value
+            or PROPERTY_SEPARATOR in value
+        ):
+            raise LocalProtocolError(f"property {key!r} contains a separator character")
+        parts.append(f"{key}{NAME_VALUE_SEPARATOR}{value}")
+    return PROPERTY_SEPARATOR.join(parts)
+
+
+def decode_properties(text: str) -> dict[str, str]:
+    """The mapping of a property string (lenient: trailing and empty items are ignored)."""
+    properties: dict[str, str] = {}
+    if not text:
+        return properties
+    for item in text.split(PROPERTY_SEPARATOR):
+        if not item:
+            continue
+        key, separator, value = item.partition(NAME_VALUE_SEPARATOR)
+        if not separator:
+            # RocketMQ ignores an item without a name/value separator; so do we.
+            continue
+        properties[key] = value
+    return properties
+
+
+def decode_properties_bytes(data: bytes | memoryview) -> dict[str, str]:
+    """Decode a property string from UTF-8 bytes, raising RemoteProtocolError on bad UTF-8."""
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RemoteProtocolError("message properties are not valid UTF-8") from exc
+    return decode_properties(text)
