@@ -1,5 +1,14 @@
 """Plain values shared by every layer: messages, queues, routes. No I/O, no encoding."""
 
+from orbitmq.model.heartbeat import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    HeartbeatData,
+    MessageModel,
+    ProducerData,
+    SubscriptionData,
+)
 from orbitmq.model.message import (
     Message,
     MessageConst,
@@ -7,5 +16,32 @@ from orbitmq.model.message import (
     MessageQueue,
     SysFlag,
 )
+from orbitmq.model.route import (
+    BrokerData,
+    ClusterInfo,
+    DataVersion,
+    QueueData,
+    TopicConfig,
+    TopicRouteData,
+)
 
-__all__ = ["Message", "MessageConst", "MessageExt", "MessageQueue", "SysFlag"]
+__all__ = [
+    "BrokerData",
+    "ClusterInfo",
+    "ConsumeFromWhere",
+    "ConsumeType",
+    "ConsumerData",
+    "DataVersion",
+    "HeartbeatData",
+    "Message",
+    "MessageConst",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "ProducerData",
+    "QueueData",
+    "SubscriptionData",
+    "SysFlag",
+    "TopicConfig",
+    "TopicRouteData",
+]

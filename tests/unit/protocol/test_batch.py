@@ -1,0 +1,128 @@
+"""Batch bodies: several producer messages in one SEND_MESSAGE/SEND_BATCH_MESSAGE body.
+
+Method: hand-assembled records (including the C++ client's trailing 0x02), truncation at
+every byte, trailing garbage, Hypothesis round-trips and arbitrary bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orbitmq.errors import LocalProtocolError, RemoteProtocolError
+from orbitmq.protocol.batch import BatchItem, decode_batch, encode_batch, encode_batch_item
+
+_settings = settings(max_examples=80, deadline=None)
+
+
+def _record(flag: int, body: bytes, properties: bytes) -> bytes:
+    """One inner record laid out by hand, as remoting-protocol §3.4 describes it."""
+    total = 20 + len(body) + 2 + len(properties)
+    return (
+        struct.pack(">iiiii", total, 0, 0, flag, len(body))
+        + body
+        + struct.pack(">h", len(properties))
+        + properties
+    )
+
+
+CPP_BATCH = _record(0, b"one", b"UNIQ_KEY\x01A1\x02WAIT\x01true\x02") + _record(7, b"", b"UNIQ_KEY\x01A2\x02")
+
+
+def test_batch_decodes_cpp_records_with_trailing_separator() -> None:
+    assert decode_batch(CPP_BATCH) == [
+        BatchItem(0, b"one", {"UNIQ_KEY": "A1", "WAIT": "true"}),
+        BatchItem(7, b"", {"UNIQ_KEY": "A2"}),
+    ]
+
+
+def test_batch_encode_matches_hand_layout_without_trailing_separator() -> None:
+    assert encode_batch([(3, b"abc", {"K": "v", "W": "x"})]) == _record(3, b"abc", b"K\x01v\x02W\x01x")
+
+
+def test_batch_empty_body_is_empty_list() -> None:
+    assert decode_batch(b"") == []
+
+
+def test_batch_accepts_memoryview() -> None:
+    assert len(decode_batch(memoryview(CPP_BATCH))) == 2
+
+
+@pytest.mark.parametrize("cut", range(1, len(CPP_BATCH)))
+def test_batch_truncated_body_raises_naming_index(cut: int) -> None:
+    first_len = struct.unpack_from(">i", CPP_BATCH)[0]
+    index = 0 if cut < first_len else 1
+    if cut == first_len:
+        assert len(decode_batch(CPP_BATCH[:cut])) == 1
+        return
+    with pytest.raises(RemoteProtocolError, match=f"#{index}"):
+        decode_batch(CPP_BATCH[:cut])
+
+
+def test_batch_trailing_garbage_raises_naming_next_index() -> None:
+    with pytest.raises(RemoteProtocolError, match="#2"):
+        decode_batch(CPP_BATCH + b"\x00\x01")
+
+
+def test_batch_inconsistent_total_size_raises() -> None:
+    bad = bytearray(_record(0, b"x", b""))
+    struct.pack_into(">i", bad, 0, 99)
+    with pytest.raises(RemoteProtocolError, match="#0.*total size 99"):
+        decode_batch(bytes(bad))
+
+
+def test_batch_negative_lengths_raise() -> None:
+    negative_body = struct.pack(">iiiii", 22, 0, 0, 0, -1) + b"\x00\x00"
+    with pytest.raises(RemoteProtocolError, match="body length -1"):
+        decode_batch(negative_body)
+    negative_properties = struct.pack(">iiiii", 22, 0, 0, 0, 0) + struct.pack(">h", -2)
+    with pytest.raises(RemoteProtocolError, match="properties length -2"):
+        decode_batch(negative_properties)
+
+
+def test_batch_non_utf8_properties_raise_naming_index() -> None:
+    with pytest.raises(RemoteProtocolError, match="#1"):
+        decode_batch(_record(0, b"", b"") + _record(0, b"", b"\xff\xfe"))
+
+
+def test_batch_encode_refuses_oversized_properties() -> None:
+    with pytest.raises(LocalProtocolError, match="32767"):
+        encode_batch_item(0, b"", {"K": "v" * 40000})
+
+
+def test_batch_encode_refuses_out_of_range_flag() -> None:
+    with pytest.raises(LocalProtocolError, match="flag"):
+        encode_batch_item(1 << 40, b"", {})
+
+
+_prop_text = st.text(
+    alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=["Cs"]), max_size=8
+)
+_items = st.lists(
+    st.builds(
+        BatchItem,
+        flag=st.integers(-(2**31), 2**31 - 1),
+        body=st.binary(max_size=40),
+        properties=st.dictionaries(_prop_text.filter(bool), _prop_text, max_size=4),
+    ),
+    max_size=5,
+)
+
+
+@_settings
+@given(items=_items)
+def test_batch_roundtrips(items: list[BatchItem]) -> None:
+    assert decode_batch(encode_batch(items)) == items
+
+
+@_settings
+@given(data=st.binary(max_size=150))
+def test_batch_arbitrary_bytes_raise_only_remote_protocol_error(data: bytes) -> None:
+    try:
+        items = decode_batch(data)
+    except RemoteProtocolError:
+        return
+    assert sum(22 + len(item.body) for item in items) <= len(data)
