@@ -1,0 +1,51 @@
+"""``python -m orbitmq.namesrv [-c FILE] [--listen-port N] [--bind-address A]``.
+
+Parses the arguments, loads the config (defaults < file < flags), sets up logging to stderr and
+runs the name server until SIGINT or SIGTERM. RocketMQ's ``mqnamesrv`` takes ``-c`` the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from orbitmq.errors import ConfigError
+from orbitmq.namesrv.app import NamesrvApp
+from orbitmq.namesrv.config import load_namesrv_config
+from orbitmq.transport.runner import run_app
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m orbitmq.namesrv", description="OrbitMQ name server")
+    parser.add_argument("-c", "--config-file", help="a RocketMQ-style namesrv.conf (key=value lines)")
+    parser.add_argument("--listen-port", type=int, help="TCP port (config key listenPort, default 9876)")
+    parser.add_argument("--bind-address", help="address to bind (config key bindAddress, default 0.0.0.0)")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a name server; returns the exit code."""
+    args = _parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    overrides: dict[str, object] = {}
+    if args.listen_port is not None:
+        overrides["listenPort"] = args.listen_port
+    if args.bind_address is not None:
+        overrides["bindAddress"] = args.bind_address
+    try:
+        config = load_namesrv_config(args.config_file, overrides)
+    except ConfigError as exc:
+        print(f"orbitmq namesrv: {exc}", file=sys.stderr)
+        return 2
+    return run_app(NamesrvApp(config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

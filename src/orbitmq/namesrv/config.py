@@ -1,0 +1,77 @@
+"""NameServer configuration: RocketMQ's ``namesrv.conf`` keys mapped onto a frozen dataclass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from orbitmq.conf import build_config, load_properties
+from orbitmq.errors import ConfigError
+
+__all__ = ["NAMESRV_UNIMPLEMENTED_KEYS", "NamesrvConfig", "load_namesrv_config"]
+
+NAMESRV_UNIMPLEMENTED_KEYS = frozenset(
+    {
+        "rocketmqHome",
+        "kvConfigPath",
+        "configStorePath",
+        "productEnvName",
+        "clusterTest",
+        "orderMessageEnable",
+        "serverWorkerThreads",
+        "serverCallbackExecutorThreads",
+        "serverSelectorThreads",
+        "serverOnewaySemaphoreValue",
+        "serverAsyncSemaphoreValue",
+        "serverSocketSndBufSize",
+        "serverSocketRcvBufSize",
+        "serverPooledByteBufAllocatorEnable",
+        "useEpollNativeSelector",
+        "defaultThreadPoolNums",
+        "clientRequestThreadPoolNums",
+        "defaultThreadPoolQueueCapacity",
+        "clientRequestThreadPoolQueueCapacity",
+        "enableAllTopicList",
+        "enableTopicList",
+        "notifyMinBrokerIdChanged",
+    }
+)
+"""RocketMQ namesrv keys that OrbitMQ accepts and ignores (a warning names each one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NamesrvConfig:
+    """Settings of one name server process."""
+
+    # TCP port clients and brokers connect to.
+    listen_port: int = field(default=9876, metadata={"key": "listenPort"})
+    # Address to bind; 0.0.0.0 listens on every interface.
+    bind_address: str = field(default="0.0.0.0", metadata={"key": "bindAddress"})
+    # How often silent brokers are looked for.
+    scan_not_active_broker_interval_ms: int = field(
+        default=10_000, metadata={"key": "scanNotActiveBrokerInterval"}
+    )
+    # A broker that has not registered for this long is removed with its routes.
+    broker_channel_expired_ms: int = field(default=120_000, metadata={"key": "brokerChannelExpiredTime"})
+    # A client or broker connection with no traffic for this long is closed.
+    server_channel_max_idle_s: int = field(default=120, metadata={"key": "serverChannelMaxIdleTimeSeconds"})
+    # Frames larger than this close their connection (RocketMQ: -Dcom.rocketmq.remoting.frameMaxLength).
+    max_frame_bytes: int = field(default=16 * 1024 * 1024, metadata={"key": "frameMaxLength"})
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port < 65536:
+            raise ConfigError(f"config key 'listenPort': {self.listen_port} is not a TCP port")
+        for key, value in (
+            ("scanNotActiveBrokerInterval", self.scan_not_active_broker_interval_ms),
+            ("brokerChannelExpiredTime", self.broker_channel_expired_ms),
+            ("serverChannelMaxIdleTimeSeconds", self.server_channel_max_idle_s),
+            ("frameMaxLength", self.max_frame_bytes),
+        ):
+            if value <= 0:
+                raise ConfigError(f"config key {key!r}: {value} must be positive")
+
+
+def load_namesrv_config(path: str | None, overrides: dict[str, object] | None = None) -> NamesrvConfig:
+    """Defaults < ``path`` (a namesrv.conf, optional) < ``overrides`` (RocketMQ keys from the CLI)."""
+    values: dict[str, object] = dict(load_properties(path)) if path else {}
+    values.update(overrides or {})
+    return build_config(NamesrvConfig, values, known_unimplemented=NAMESRV_UNIMPLEMENTED_KEYS)

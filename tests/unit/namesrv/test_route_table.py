@@ -1,0 +1,195 @@
+"""RouteTable: RocketMQ's RouteInfoManager rules, tested as pure state (no loop, no sockets)."""
+
+from __future__ import annotations
+
+from orbitmq.model.route import PERM_INHERIT, PERM_READ_WRITE, DataVersion, QueueData, TopicConfig
+from orbitmq.namesrv.route_table import RegisterResult, RouteTable
+
+V1 = DataVersion(timestamp=1000, counter=1)
+V2 = DataVersion(timestamp=2000, counter=2)
+
+
+def topics(*names: str, queues: int = 4) -> dict[str, TopicConfig]:
+    return {name: TopicConfig(name, read_queue_nums=queues, write_queue_nums=queues) for name in names}
+
+
+def register(
+    table: RouteTable,
+    name: str = "broker-a",
+    addr: str = "10.0.0.1:10911",
+    broker_id: int = 0,
+    topic_table: dict[str, TopicConfig] | None = None,
+    version: DataVersion = V1,
+    connection_id: int = 1,
+    now_ms: int = 0,
+    cluster: str = "DefaultCluster",
+) -> RegisterResult:
+    return table.register_broker(
+        cluster, name, addr, broker_id, f"{addr}-ha", topic_table, version, connection_id, now_ms
+    )
+
+
+def test_route_table_master_registration_publishes_route() -> None:
+    table = RouteTable()
+    register(table, topic_table=topics("TopicA"))
+    route = table.topic_route("TopicA")
+    assert route is not None
+    assert route.queue_datas == [QueueData("broker-a", 4, 4, PERM_READ_WRITE, 0)]
+    assert [(b.cluster, b.broker_name, b.broker_addrs) for b in route.broker_datas] == [
+        ("DefaultCluster", "broker-a", {0: "10.0.0.1:10911"})
+    ]
+
+
+def test_route_table_unknown_topic_has_no_route() -> None:
+    table = RouteTable()
+    register(table, topic_table=topics("TopicA"))
+    assert table.topic_route("TopicB") is None
+
+
+def test_route_table_tbw102_is_an_ordinary_topic() -> None:
+    table = RouteTable()
+    tbw = {"TBW102": TopicConfig("TBW102", 8, 8, PERM_READ_WRITE | PERM_INHERIT)}
+    register(table, topic_table=tbw)
+    route = table.topic_route("TBW102")
+    assert route is not None and route.queue_datas[0].perm == 7
+    assert table.all_topics() == ["TBW102"]
+
+
+def test_route_table_same_version_does_not_replace_queue_data() -> None:
+    table = RouteTable()
+    register(table, topic_table=topics("TopicA", queues=4))
+    register(table, topic_table=topics("TopicA", queues=8))
+    route = table.topic_route("TopicA")
+    assert route is not None and route.queue_datas[0].write_queue_nums == 4
+
+
+def test_route_table_new_version_replaces_and_drops_absent_topics() -> None:
+    table = RouteTable()
+    register(table, topic_table=topics("TopicA", "TopicB"))
+    register(table, topic_table=topics("TopicA", queues=8), version=V2)
+    route = table.topic_route("TopicA")
+    assert route is not None and route.queue_datas[0].write_queue_nums == 8
+    assert table.topic_route("TopicB") is None
+    assert table.all_topics() == ["TopicA"]
+
+
+def test_route_table_dropping_topic_keeps_other_brokers_queues() -> None:
+    table = RouteTable()
+    register(table, "broker-a", "10.0.0.1:10911", topic_table=topics("TopicA"))
+    register(table, "broker-b", "10.0.0.2:10911", topic_table=topics("TopicA"), connection_id=2)
+    register(table, "broker-a", "10.0.0.1:10911", topic_table={}, version=V2)
+    route = table.topic_route("TopicA")
+    assert route is not None
+    assert [q.broker_name for q in route.queue_datas] == ["broker-b"]
+    assert [b.broker_name for b in route.broker_datas] == ["broker-b"]
+
+
+def test_route_table_slave_does_not_publish_queues_and_learns_master() -> None:
+    table = RouteTable()
+    register(table, addr="10.0.0.1:10911", topic_table=topics("TopicA"))
+    result = register(
+        table, addr="10.0.0.9:10911", broker_id=1, topic_table=topics("TopicZ"), connection_id=2
+    )
+    assert result == RegisterResult(ha_server_addr="10.0.0.1:10911-ha", master_addr="10.0.0.1:10911")
+    assert table.topic_route("TopicZ") is None
+    route = table.topic_route("TopicA")
+    assert route is not None and route.broker_datas[0].broker_addrs == {
+        0: "10.0.0.1:10911",
+        1: "10.0.0.9:10911",
+    }
+
+
+def test_route_table_promoted_slave_drops_its_old_id() -> None:
+    table = RouteTable()
+    register(table, addr="10.0.0.9:10911", broker_id=1)
+    register(table, addr="10.0.0.9:10911", broker_id=0, topic_table=topics("TopicA"))
+    assert table.broker_addr_table["broker-a"].broker_addrs == {0: "10.0.0.9:10911"}
+
+
+def test_route_table_scan_inactive_removes_silent_broker_and_its_queues() -> None:
+    table = RouteTable()
+    register(table, "broker-a", "10.0.0.1:10911", topic_table=topics("TopicA"), now_ms=0)
+    register(
+        table, "broker-b", "10.0.0.2:10911", topic_table=topics("TopicA"), connection_id=2, now_ms=100_000
+    )
+    assert table.scan_inactive(now_ms=120_000) == []
+    assert table.scan_inactive(now_ms=120_001) == ["10.0.0.1:10911"]
+    route = table.topic_route("TopicA")
+    assert route is not None and [q.broker_name for q in route.queue_datas] == ["broker-b"]
+    assert table.cluster_addr_table == {"DefaultCluster": {"broker-b"}}
+
+
+def test_route_table_scan_inactive_custom_expiry() -> None:
+    table = RouteTable()
+    register(table, topic_table=topics("TopicA"), now_ms=0)
+    assert table.scan_inactive(now_ms=1_001, expiry_ms=1_000) == ["10.0.0.1:10911"]
+    assert table.topic_route("TopicA") is None
+    assert table.broker_addr_table == {} and table.cluster_addr_table == {}
+
+
+def test_route_table_connection_close_removes_only_brokers_on_it() -> None:
+    table = RouteTable()
+    register(table, "broker-a", "10.0.0.1:10911", topic_table=topics("TopicA"), connection_id=7)
+    register(table, "broker-b", "10.0.0.2:10911", topic_table=topics("TopicB"), connection_id=8)
+    assert table.on_connection_closed(7) == ["10.0.0.1:10911"]
+    assert table.topic_route("TopicA") is None
+    assert table.topic_route("TopicB") is not None
+
+
+def test_route_table_reregistration_on_new_connection_survives_old_close() -> None:
+    table = RouteTable()
+    register(table, topic_table=topics("TopicA"), connection_id=7)
+    register(table, topic_table=topics("TopicA"), connection_id=9)
+    assert table.on_connection_closed(7) == []
+    assert table.topic_route("TopicA") is not None
+
+
+def test_route_table_slave_expiry_keeps_master_queues() -> None:
+    table = RouteTable()
+    register(table, addr="10.0.0.1:10911", topic_table=topics("TopicA"), connection_id=1)
+    register(table, addr="10.0.0.9:10911", broker_id=1, connection_id=2)
+    table.on_connection_closed(2)
+    route = table.topic_route("TopicA")
+    assert route is not None and route.broker_datas[0].broker_addrs == {0: "10.0.0.1:10911"}
+
+
+def test_route_table_unregister_removes_broker_name_when_last_address_goes() -> None:
+    table = RouteTable()
+    register(table, topic_table=topics("TopicA"))
+    assert table.unregister_broker("DefaultCluster", "broker-a", "10.0.0.1:10911", 0)
+    assert table.topic_route("TopicA") is None
+    assert table.cluster_info().broker_addr_table == {}
+    assert not table.unregister_broker("DefaultCluster", "broker-a", "10.0.0.1:10911", 0)
+
+
+def test_route_table_cluster_info_is_a_copy() -> None:
+    table = RouteTable()
+    register(table, topic_table=topics("TopicA"))
+    info = table.cluster_info()
+    info.broker_addr_table["broker-a"].broker_addrs[5] = "x"
+    info.cluster_addr_table["DefaultCluster"].add("y")
+    assert table.broker_addr_table["broker-a"].broker_addrs == {0: "10.0.0.1:10911"}
+    assert table.cluster_addr_table == {"DefaultCluster": {"broker-a"}}
+
+
+def test_route_table_delete_topic_everywhere_or_per_cluster() -> None:
+    table = RouteTable()
+    register(table, "broker-a", "10.0.0.1:10911", topic_table=topics("TopicA", "TopicB"), cluster="c1")
+    register(table, "broker-b", "10.0.0.2:10911", topic_table=topics("TopicA"), cluster="c2", connection_id=2)
+    assert table.delete_topic("TopicA", "c1")
+    route = table.topic_route("TopicA")
+    assert route is not None and [q.broker_name for q in route.queue_datas] == ["broker-b"]
+    assert table.delete_topic("TopicB")
+    assert table.all_topics() == ["TopicA"]
+    assert not table.delete_topic("Missing")
+
+
+def test_route_table_data_version_queries() -> None:
+    table = RouteTable()
+    assert table.is_data_version_changed("10.0.0.1:10911", V1)
+    register(table, now_ms=0)
+    assert not table.is_data_version_changed("10.0.0.1:10911", V1)
+    assert table.is_data_version_changed("10.0.0.1:10911", V2)
+    assert table.data_version_of("10.0.0.1:10911") == V1
+    table.touch("10.0.0.1:10911", now_ms=500_000)
+    assert table.scan_inactive(now_ms=600_000) == []
