@@ -1,0 +1,71 @@
+"""``python -m orbitmq.broker -c broker.conf [-n NAMESRV] [--listen-port N] [--store-dir DIR] ...``.
+
+Parses the arguments into config overrides (defaults < file < flags), loads the config, sets
+up logging to stderr and runs the broker until SIGINT or SIGTERM. Without ``storePathRootDir``
+in the file or ``--store-dir``, the store lives in ``./store`` under the working directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from orbitmq.broker.app import BrokerApp
+from orbitmq.broker.config import load_broker_config
+from orbitmq.conf import load_properties
+from orbitmq.errors import ConfigError
+from orbitmq.transport.runner import run_app
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m orbitmq.broker", description="OrbitMQ broker")
+    parser.add_argument("-c", "--config-file", help="a RocketMQ broker.conf (key=value lines)")
+    parser.add_argument("-n", "--namesrv-addr", help="name servers, 'host:port;host:port' (namesrvAddr)")
+    parser.add_argument("--listen-port", type=int, help="TCP port for clients (listenPort, default 10911)")
+    parser.add_argument("--store-dir", help="store root directory (storePathRootDir)")
+    parser.add_argument("--broker-name", help="broker name (brokerName)")
+    parser.add_argument("--broker-id", type=int, help="0 for a master (brokerId)")
+    parser.add_argument("--broker-ip", help="client-facing IPv4 address (brokerIP1)")
+    parser.add_argument("--flush", choices=("sync", "async"), help="flushDiskType SYNC_FLUSH or ASYNC_FLUSH")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return parser.parse_args(argv)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, object]:
+    flags = {
+        "namesrvAddr": args.namesrv_addr,
+        "listenPort": args.listen_port,
+        "storePathRootDir": args.store_dir,
+        "brokerName": args.broker_name,
+        "brokerId": args.broker_id,
+        "brokerIP1": args.broker_ip,
+        "flushDiskType": {"sync": "SYNC_FLUSH", "async": "ASYNC_FLUSH"}.get(args.flush or ""),
+    }
+    overrides: dict[str, object] = {key: value for key, value in flags.items() if value is not None}
+    file_values = load_properties(args.config_file) if args.config_file else {}
+    if "storePathRootDir" not in overrides and not file_values.get("storePathRootDir"):
+        overrides["storePathRootDir"] = str(Path.cwd() / "store")
+    return overrides
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a broker; returns the exit code."""
+    args = _parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        broker_config, store_config = load_broker_config(args.config_file, _overrides(args))
+    except ConfigError as exc:
+        print(f"orbitmq broker: {exc}", file=sys.stderr)
+        return 2
+    return run_app(BrokerApp(broker_config, store_config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

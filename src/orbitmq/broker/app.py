@@ -1,0 +1,290 @@
+"""BrokerApp: wires the store, the tables, the handlers and the background services together.
+
+Lifecycle (uvicorn style): :meth:`BrokerApp.startup` opens the store on a thread (recovery may
+take a while), loads the persisted tables from ``<storePathRootDir>/config``, creates the system
+topics, binds the remoting server with every handler in one table keyed by request code, then
+starts the services. :meth:`BrokerApp.shutdown` undoes it in reverse, one commented step each.
+
+Background work uses one shape, :class:`PeriodicService` (start/stop): persisting dirty tables,
+scanning for expired clients; the long-polling and registration services have the same
+start/stop pair.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Protocol
+
+from orbitmq.broker.clients import ConsumerTable, ProducerTable
+from orbitmq.broker.config import BrokerConfig
+from orbitmq.broker.handlers import BrokerState
+from orbitmq.broker.handlers.admin import AdminHandlers
+from orbitmq.broker.handlers.client_manage import ClientManageHandlers
+from orbitmq.broker.handlers.offsets import OffsetHandlers
+from orbitmq.broker.handlers.pull import PullHandlers
+from orbitmq.broker.handlers.query import QueryHandlers
+from orbitmq.broker.handlers.send import SendHandlers
+from orbitmq.broker.locks import QueueLockTable
+from orbitmq.broker.long_polling import LongPollingService
+from orbitmq.broker.offsets import ConsumerOffsetTable
+from orbitmq.broker.registration import NamesrvRegistration
+from orbitmq.broker.subscriptions import SubscriptionGroupTable
+from orbitmq.broker.topics import TopicConfigTable
+from orbitmq.errors import ConfigError, ProtocolError
+from orbitmq.protocol.codes import RequestCode
+from orbitmq.store.config import StoreConfig
+from orbitmq.store.message_store import MessageStore
+from orbitmq.transport.server import Handler, RemotingServer
+
+logger = logging.getLogger(__name__)
+
+TOPICS_FILE = "topics.json"
+CONSUMER_OFFSETS_FILE = "consumerOffset.json"
+SUBSCRIPTION_GROUPS_FILE = "subscriptionGroup.json"
+
+
+class Service(Protocol):
+    """The one shape of background work."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class PeriodicService:
+    """Runs ``action`` every ``interval_ms`` until stopped; a failing round is logged, not fatal."""
+
+    def __init__(self, name: str, interval_ms: int, action: Callable[[], Awaitable[None] | None]) -> None:
+        self._name = name
+        self._interval_s = interval_ms / 1000
+        self._action = action
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=self._name)
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+        self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s)
+            try:
+                outcome = self._action()
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                logger.exception("%s failed", self._name)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _read_optional(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+class BrokerApp:
+    """One broker process: store + tables + remoting server + services."""
+
+    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        self._config_dir = Path(store_config.store_path_root_dir) / "config"
+        # Resolved once: without brokerIP1 this looks up the host's addresses.
+        self._host = broker_config.advertised_host
+        self._store = MessageStore(store_config)
+        self._server: RemotingServer | None = None
+        self._services: list[Service] = []
+        self._state: BrokerState | None = None
+        self._registration: NamesrvRegistration | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound listening port (meaningful after startup)."""
+        return self._server.port if self._server is not None else self.broker_config.listen_port
+
+    @property
+    def address(self) -> str:
+        """``ip:port`` clients use to reach this broker."""
+        return f"{self._host}:{self.port}"
+
+    @property
+    def state(self) -> BrokerState:
+        if self._state is None:
+            raise RuntimeError("BrokerApp.state used before startup()")
+        return self._state
+
+    async def startup(self) -> None:
+        config = self.broker_config
+        # Recovery after a crash re-scans the commit log: keep it off the event loop.
+        await asyncio.to_thread(self._store.open)
+        topics, offsets, groups = self._load_tables()
+        topics.create_system_topics(
+            config.broker_cluster_name,
+            config.broker_name,
+            auto_create_topic_enable=config.auto_create_topic_enable,
+            default_topic_queue_nums=config.default_topic_queue_nums,
+        )
+        long_polling = LongPollingService(self._store.get_max_queue_offset)
+        self._store.add_arrival_listener(long_polling.on_arrival)
+        state = BrokerState(
+            config=config,
+            store_config=self.store_config,
+            store=self._store,
+            topics=topics,
+            offsets=offsets,
+            groups=groups,
+            producers=ProducerTable(),
+            consumers=ConsumerTable(),
+            locks=QueueLockTable(config.rebalance_lock_max_live_time_ms),
+            long_polling=long_polling,
+            store_host=(self._host, config.listen_port),
+            on_topics_changed=self._on_topics_changed,
+        )
+        self._state = state
+        client_manage = ClientManageHandlers(state)
+        self._server = RemotingServer(
+            config.bind_address,
+            config.listen_port,
+            build_handler_table(state, client_manage),
+            idle_timeout_s=config.channel_expired_timeout_ms / 1000,
+            on_connection_closed=client_manage.on_connection_closed,
+        )
+        await self._server.start()
+        # With listenPort=0 the bound port is known only now; records must carry the real one.
+        state.store_host = (self._host, self._server.port)
+        self._registration = NamesrvRegistration(config, topics, self.address)
+        self._services = [
+            long_polling,
+            PeriodicService("persist-tables", config.flush_consumer_offset_interval_ms, self._persist_tables),
+            PeriodicService("client-expiry-scan", config.client_scan_interval_ms, client_manage.scan_expired),
+            self._registration,
+        ]
+        for service in self._services:
+            await service.start()
+        logger.info(
+            "broker %s listening on %s (store %s)", config.broker_name, self.address, self._store.store_path
+        )
+
+    async def shutdown(self) -> None:
+        if self._server is None:
+            return
+        # Release parked pulls first: they answer PULL_NOT_FOUND now instead of holding the drain.
+        if self._state is not None:
+            await self._state.long_polling.stop()
+        # Stop accepting; requests in flight get the grace period to finish.
+        await self._server.stop(self.broker_config.shutdown_grace_ms / 1000)
+        # Stop background work; the registration service unregisters from every name server.
+        for service in reversed(self._services):
+            try:
+                await service.stop()
+            except Exception:
+                logger.exception("stopping %s failed", type(service).__name__)
+        # Persist offsets, topics and groups whether dirty or not.
+        await self._persist_tables(force=True)
+        # Close the store: flush, write the checkpoint, remove the abort marker.
+        await asyncio.to_thread(self._store.close)
+        self._server = None
+        logger.info("broker %s stopped", self.broker_config.broker_name)
+
+    def _on_topics_changed(self) -> None:
+        if self._registration is not None:
+            self._registration.request()
+
+    def _load_tables(self) -> tuple[TopicConfigTable, ConsumerOffsetTable, SubscriptionGroupTable]:
+        topics_path = self._config_dir / TOPICS_FILE
+        raw_topics = _read_optional(topics_path)
+        try:
+            topics = TopicConfigTable.decode(raw_topics) if raw_topics is not None else TopicConfigTable()
+        except ProtocolError as exc:
+            raise ConfigError(f"{topics_path}: {exc}") from exc
+        offsets_path = self._config_dir / CONSUMER_OFFSETS_FILE
+        raw_offsets = _read_optional(offsets_path)
+        offsets = (
+            ConsumerOffsetTable.decode(raw_offsets, str(offsets_path))
+            if raw_offsets is not None
+            else ConsumerOffsetTable()
+        )
+        groups_path = self._config_dir / SUBSCRIPTION_GROUPS_FILE
+        raw_groups = _read_optional(groups_path)
+        groups = (
+            SubscriptionGroupTable.decode(raw_groups, str(groups_path))
+            if raw_groups is not None
+            else SubscriptionGroupTable()
+        )
+        return topics, offsets, groups
+
+    async def _persist_tables(self, force: bool = False) -> None:
+        state = self._state
+        if state is None:
+            return
+        writes: list[tuple[Path, bytes]] = []
+        if force or state.offsets.dirty:
+            writes.append((self._config_dir / CONSUMER_OFFSETS_FILE, state.offsets.encode()))
+        if force or state.topics.dirty:
+            writes.append((self._config_dir / TOPICS_FILE, state.topics.encode()))
+        if force or state.groups.dirty:
+            writes.append((self._config_dir / SUBSCRIPTION_GROUPS_FILE, state.groups.encode()))
+        for path, data in writes:
+            await asyncio.to_thread(write_atomically, path, data)
+
+
+def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers) -> dict[int, Handler]:
+    """Every request code the broker serves, mapped to its handler (RocketMQ's registerProcessor)."""
+    send = SendHandlers(state)
+    pull = PullHandlers(state)
+    offsets = OffsetHandlers(state)
+    admin = AdminHandlers(state)
+    query = QueryHandlers(state)
+    return {
+        RequestCode.SEND_MESSAGE: send.send_message,
+        RequestCode.SEND_MESSAGE_V2: send.send_message,
+        RequestCode.SEND_BATCH_MESSAGE: send.send_message,
+        RequestCode.CONSUMER_SEND_MSG_BACK: send.consumer_send_msg_back,
+        RequestCode.PULL_MESSAGE: pull.pull_message,
+        RequestCode.QUERY_CONSUMER_OFFSET: offsets.query_consumer_offset,
+        RequestCode.UPDATE_CONSUMER_OFFSET: offsets.update_consumer_offset,
+        RequestCode.GET_MAX_OFFSET: offsets.get_max_offset,
+        RequestCode.GET_MIN_OFFSET: offsets.get_min_offset,
+        RequestCode.GET_EARLIEST_MSG_STORETIME: offsets.get_earliest_msg_storetime,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offsets.search_offset_by_timestamp,
+        RequestCode.HEART_BEAT: client_manage.heart_beat,
+        RequestCode.UNREGISTER_CLIENT: client_manage.unregister_client,
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP: client_manage.get_consumer_list_by_group,
+        RequestCode.LOCK_BATCH_MQ: client_manage.lock_batch_mq,
+        RequestCode.UNLOCK_BATCH_MQ: client_manage.unlock_batch_mq,
+        RequestCode.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
+        RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic_in_broker,
+        RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
+        RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
+        RequestCode.QUERY_MESSAGE: query.query_message,
+    }

@@ -1,0 +1,204 @@
+"""BrokerConfig and the loading of a RocketMQ ``broker.conf``.
+
+One file feeds two frozen dataclasses: :class:`BrokerConfig` (this module) and the store's
+``StoreConfig`` (``orbitmq.store.config``); a key belongs to whichever declares it. Precedence
+is defaults < file < CLI overrides. Keys RocketMQ knows but OrbitMQ does not implement (listed
+in :data:`UNIMPLEMENTED_KEYS`) only log a warning; any other unknown key is an error.
+
+The address clients reach (written as STOREHOST into every record, returned in routes) is
+``brokerIP1:listenPort``. Like RocketMQ, an unset ``brokerIP1`` means the first non-loopback
+IPv4 address of this host (127.0.0.1 when there is none); tests set ``brokerIP1=127.0.0.1``.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from orbitmq.conf import build_configs, load_properties
+from orbitmq.errors import ConfigError
+from orbitmq.store.config import StoreConfig
+
+
+class BrokerRole(Enum):
+    """Replication role; only master behaviour exists so far."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+def _key(name: str, *aliases: str) -> dict[str, object]:
+    return {"key": name, "aliases": aliases} if aliases else {"key": name}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Settings of the broker shell (the store has its own StoreConfig)."""
+
+    # Cluster this broker belongs to, as published in routes.
+    broker_cluster_name: str = field(default="DefaultCluster", metadata=_key("brokerClusterName"))
+    # Name shared by a master and its slaves.
+    broker_name: str = field(default="broker-a", metadata=_key("brokerName"))
+    # 0 for a master, >= 1 for slaves.
+    broker_id: int = field(default=0, metadata=_key("brokerId"))
+    # Name servers to register with ("a:9876;b:9876"); empty = register nowhere.
+    namesrv_addr: tuple[str, ...] = field(default=(), metadata=_key("namesrvAddr"))
+    # TCP port clients connect to.
+    listen_port: int = field(default=10911, metadata=_key("listenPort"))
+    # Interface the listening socket binds (OrbitMQ's own key).
+    bind_address: str = field(default="0.0.0.0", metadata=_key("bindAddress"))
+    # Client-facing IPv4 address; None = first non-loopback IPv4 of this host.
+    broker_ip1: str | None = field(default=None, metadata=_key("brokerIP1"))
+    # Create unknown topics on send through the TBW102 template.
+    auto_create_topic_enable: bool = field(default=True, metadata=_key("autoCreateTopicEnable"))
+    # Create unknown consumer groups on heartbeat.
+    auto_create_subscription_group: bool = field(default=True, metadata=_key("autoCreateSubscriptionGroup"))
+    # Queue count of TBW102 and so the cap of auto-created topics.
+    default_topic_queue_nums: int = field(default=8, metadata=_key("defaultTopicQueueNums"))
+    # Broker-wide permission bits (2 write, 4 read).
+    broker_permission: int = field(default=6, metadata=_key("brokerPermission"))
+    # Park pulls that find nothing until a message arrives or suspendTimeoutMillis passes.
+    long_polling_enable: bool = field(default=True, metadata=_key("longPollingEnable"))
+    # Hold time of an empty pull when long polling is off.
+    short_polling_time_ms: int = field(default=1000, metadata=_key("shortPollingTimeMills"))
+    # Period of REGISTER_BROKER to every name server.
+    register_name_server_period_ms: int = field(default=30_000, metadata=_key("registerNameServerPeriod"))
+    # Timeout of one REGISTER_BROKER call.
+    register_broker_timeout_ms: int = field(default=6_000, metadata=_key("registerBrokerTimeoutMills"))
+    # A client silent for this long is dropped from the producer/consumer tables.
+    channel_expired_timeout_ms: int = field(
+        default=120_000, metadata=_key("channelExpiredTimeout", "clientChannelExpiredTimeout")
+    )
+    # How often the client tables are scanned for expired clients (OrbitMQ's own key).
+    client_scan_interval_ms: int = field(default=10_000, metadata=_key("clientScanInterval"))
+    # Replication role (only the master paths exist so far).
+    broker_role: BrokerRole = field(default=BrokerRole.ASYNC_MASTER, metadata=_key("brokerRole"))
+    # Period of persisting consumer offsets (and other dirty config tables).
+    flush_consumer_offset_interval_ms: int = field(
+        default=5_000, metadata=_key("flushConsumerOffsetInterval")
+    )
+    # Reconsume attempts before a message goes to %DLQ%<group> (default retryMaxTimes of new groups).
+    max_reconsume_times: int = field(default=16, metadata=_key("maxReconsumeTimes"))
+    # Queue lock lifetime for orderly consumers without renewal.
+    rebalance_lock_max_live_time_ms: int = field(default=60_000, metadata=_key("rebalanceLockMaxLiveTime"))
+    # How long shutdown waits for requests in flight (OrbitMQ's own key).
+    shutdown_grace_ms: int = field(default=5_000, metadata=_key("shutdownGracePeriod"))
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"config key 'listenPort': {self.listen_port} is not a TCP port")
+        if self.broker_id < 0:
+            raise ConfigError(f"config key 'brokerId': {self.broker_id} is negative")
+        if self.broker_role is not BrokerRole.SLAVE and self.broker_id != 0:
+            raise ConfigError(
+                f"config key 'brokerId': a {self.broker_role.value} must have id 0, not {self.broker_id}"
+            )
+        if not 0 <= self.broker_permission <= 7:
+            raise ConfigError(f"config key 'brokerPermission': {self.broker_permission} is not in 0..7")
+        if self.default_topic_queue_nums < 1:
+            raise ConfigError(f"config key 'defaultTopicQueueNums': {self.default_topic_queue_nums} < 1")
+        if self.max_reconsume_times < 0:
+            raise ConfigError(f"config key 'maxReconsumeTimes': {self.max_reconsume_times} is negative")
+
+    @property
+    def advertised_host(self) -> str:
+        """The IPv4 address clients use to reach this broker."""
+        return self.broker_ip1 or first_non_loopback_ipv4()
+
+    @property
+    def advertised_address(self) -> str:
+        return f"{self.advertised_host}:{self.listen_port}"
+
+
+UNIMPLEMENTED_KEYS = frozenset(
+    {
+        "brokerIP2",
+        "haListenPort",
+        "haMasterAddress",
+        "haSendHeartbeatInterval",
+        "haTransferBatchSize",
+        "enableDLegerCommitLog",
+        "dLegerGroup",
+        "dLegerPeers",
+        "dLegerSelfId",
+        "aclEnable",
+        "traceTopicEnable",
+        "msgTraceTopicName",
+        "transactionTimeOut",
+        "transactionCheckMax",
+        "transactionCheckInterval",
+        "sendMessageThreadPoolNums",
+        "pullMessageThreadPoolNums",
+        "queryMessageThreadPoolNums",
+        "adminBrokerThreadPoolNums",
+        "clientManageThreadPoolNums",
+        "consumerManageThreadPoolNums",
+        "serverWorkerThreads",
+        "serverSelectorThreads",
+        "serverCallbackExecutorThreads",
+        "useReentrantLockWhenPutMessage",
+        "waitTimeMillsInSendQueue",
+        "waitTimeMillsInPullQueue",
+        "osPageCacheBusyTimeOutMills",
+        "enablePropertyFilter",
+        "enableCalcFilterBitMap",
+        "filterServerNums",
+        "slaveReadEnable",
+        "transferMsgByHeap",
+        "transientStorePoolEnable",
+        "fetchNamesrvAddrByAddressServer",
+        "rejectTransactionMessage",
+        "clusterTopicEnable",
+        "brokerTopicEnable",
+        "useTLS",
+        "isEnableBatchPush",
+        "warmMapedFileEnable",
+        "offsetCheckInSlave",
+        "autoDeleteUnusedStats",
+        "commercialEnable",
+    }
+)
+"""RocketMQ broker.conf keys OrbitMQ accepts with a warning and ignores."""
+
+
+def load_broker_config(
+    path: str | Path | None, overrides: Mapping[str, object] | None = None
+) -> tuple[BrokerConfig, StoreConfig]:
+    """Read ``broker.conf`` (if given), apply CLI overrides, and build both configs.
+
+    Raises:
+        ConfigError: unreadable file, unknown key, bad value, broken cross-field rule, or no
+            ``storePathRootDir`` (the CLI derives one when the operator gives none).
+    """
+    values: dict[str, object] = dict(load_properties(path)) if path is not None else {}
+    values.update(overrides or {})
+    if not values.get("storePathRootDir"):
+        raise ConfigError("config key 'storePathRootDir' is required (the directory of the store)")
+    broker_config, store_config = build_configs([BrokerConfig, StoreConfig], values, UNIMPLEMENTED_KEYS)
+    return broker_config, store_config
+
+
+def first_non_loopback_ipv4() -> str:
+    """The first IPv4 address of this host that is not loopback, else 127.0.0.1."""
+    candidates: list[str] = []
+    try:
+        for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
+            candidates.append(str(info[4][0]))
+    except OSError:
+        pass
+    # The address the kernel would use for an outbound route: no packet is sent by connect()
+    # on a UDP socket, it only picks the source address.
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("192.0.2.1", 9))
+            candidates.append(str(probe.getsockname()[0]))
+    except OSError:
+        pass
+    for address in candidates:
+        if not address.startswith("127.") and address != "0.0.0.0":
+            return address
+    return "127.0.0.1"

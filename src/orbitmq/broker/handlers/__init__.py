@@ -1,0 +1,52 @@
+"""Request handlers of the broker, one module per concern, all sharing one :class:`BrokerState`.
+
+A handler is ``async def handler(ctx, request) -> response`` (the transport contract). It reads
+the typed header, checks the request (``broker.validation``), calls the store or a table, and
+builds the response; store statuses become response codes through ``broker.status_map``. A
+handler never touches the socket. The table that maps request codes to handlers is built in
+``broker.app``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from orbitmq.broker.clients import ConsumerTable, ProducerTable
+from orbitmq.broker.config import BrokerConfig
+from orbitmq.broker.locks import QueueLockTable
+from orbitmq.broker.long_polling import LongPollingService
+from orbitmq.broker.offsets import ConsumerOffsetTable
+from orbitmq.broker.subscriptions import SubscriptionGroupTable
+from orbitmq.broker.topics import TopicConfigTable
+from orbitmq.store.config import StoreConfig
+from orbitmq.store.message_store import MessageStore
+from orbitmq.transport.server import ServerConnection
+
+__all__ = ["BrokerState", "now_ms"]
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds, the time base of store timestamps and client expiry."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class BrokerState:
+    """Everything the handlers share: configs, the store, and the broker's tables."""
+
+    config: BrokerConfig
+    store_config: StoreConfig
+    store: MessageStore
+    topics: TopicConfigTable
+    offsets: ConsumerOffsetTable
+    groups: SubscriptionGroupTable
+    producers: ProducerTable[ServerConnection]
+    consumers: ConsumerTable[ServerConnection]
+    locks: QueueLockTable
+    long_polling: LongPollingService
+    store_host: tuple[str, int]
+    """Client-facing ``(ip, port)`` written as STOREHOST into every record."""
+    on_topics_changed: Callable[[], None]
+    """Asks the registration service to re-register promptly (a topic was created or removed)."""

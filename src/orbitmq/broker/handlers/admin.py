@@ -1,0 +1,63 @@
+"""Topic administration: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21).
+
+A created or deleted topic is persisted by the persistence service (the table is dirty) and
+published at once: the registration service re-registers with every name server. Reserved
+names (TBW102 and the system topics) cannot be created or deleted.
+"""
+
+from __future__ import annotations
+
+from orbitmq.broker.handlers import BrokerState
+from orbitmq.broker.validation import check_admin_topic
+from orbitmq.model.route import TopicConfig
+from orbitmq.protocol.bodies import encode_topic_config_wrapper
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+from orbitmq.transport.server import RequestContext
+
+
+class AdminHandlers:
+    """Topic creation, deletion and listing."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    async def update_and_create_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = CreateTopicRequestHeader.from_ext(request.ext_fields)
+        rejection = check_admin_topic(header.topic)
+        if rejection is not None:
+            return rejection.response(request)
+        if header.read_queue_nums < 1 or header.write_queue_nums < 1:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"topic[{header.topic}]: queue counts must be positive, got read {header.read_queue_nums} "
+                f"write {header.write_queue_nums}",
+            )
+        config = TopicConfig(
+            header.topic,
+            read_queue_nums=header.read_queue_nums,
+            write_queue_nums=header.write_queue_nums,
+            perm=header.perm,
+            topic_filter_type=header.topic_filter_type,
+            topic_sys_flag=header.topic_sys_flag,
+            order=header.order,
+        )
+        if self._state.topics.put(config):
+            self._state.on_topics_changed()
+        return request.response(ResponseCode.SUCCESS, None, {})
+
+    async def delete_topic_in_broker(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = DeleteTopicRequestHeader.from_ext(request.ext_fields)
+        rejection = check_admin_topic(header.topic)
+        if rejection is not None:
+            return rejection.response(request)
+        if self._state.topics.remove(header.topic):
+            self._state.on_topics_changed()
+        self._state.offsets.remove_topic(header.topic)
+        self._state.store.delete_topic(header.topic)
+        return request.response(ResponseCode.SUCCESS, None, {})
+
+    async def get_all_topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        body = encode_topic_config_wrapper(self._state.topics.snapshot())
+        return request.response(ResponseCode.SUCCESS, None, {}, body)

@@ -1,0 +1,85 @@
+"""Consumer offsets and queue offset lookups (remoting-protocol §2.9, §2.10).
+
+QUERY_CONSUMER_OFFSET answers a group's committed offset. For a group that never committed,
+it answers 0 when the queue was never truncated (its min offset is 0), so a new group sees the
+messages already stored, as a RocketMQ broker does; otherwise QUERY_NOT_FOUND, and the client
+starts from the max offset. UPDATE_CONSUMER_OFFSET stores an offset. GET_MAX_OFFSET,
+GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME and SEARCH_OFFSET_BY_TIMESTAMP ask the store.
+Every response carries an extFields object, since the C++ client dereferences it.
+"""
+
+from __future__ import annotations
+
+from orbitmq.broker.handlers import BrokerState
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import (
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from orbitmq.transport.server import RequestContext
+
+
+class OffsetHandlers:
+    """Consumer offset commits and queue offset queries."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    async def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = QueryConsumerOffsetRequestHeader.from_ext(request.ext_fields)
+        committed = self._state.offsets.query(header.consumer_group, header.topic, header.queue_id)
+        if committed is None and self._state.store.get_min_queue_offset(header.topic, header.queue_id) <= 0:
+            committed = 0
+        if committed is None:
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND,
+                f"no offset of group [{header.consumer_group}] on topic [{header.topic}] "
+                f"queue {header.queue_id}, and the queue was truncated",
+                {},
+            )
+        return request.response(
+            ResponseCode.SUCCESS, None, QueryConsumerOffsetResponseHeader(committed).to_ext()
+        )
+
+    async def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = UpdateConsumerOffsetRequestHeader.from_ext(request.ext_fields)
+        self._state.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        return request.response(ResponseCode.SUCCESS, None, {})
+
+    async def get_max_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = GetMaxOffsetRequestHeader.from_ext(request.ext_fields)
+        queue_offset = self._state.store.get_max_queue_offset(header.topic, header.queue_id)
+        return request.response(ResponseCode.SUCCESS, None, GetMaxOffsetResponseHeader(queue_offset).to_ext())
+
+    async def get_min_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = GetMinOffsetRequestHeader.from_ext(request.ext_fields)
+        queue_offset = self._state.store.get_min_queue_offset(header.topic, header.queue_id)
+        return request.response(ResponseCode.SUCCESS, None, GetMinOffsetResponseHeader(queue_offset).to_ext())
+
+    async def get_earliest_msg_storetime(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = GetEarliestMsgStoretimeRequestHeader.from_ext(request.ext_fields)
+        timestamp = self._state.store.get_earliest_store_timestamp(header.topic, header.queue_id)
+        return request.response(
+            ResponseCode.SUCCESS, None, GetEarliestMsgStoretimeResponseHeader(timestamp).to_ext()
+        )
+
+    async def search_offset_by_timestamp(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = SearchOffsetRequestHeader.from_ext(request.ext_fields)
+        queue_offset = self._state.store.get_queue_offset_by_time(
+            header.topic, header.queue_id, header.timestamp
+        )
+        return request.response(ResponseCode.SUCCESS, None, SearchOffsetResponseHeader(queue_offset).to_ext())

@@ -1,0 +1,165 @@
+"""PULL_MESSAGE (11): read a batch of stored records from one queue, parking when there is none.
+
+Order of checks (remoting-protocol §2.5): broker readable, subscription group known (created
+when ``autoCreateSubscriptionGroup``), topic known and readable, queue id in range, then the
+subscription: from the request when sysFlag has the SUBSCRIPTION bit, else the one the group's
+last heartbeat registered (SUBSCRIPTION_NOT_EXIST when none, SUBSCRIPTION_NOT_LATEST when the
+registered version is older than the request's).
+
+The read's status maps to a response code in ``status_map``. PULL_NOT_FOUND with the SUSPEND bit
+parks the pull in ``long_polling`` for ``suspendTimeoutMillis`` (``shortPollingTimeMills`` when
+long polling is off) and re-reads once when woken or expired; the re-read never parks again, so
+an expired poll answers PULL_NOT_FOUND. The hold is capped below the clients' 30 s request
+timeout. When sysFlag bit 0 is set the consumer's ``commitOffset`` is stored before reading.
+The response body is the stored records, concatenated, exactly as the commit log holds them.
+"""
+
+from __future__ import annotations
+
+from orbitmq.broker.clients import GroupSubscription
+from orbitmq.broker.handlers import BrokerState
+from orbitmq.broker.status_map import is_long_poll_candidate, pull_response_code
+from orbitmq.model.heartbeat import EXPRESSION_TYPE_TAG
+from orbitmq.model.route import PERM_READ, TopicConfig
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import PullMessageRequestHeader
+from orbitmq.protocol.tags import TagFilter
+from orbitmq.transport.server import RequestContext
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+
+HOLD_MAX_MS = 25_000
+"""Longest park: clients time a pull out after 30 s and must get an answer first."""
+
+MAX_TRANSFER_BYTES = 256 * 1024
+
+
+class PullHandlers:
+    """PULL_MESSAGE."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    async def pull_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = PullMessageRequestHeader.from_ext(request.ext_fields)
+        rejection = self._check(request, header)
+        if rejection is not None:
+            return rejection
+        tag_filter = self._tag_filter(request, header)
+        if isinstance(tag_filter, RemotingCommand):
+            return tag_filter
+        if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0:
+            self._state.offsets.commit(
+                header.consumer_group, header.topic, header.queue_id, header.commit_offset
+            )
+        response = self._read(request, header, tag_filter)
+        if header.sys_flag & FLAG_SUSPEND and is_long_poll_candidate(ResponseCode(response.code)):
+            hold_ms = (
+                header.suspend_timeout_millis
+                if self._state.config.long_polling_enable
+                else (self._state.config.short_polling_time_ms)
+            )
+            await self._state.long_polling.hold(
+                header.topic, header.queue_id, header.queue_offset, min(max(hold_ms, 0), HOLD_MAX_MS)
+            )
+            response = self._read(request, header, tag_filter)
+        return response
+
+    def _check(self, request: RemotingCommand, header: PullMessageRequestHeader) -> RemotingCommand | None:
+        state = self._state
+        if not state.config.broker_permission & PERM_READ:
+            return request.response(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{state.config.broker_name}] pulling message is forbidden",
+            )
+        group = state.groups.find_or_create(
+            header.consumer_group, state.config.auto_create_subscription_group
+        )
+        if group is None:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.consumer_group}] does not exist",
+            )
+        if not group.consume_enable:
+            return request.response(
+                ResponseCode.NO_PERMISSION,
+                f"subscription group [{header.consumer_group}] no permission to consume",
+            )
+        topic_config = state.topics.get(header.topic)
+        if topic_config is None:
+            return request.response(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
+            )
+        if not topic_config.perm & PERM_READ:
+            return request.response(
+                ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden"
+            )
+        return self._check_queue(request, header, topic_config)
+
+    @staticmethod
+    def _check_queue(
+        request: RemotingCommand, header: PullMessageRequestHeader, topic_config: TopicConfig
+    ) -> RemotingCommand | None:
+        if 0 <= header.queue_id < topic_config.read_queue_nums:
+            return None
+        return request.response(
+            ResponseCode.SYSTEM_ERROR,
+            f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+            f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] consumer:[{header.consumer_group}]",
+        )
+
+    def _tag_filter(
+        self, request: RemotingCommand, header: PullMessageRequestHeader
+    ) -> TagFilter | RemotingCommand:
+        """The filter to apply, or the error response when there is no usable subscription."""
+        if header.sys_flag & FLAG_SUBSCRIPTION:
+            expression_type = header.expression_type or EXPRESSION_TYPE_TAG
+            if expression_type != EXPRESSION_TYPE_TAG:
+                return request.response(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    f"expression type {expression_type} of group [{header.consumer_group}] is not supported",
+                )
+            return TagFilter.parse(header.subscription)
+        consumer_group = self._state.consumers.get(header.consumer_group)
+        if consumer_group is None:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's group info [{header.consumer_group}] not exist",
+            )
+        registered: GroupSubscription | None = consumer_group.subscriptions.get(header.topic)
+        if registered is None:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's subscription of topic [{header.topic}] not exist",
+            )
+        if registered.sub_version < header.sub_version:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                f"the consumer's subscription of topic [{header.topic}] is not latest",
+            )
+        return registered.tag_filter
+
+    def _read(
+        self, request: RemotingCommand, header: PullMessageRequestHeader, tag_filter: TagFilter
+    ) -> RemotingCommand:
+        result = self._state.store.get_messages(
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            max(header.max_msg_nums, 1),
+            MAX_TRANSFER_BYTES,
+            None if tag_filter.matches_all else tag_filter.matches_code,
+        )
+        code = pull_response_code(result.status, header.queue_offset)
+        ext = {
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+            "suggestWhichBrokerId": "0",
+        }
+        body = result.body() if code is ResponseCode.SUCCESS else b""
+        remark = None if code is ResponseCode.SUCCESS else result.status.name
+        return request.response(code, remark, ext, body)

@@ -1,0 +1,330 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and CONSUMER_SEND_MSG_BACK (36).
+
+Send path (remoting-protocol §2.4): read the header (V1 long names, or V2 one-letter names),
+check broker and topic permissions and names, find or auto-create the topic, pick the queue,
+redirect exhausted retries to ``%DLQ%<group>``, store, and under SYNC_FLUSH wait for the flush
+future without blocking the event loop. A batch is recognised by code 320 or by the header's
+``batch`` flag being ``true``/``1`` (the C++ client sends code 10 with ``batch:"1"``).
+
+Send-back (§2.11) stores a copy of a failed message in ``%RETRY%<group>`` with
+``reconsumeTimes + 1``, or in ``%DLQ%<group>`` once the group's maximum is reached. The
+schedule service that delays messages by level is not built yet, so a retry is stored in
+``%RETRY%<group>`` at once, with its ``DELAY`` property set to the level it would have waited
+for; likewise a producer's delayed message is stored in its topic at once with ``DELAY`` kept.
+Transactional half messages (``TRAN_MSG=true``) are refused with NO_PERMISSION, as a RocketMQ
+broker with ``rejectTransactionMessage`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from orbitmq.broker.handlers import BrokerState
+from orbitmq.broker.status_map import put_response_code
+from orbitmq.broker.validation import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    Rejection,
+    check_message_size,
+    check_queue_id,
+    check_send_topic,
+    dlq_topic,
+    retry_topic,
+)
+from orbitmq.errors import RemoteProtocolError
+from orbitmq.model.message import MessageConst, SysFlag
+from orbitmq.model.route import PERM_READ_WRITE, PERM_WRITE, TopicConfig
+from orbitmq.protocol.batch import decode_batch
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from orbitmq.protocol.message_codec import decode_stored_message
+from orbitmq.protocol.message_id import encode_offset_msg_id
+from orbitmq.protocol.properties import decode_properties, encode_properties
+from orbitmq.store.config import FlushDiskType
+from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
+from orbitmq.transport.server import RequestContext
+
+MSG_REGION_DEFAULT = "DefaultRegion"
+
+
+class SendHandlers:
+    """Producer sends and consumer send-backs."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    # -- send ----------------------------------------------------------------------------------
+
+    async def send_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE."""
+        header = _read_send_header(request)
+        rejection = self._check_broker_writable() or check_send_topic(header.topic)
+        if rejection is not None:
+            return rejection.response(request)
+        properties = decode_properties(header.properties or "")
+        if properties.get(MessageConst.TRANSACTION_PREPARED, "").lower() == "true":
+            return request.response(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self._state.config.broker_name}] sending transaction message is forbidden",
+            )
+        topic_config = self._find_or_create_topic(header)
+        if topic_config is None:
+            return request.response(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
+            )
+        if not topic_config.perm & PERM_WRITE:
+            return request.response(
+                ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending message is forbidden"
+            )
+        queue_count = max(topic_config.read_queue_nums, topic_config.write_queue_nums)
+        rejection = check_queue_id(header.topic, header.queue_id, queue_count, header.producer_group)
+        if rejection is not None:
+            return rejection.response(request)
+        queue_id = header.queue_id
+        if queue_id < 0:
+            queue_id = random.randrange(max(topic_config.write_queue_nums, 1))
+        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+            return await self._send_batch(ctx, request, header, queue_id)
+        return await self._send_single(ctx, request, header, topic_config, queue_id, properties)
+
+    def _check_broker_writable(self) -> Rejection | None:
+        if self._state.config.broker_permission & PERM_WRITE:
+            return None
+        return Rejection(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{self._state.config.broker_name}] sending message is forbidden",
+        )
+
+    def _find_or_create_topic(self, header: SendMessageRequestHeader) -> TopicConfig | None:
+        topics = self._state.topics
+        existing = topics.get(header.topic)
+        if existing is not None:
+            return existing
+        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            created: TopicConfig | None = topics.find_or_create(header.topic, 1, PERM_READ_WRITE)
+        elif self._state.config.auto_create_topic_enable:
+            created = topics.create_from_template(
+                header.topic, header.default_topic or "TBW102", header.default_topic_queue_nums
+            )
+        else:
+            created = None
+        if created is not None:
+            self._state.on_topics_changed()
+        return created
+
+    async def _send_single(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        topic_config: TopicConfig,
+        queue_id: int,
+        properties: dict[str, str],
+    ) -> RemotingCommand:
+        topic = header.topic
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            redirected = self._dlq_if_exhausted(topic, header.reconsume_times, header.max_reconsume_times)
+            if redirected is not None:
+                topic, queue_id = redirected, 0
+        properties_text = header.properties or ""
+        rejection = check_message_size(
+            topic,
+            len(request.body),
+            len(properties_text.encode()),
+            self._state.store_config.max_message_size_bytes,
+        )
+        if rejection is not None:
+            return rejection.response(request)
+        properties[MessageConst.CLUSTER] = self._state.config.broker_cluster_name
+        sys_flag = header.sys_flag
+        if topic_config.topic_filter_type == "MULTI_TAG":
+            sys_flag |= SysFlag.MULTI_TAGS
+        put = PutMessageRequest(
+            topic=topic,
+            queue_id=queue_id,
+            body=request.body,
+            flag=header.flag,
+            properties=properties,
+            sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=(ctx.peer_host, ctx.peer_port),
+            store_host=self._state.store_host,
+            reconsume_times=header.reconsume_times,
+        )
+        result = self._state.store.put_message(put)
+        return await self._answer_put(request, result, queue_id, _wait_store_ok(properties))
+
+    def _dlq_if_exhausted(
+        self, retry_topic_name: str, reconsume_times: int, max_times: int | None
+    ) -> str | None:
+        """``%DLQ%<group>`` when a re-sent retry message has used up its reconsume attempts."""
+        group = retry_topic_name[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        group_config = self._state.groups.find_or_create(
+            group, self._state.config.auto_create_subscription_group
+        )
+        limit = (
+            max_times
+            if max_times is not None
+            else (group_config.retry_max_times if group_config else self._state.config.max_reconsume_times)
+        )
+        if reconsume_times < limit:
+            return None
+        dead_letter_topic = dlq_topic(group)
+        self._ensure_topic(dead_letter_topic, 1, PERM_WRITE)
+        return dead_letter_topic
+
+    def _ensure_topic(self, topic: str, queue_nums: int, perm: int) -> TopicConfig:
+        existing = self._state.topics.get(topic)
+        if existing is not None:
+            return existing
+        created = self._state.topics.find_or_create(topic, queue_nums, perm)
+        self._state.on_topics_changed()
+        return created
+
+    async def _send_batch(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int
+    ) -> RemotingCommand:
+        topic = header.topic
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return request.response(
+                ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}"
+            )
+        try:
+            items = decode_batch(request.body)
+        except RemoteProtocolError as exc:
+            return request.response(
+                ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body for topic[{topic}]: {exc}"
+            )
+        if not items:
+            return request.response(ResponseCode.MESSAGE_ILLEGAL, f"empty batch for topic[{topic}]")
+        max_bytes = self._state.store_config.max_message_size_bytes
+        cluster = self._state.config.broker_cluster_name
+        requests: list[PutMessageRequest] = []
+        wait_store_ok = False
+        for index, item in enumerate(items):
+            if item.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
+                return request.response(
+                    ResponseCode.MESSAGE_ILLEGAL, f"batch message {index} to topic[{topic}] has a delay level"
+                )
+            rejection = check_message_size(
+                topic, len(item.body), len(encode_properties(item.properties).encode()), max_bytes
+            )
+            if rejection is not None:
+                return request.response(rejection.code, f"batch message {index}: {rejection.remark}")
+            wait_store_ok = wait_store_ok or _wait_store_ok(item.properties)
+            properties = dict(item.properties)
+            properties[MessageConst.CLUSTER] = cluster
+            requests.append(
+                PutMessageRequest(
+                    topic=topic,
+                    queue_id=queue_id,
+                    body=item.body,
+                    flag=item.flag,
+                    properties=properties,
+                    sys_flag=header.sys_flag,
+                    born_timestamp=header.born_timestamp,
+                    born_host=(ctx.peer_host, ctx.peer_port),
+                    store_host=self._state.store_host,
+                )
+            )
+        result = self._state.store.put_messages(requests)
+        return await self._answer_put(request, result, queue_id, wait_store_ok)
+
+    async def _answer_put(
+        self, request: RemotingCommand, result: PutResult, queue_id: int, wait_store_ok: bool
+    ) -> RemotingCommand:
+        status = result.status
+        sync_flush = self._state.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        future = result.flush_future
+        must_wait = status is PutStatus.PUT_OK and future is not None and wait_store_ok and sync_flush
+        # The store's flush thread resolves the future; the event loop keeps serving meanwhile.
+        if must_wait and future is not None and not await asyncio.wrap_future(future):
+            status = PutStatus.FLUSH_DISK_TIMEOUT
+        code, remark = put_response_code(status, result.remark)
+        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
+            return request.response(code, remark, {})
+        host, port = self._state.store_host
+        ext = {
+            "msgId": ",".join(
+                encode_offset_msg_id(host, port, offset) for offset in result.commit_log_offsets
+            ),
+            "queueId": str(queue_id),
+            "queueOffset": str(result.queue_offset),
+            MessageConst.MSG_REGION: MSG_REGION_DEFAULT,
+            MessageConst.TRACE_SWITCH: "true",
+        }
+        return request.response(code, remark, ext)
+
+    # -- send back -----------------------------------------------------------------------------
+
+    async def consumer_send_msg_back(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """CONSUMER_SEND_MSG_BACK: re-store a failed message for retry (or dead-letter it)."""
+        header = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
+        state = self._state
+        group_config = state.groups.find_or_create(header.group, state.config.auto_create_subscription_group)
+        if group_config is None:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{header.group}] not exist"
+            )
+        rejection = self._check_broker_writable()
+        if rejection is not None:
+            return rejection.response(request)
+        if group_config.retry_queue_nums <= 0:
+            return request.response(ResponseCode.SUCCESS, None, {})
+        raw = state.store.read_message(header.commit_log_offset)
+        if raw is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"look message by offset failed, commit-log offset {header.commit_log_offset}",
+            )
+        original, _ = decode_stored_message(raw)
+        properties = dict(original.properties)
+        properties.setdefault(MessageConst.RETRY_TOPIC, original.topic)
+        limit = (
+            header.max_reconsume_times
+            if header.max_reconsume_times is not None
+            else group_config.retry_max_times
+        )
+        if original.reconsume_times >= limit or header.delay_level < 0:
+            target, queue_id = dlq_topic(header.group), 0
+            topic_config = self._ensure_topic(target, 1, PERM_WRITE)
+        else:
+            target = retry_topic(header.group)
+            topic_config = self._ensure_topic(target, group_config.retry_queue_nums, PERM_READ_WRITE)
+            queue_id = random.randrange(max(topic_config.write_queue_nums, 1))
+            delay_level = header.delay_level or 3 + original.reconsume_times
+            properties[MessageConst.DELAY_TIME_LEVEL] = str(delay_level)
+        if not topic_config.perm & PERM_WRITE:
+            return request.response(
+                ResponseCode.NO_PERMISSION, f"the topic[{target}] sending message is forbidden"
+            )
+        properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, header.origin_msg_id or original.offset_msg_id)
+        put = PutMessageRequest(
+            topic=target,
+            queue_id=queue_id,
+            body=original.body,
+            flag=original.flag,
+            properties=properties,
+            sys_flag=original.sys_flag,
+            born_timestamp=original.born_timestamp,
+            born_host=original.born_host,
+            store_host=state.store_host,
+            reconsume_times=original.reconsume_times + 1,
+        )
+        result = state.store.put_message(put)
+        code, remark = put_response_code(result.status, result.remark)
+        return request.response(code, remark, {})
+
+
+def _read_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
+    """V2 headers use one-letter names; RocketMQ picks the layout by code, we by the names present."""
+    ext = request.ext_fields
+    if request.code == RequestCode.SEND_MESSAGE_V2 or ("b" in ext and "topic" not in ext):
+        return SendMessageRequestHeader.from_v2_ext(ext)
+    return SendMessageRequestHeader.from_ext(ext)
+
+
+def _wait_store_ok(properties: dict[str, str]) -> bool:
+    """The producer waits for the store unless it set WAIT=false."""
+    return properties.get(MessageConst.WAIT_STORE_MSG_OK, "true").lower() != "false"

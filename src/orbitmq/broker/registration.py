@@ -1,0 +1,142 @@
+"""Registration with the name servers: REGISTER_BROKER every period and after topic changes.
+
+The service registers with every configured name server concurrently, at start, every
+``registerNameServerPeriod`` (30 s) and promptly after :meth:`NamesrvRegistration.request`
+(a topic was created or deleted). Several changes in a burst coalesce into one registration.
+The body is the broker's topic table (TopicConfigSerializeWrapper) with ``bodyCrc32`` set to
+``crc32(body) & 0x7FFFFFFF``. When the broker is not both readable and writable, every topic is
+published with the broker's permission instead, as RocketMQ does. A name server that cannot be
+reached is logged and retried at the next round. At shutdown the broker sends
+UNREGISTER_BROKER to each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from dataclasses import replace
+
+from orbitmq.broker.config import BrokerConfig
+from orbitmq.broker.topics import TopicConfigTable
+from orbitmq.errors import OrbitError
+from orbitmq.model.route import PERM_READ, PERM_WRITE
+from orbitmq.protocol.bodies import (
+    RegisterBrokerBody,
+    TopicConfigSerializeWrapper,
+    encode_register_broker_body,
+)
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from orbitmq.transport.connection import RemotingClient
+
+logger = logging.getLogger(__name__)
+
+_CRC_MASK = 0x7FFFFFFF
+
+
+class NamesrvRegistration:
+    """Keeps every configured name server informed of this broker and its topics."""
+
+    def __init__(self, config: BrokerConfig, topics: TopicConfigTable, broker_addr: str) -> None:
+        self._config = config
+        self._topics = topics
+        self._broker_addr = broker_addr
+        self._client = RemotingClient()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def request(self) -> None:
+        """Register soon (the topic table changed); safe to call many times in a row."""
+        self._wake.set()
+
+    async def start(self) -> None:
+        if not self._config.namesrv_addr:
+            return
+        await self.register_all()
+        self._task = asyncio.create_task(self._run(), name="namesrv-registration")
+
+    async def stop(self) -> None:
+        """Stop the periodic registration, unregister from every name server, close connections."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        if self._config.namesrv_addr:
+            await self.unregister_all()
+        await self._client.close()
+
+    async def register_all(self) -> list[bool]:
+        """Register with every name server at once; True per name server that accepted."""
+        body = self._register_body()
+        header = RegisterBrokerRequestHeader(
+            broker_name=self._config.broker_name,
+            broker_addr=self._broker_addr,
+            cluster_name=self._config.broker_cluster_name,
+            broker_id=self._config.broker_id,
+            ha_server_addr="",
+            compressed=False,
+            body_crc32=zlib.crc32(body) & _CRC_MASK,
+        ).to_ext()
+        calls = [
+            self._invoke(addr, RequestCode.REGISTER_BROKER, header, body)
+            for addr in self._config.namesrv_addr
+        ]
+        return list(await asyncio.gather(*calls))
+
+    async def unregister_all(self) -> list[bool]:
+        header = UnregisterBrokerRequestHeader(
+            broker_name=self._config.broker_name,
+            broker_addr=self._broker_addr,
+            cluster_name=self._config.broker_cluster_name,
+            broker_id=self._config.broker_id,
+        ).to_ext()
+        calls = [
+            self._invoke(addr, RequestCode.UNREGISTER_BROKER, header, b"")
+            for addr in self._config.namesrv_addr
+        ]
+        return list(await asyncio.gather(*calls))
+
+    def _register_body(self) -> bytes:
+        wrapper = self._topics.snapshot()
+        permission = self._config.broker_permission
+        if not (permission & PERM_READ and permission & PERM_WRITE):
+            wrapper = TopicConfigSerializeWrapper(
+                {
+                    name: replace(config, perm=permission)
+                    for name, config in wrapper.topic_config_table.items()
+                },
+                wrapper.data_version,
+            )
+        return encode_register_broker_body(RegisterBrokerBody(wrapper))
+
+    async def _invoke(self, addr: str, code: RequestCode, ext: dict[str, str], body: bytes) -> bool:
+        request = RemotingCommand.request(code, ext, body)
+        try:
+            response = await self._client.invoke(addr, request, self._config.register_broker_timeout_ms)
+        except OrbitError as exc:
+            logger.warning("%s to name server %s failed: %s", code.name, addr, exc)
+            return False
+        if response.code != ResponseCode.SUCCESS:
+            logger.warning(
+                "%s to name server %s answered %d: %s", code.name, addr, response.code, response.remark
+            )
+            return False
+        return True
+
+    async def _run(self) -> None:
+        period_s = self._config.register_name_server_period_ms / 1000
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=period_s)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await self.register_all()
+            except Exception:
+                logger.exception("registration with the name servers failed")

@@ -1,0 +1,199 @@
+"""The broker's topic table: which topics it hosts, with how many queues and which permissions.
+
+Every change bumps the table's DataVersion, which the name server compares on registration,
+and marks the table dirty so the persistence service rewrites ``<root>/config/topics.json``
+(RocketMQ's TopicConfigSerializeWrapper JSON: ``{"topicConfigTable": {...}, "dataVersion":
+{...}}``).
+
+Topics come from four places:
+
+- system topics created at start-up (TBW102 when auto-creation is on, SELF_TEST_TOPIC,
+  OFFSET_MOVED_EVENT, SCHEDULE_TOPIC_XXXX with 18 queues, the cluster and broker name topics);
+- UPDATE_AND_CREATE_TOPIC from an admin;
+- a send to an unknown topic, through the template named by the request's ``defaultTopic``
+  (normally TBW102): allowed only when auto-creation is on and the template has the inherit
+  bit; the new topic gets ``min(request queue count, template write queues)`` queues and the
+  template's permission without the inherit bit;
+- ``%RETRY%<group>`` (1 queue, perm 6) on consumer heartbeat and ``%DLQ%<group>`` on send-back.
+
+Pure state behind a lock; no I/O.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+
+from orbitmq.broker.validation import (
+    AUTO_CREATE_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+)
+from orbitmq.model.route import PERM_INHERIT, PERM_READ_WRITE, DataVersion, TopicConfig
+from orbitmq.protocol.bodies import (
+    TopicConfigSerializeWrapper,
+    decode_topic_config_wrapper,
+    encode_topic_config_wrapper,
+)
+
+SCHEDULE_TOPIC_QUEUE_NUMS = 18
+"""One queue per delay level."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TopicConfigTable:
+    """Topic configs by name, versioned (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._topics: dict[str, TopicConfig] = {}
+        self._lock = threading.Lock()
+        self._data_version = DataVersion(_now_ms(), 0)
+        self._dirty = False
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self._topics.get(topic)
+
+    def __contains__(self, topic: object) -> bool:
+        return topic in self._topics
+
+    def names(self) -> list[str]:
+        return list(self._topics)
+
+    @property
+    def data_version(self) -> DataVersion:
+        return self._data_version
+
+    @property
+    def dirty(self) -> bool:
+        return self._dirty
+
+    def snapshot(self) -> TopicConfigSerializeWrapper:
+        """A consistent copy of the table and its version (for registration and GET_ALL_TOPIC_CONFIG)."""
+        with self._lock:
+            return TopicConfigSerializeWrapper(dict(self._topics), self._data_version)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def put(self, config: TopicConfig) -> bool:
+        """Create or replace a topic; True when something changed."""
+        with self._lock:
+            if self._topics.get(config.topic_name) == config:
+                return False
+            self._topics[config.topic_name] = config
+            self._bump()
+            return True
+
+    def remove(self, topic: str) -> bool:
+        """Delete a topic; True when it existed."""
+        with self._lock:
+            if self._topics.pop(topic, None) is None:
+                return False
+            self._bump()
+            return True
+
+    def create_system_topics(
+        self,
+        cluster_name: str,
+        broker_name: str,
+        *,
+        auto_create_topic_enable: bool,
+        default_topic_queue_nums: int,
+    ) -> None:
+        """The topics a RocketMQ broker creates at start-up (existing configs are kept)."""
+        wanted = [
+            TopicConfig(SELF_TEST_TOPIC, 1, 1),
+            TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
+            TopicConfig(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS),
+            TopicConfig(cluster_name, 16, 16, perm=PERM_INHERIT | PERM_READ_WRITE),
+            TopicConfig(broker_name, 1, 1, perm=PERM_INHERIT | PERM_READ_WRITE),
+            TopicConfig(f"{cluster_name}_REPLY_TOPIC", 1, 1),
+        ]
+        if auto_create_topic_enable:
+            wanted.append(
+                TopicConfig(
+                    AUTO_CREATE_TOPIC,
+                    default_topic_queue_nums,
+                    default_topic_queue_nums,
+                    perm=PERM_INHERIT | PERM_READ_WRITE,
+                )
+            )
+        for config in wanted:
+            if config.topic_name not in self._topics:
+                self.put(config)
+
+    def create_from_template(
+        self, topic: str, template_topic: str, queue_nums: int, *, topic_sys_flag: int = 0
+    ) -> TopicConfig | None:
+        """Auto-create ``topic`` on send through ``template_topic``; None when not allowed.
+
+        The caller checks ``autoCreateTopicEnable`` (TBW102 exists only when it is on).
+        """
+        with self._lock:
+            existing = self._topics.get(topic)
+            if existing is not None:
+                return existing
+            template = self._topics.get(template_topic)
+            if template is None or not template.perm & PERM_INHERIT:
+                return None
+            count = max(1, min(queue_nums, template.write_queue_nums))
+            config = TopicConfig(
+                topic,
+                read_queue_nums=count,
+                write_queue_nums=count,
+                perm=template.perm & ~PERM_INHERIT,
+                topic_sys_flag=topic_sys_flag,
+            )
+            self._topics[topic] = config
+            self._bump()
+            return config
+
+    def find_or_create(self, topic: str, queue_nums: int, perm: int = PERM_READ_WRITE) -> TopicConfig:
+        """The topic, created with ``queue_nums`` queues when missing (retry and DLQ topics)."""
+        with self._lock:
+            existing = self._topics.get(topic)
+            if existing is not None:
+                return existing
+            config = TopicConfig(topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums, perm=perm)
+            self._topics[topic] = config
+            self._bump()
+            return config
+
+    def update_perm(self, topic: str, perm: int) -> TopicConfig | None:
+        """Change a topic's permission bits; None when the topic does not exist."""
+        config = self._topics.get(topic)
+        if config is None:
+            return None
+        updated = replace(config, perm=perm)
+        self.put(updated)
+        return updated
+
+    def _bump(self) -> None:
+        self._data_version = self._data_version.bumped(_now_ms())
+        self._dirty = True
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def encode(self) -> bytes:
+        """The table as topics.json; clears the dirty flag."""
+        with self._lock:
+            data = encode_topic_config_wrapper(
+                TopicConfigSerializeWrapper(dict(self._topics), self._data_version)
+            )
+            self._dirty = False
+        return data
+
+    @classmethod
+    def decode(cls, data: bytes) -> TopicConfigTable:
+        """Load topics.json (raises RemoteProtocolError when malformed, naming the field)."""
+        wrapper = decode_topic_config_wrapper(data)
+        table = cls()
+        table._topics = dict(wrapper.topic_config_table)
+        table._data_version = wrapper.data_version
+        return table

@@ -1,0 +1,181 @@
+"""Request checks that refuse bad names, sizes and queue ids before anything is stored.
+
+Each check returns ``None`` when the input is acceptable, else a :class:`Rejection` carrying the
+response code RocketMQ answers with and a remark naming what was wrong:
+
+| check | code |
+| --- | --- |
+| topic name blank, too long (>127) or outside ``[%|a-zA-Z0-9_-]`` | SYSTEM_ERROR |
+| send to a system topic (SCHEDULE_TOPIC_XXXX, RMQ_SYS_TRANS_*, ...) | NO_PERMISSION |
+| create/delete of a reserved topic (TBW102, system topics) | SYSTEM_ERROR |
+| group name blank, too long or outside the charset | SYSTEM_ERROR |
+| body larger than maxMessageSize | MESSAGE_ILLEGAL |
+| property string larger than 32767 bytes | MESSAGE_ILLEGAL |
+| queue id out of the topic's range | SYSTEM_ERROR |
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from orbitmq.errors import BrokerResponseError, error_for_code
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.properties import MAX_PROPERTIES_BYTES
+
+NAME_MAX_CHARS = 127
+_NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+AUTO_CREATE_TOPIC = "TBW102"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+BENCHMARK_TOPIC = "BenchmarkTest"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+
+SYSTEM_TOPICS = frozenset(
+    {
+        AUTO_CREATE_TOPIC,
+        SCHEDULE_TOPIC,
+        BENCHMARK_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        TRACE_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+    }
+)
+"""Topics a RocketMQ broker owns; clients may not create or delete them."""
+
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+    }
+)
+"""Topics only the broker itself writes to."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why a request is refused: the response code and a remark naming the offending value."""
+
+    code: ResponseCode
+    remark: str
+
+    def response(self, request: RemotingCommand) -> RemotingCommand:
+        return request.response(self.code, self.remark)
+
+    def error(self) -> BrokerResponseError:
+        return error_for_code(int(self.code), self.remark)
+
+
+def retry_topic(group: str) -> str:
+    return f"{RETRY_GROUP_TOPIC_PREFIX}{group}"
+
+
+def dlq_topic(group: str) -> str:
+    return f"{DLQ_GROUP_TOPIC_PREFIX}{group}"
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def check_topic_name(topic: str) -> Rejection | None:
+    """RocketMQ's TopicValidator.validateTopic."""
+    if not topic or not topic.strip():
+        return Rejection(ResponseCode.SYSTEM_ERROR, "The specified topic is blank.")
+    if len(topic) > NAME_MAX_CHARS:
+        return Rejection(
+            ResponseCode.SYSTEM_ERROR,
+            f"The specified topic[{topic[:40]}...] is longer than topic max length {NAME_MAX_CHARS}.",
+        )
+    if not _NAME_PATTERN.match(topic):
+        return Rejection(
+            ResponseCode.SYSTEM_ERROR,
+            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+        )
+    return None
+
+
+def check_send_topic(topic: str) -> Rejection | None:
+    """Name check plus the refusal of topics only the broker writes."""
+    rejection = check_topic_name(topic)
+    if rejection is not None:
+        return rejection
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        return Rejection(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+    return None
+
+
+def check_admin_topic(topic: str) -> Rejection | None:
+    """Name check plus the refusal of reserved names for UPDATE_AND_CREATE_TOPIC / DELETE_TOPIC."""
+    rejection = check_topic_name(topic)
+    if rejection is not None:
+        return rejection
+    if topic == AUTO_CREATE_TOPIC:
+        return Rejection(
+            ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC."
+        )
+    if is_system_topic(topic):
+        return Rejection(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+    return None
+
+
+def check_group_name(group: str) -> Rejection | None:
+    if not group or not group.strip():
+        return Rejection(ResponseCode.SYSTEM_ERROR, "The specified group is blank.")
+    if len(group) > NAME_MAX_CHARS:
+        return Rejection(
+            ResponseCode.SYSTEM_ERROR,
+            f"The specified group[{group[:40]}...] is longer than group max length {NAME_MAX_CHARS}.",
+        )
+    if not _NAME_PATTERN.match(group):
+        return Rejection(
+            ResponseCode.SYSTEM_ERROR,
+            f"The specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+        )
+    return None
+
+
+def check_message_size(
+    topic: str, body_len: int, properties_len: int, max_message_size_bytes: int
+) -> Rejection | None:
+    """Body and property-string limits (RocketMQ answers MESSAGE_ILLEGAL for both)."""
+    if body_len > max_message_size_bytes:
+        return Rejection(
+            ResponseCode.MESSAGE_ILLEGAL,
+            f"the message body size {body_len} bytes to topic[{topic}] exceeds the limit "
+            f"maxMessageSize {max_message_size_bytes}",
+        )
+    if properties_len > MAX_PROPERTIES_BYTES:
+        return Rejection(
+            ResponseCode.MESSAGE_ILLEGAL,
+            f"the message properties size {properties_len} bytes to topic[{topic}] exceeds the limit "
+            f"{MAX_PROPERTIES_BYTES}",
+        )
+    return None
+
+
+def check_queue_id(topic: str, queue_id: int, queue_count: int, who: str = "") -> Rejection | None:
+    """A queue id must be below the topic's queue count (a negative id means "broker picks")."""
+    if queue_id >= queue_count:
+        suffix = f" client[{who}]" if who else ""
+        return Rejection(
+            ResponseCode.SYSTEM_ERROR,
+            f"queueId[{queue_id}] is illegal, topic[{topic}] has {queue_count} queues{suffix}",
+        )
+    return None

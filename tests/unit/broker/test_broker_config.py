@@ -1,0 +1,78 @@
+"""load_broker_config: one broker.conf feeds BrokerConfig and StoreConfig; precedence and errors."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from orbitmq.broker.config import BrokerConfig, BrokerRole, load_broker_config
+from orbitmq.errors import ConfigError
+from orbitmq.store.config import FlushDiskType
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_broker_config_defaults_match_rocketmq() -> None:
+    config = BrokerConfig()
+    assert config.broker_cluster_name == "DefaultCluster"
+    assert config.listen_port == 10911
+    assert config.default_topic_queue_nums == 8
+    assert config.register_name_server_period_ms == 30_000
+    assert config.channel_expired_timeout_ms == 120_000
+    assert config.broker_role is BrokerRole.ASYNC_MASTER
+
+
+def test_load_broker_config_splits_keys_between_broker_and_store(tmp_path: Path) -> None:
+    conf = _write(
+        tmp_path / "broker.conf",
+        "brokerName=broker-b\nnamesrvAddr=a:9876;b:9876\nlistenPort=20911\n"
+        f"storePathRootDir={tmp_path / 'store'}\nflushDiskType=SYNC_FLUSH\nbrokerIP1=127.0.0.1\n",
+    )
+    broker, store = load_broker_config(conf)
+    assert broker.broker_name == "broker-b"
+    assert broker.namesrv_addr == ("a:9876", "b:9876")
+    assert broker.advertised_address == "127.0.0.1:20911"
+    assert store.flush_disk_type is FlushDiskType.SYNC_FLUSH
+    assert Path(store.store_path_root_dir) == tmp_path / "store"
+
+
+def test_load_broker_config_overrides_win_over_file(tmp_path: Path) -> None:
+    conf = _write(tmp_path / "broker.conf", f"listenPort=1\nstorePathRootDir={tmp_path}\n")
+    broker, _ = load_broker_config(conf, {"listenPort": 2})
+    assert broker.listen_port == 2
+
+
+def test_load_broker_config_requires_store_dir() -> None:
+    with pytest.raises(ConfigError, match="storePathRootDir"):
+        load_broker_config(None, {})
+
+
+def test_load_broker_config_unknown_key_names_nearest(tmp_path: Path) -> None:
+    conf = _write(tmp_path / "broker.conf", f"storePathRootDir={tmp_path}\nbrokerNmae=x\n")
+    with pytest.raises(ConfigError, match="brokerNmae.*brokerName"):
+        load_broker_config(conf)
+
+
+def test_load_broker_config_unimplemented_key_only_warns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    conf = _write(tmp_path / "broker.conf", f"storePathRootDir={tmp_path}\nbrokerIP2=10.0.0.1\n")
+    with caplog.at_level(logging.WARNING):
+        load_broker_config(conf)
+    assert "brokerIP2" in caplog.text
+
+
+def test_broker_config_master_must_have_id_zero() -> None:
+    with pytest.raises(ConfigError, match="brokerId"):
+        BrokerConfig(broker_id=1)
+    assert BrokerConfig(broker_id=1, broker_role=BrokerRole.SLAVE).broker_id == 1
+
+
+def test_broker_config_unset_ip_resolves_to_an_ipv4_address() -> None:
+    host = BrokerConfig().advertised_host
+    assert len(host.split(".")) == 4

@@ -1,0 +1,67 @@
+"""ConsumerOffsetTable: commits, queries, dirty tracking and the consumerOffset.json round trip."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from orbitmq.broker.offsets import ConsumerOffsetTable
+from orbitmq.errors import ConfigError
+
+
+def test_offset_table_query_returns_none_for_unknown_group() -> None:
+    table = ConsumerOffsetTable()
+    assert table.query("G", "T", 0) is None
+
+
+def test_offset_table_commit_then_query_returns_offset() -> None:
+    table = ConsumerOffsetTable()
+    table.commit("G", "T", 3, 42)
+    assert table.query("G", "T", 3) == 42
+    assert table.query("G", "T", 2) is None
+    assert table.query("H", "T", 3) is None
+
+
+def test_offset_table_dirty_only_after_a_change() -> None:
+    table = ConsumerOffsetTable()
+    assert not table.dirty
+    table.commit("G", "T", 0, 5)
+    assert table.dirty
+    table.encode()
+    assert not table.dirty
+    table.commit("G", "T", 0, 5)
+    assert not table.dirty
+
+
+def test_offset_table_encode_uses_rocketmq_layout() -> None:
+    table = ConsumerOffsetTable()
+    table.commit("CG", "TopicA", 1, 7)
+    document = orjson.loads(table.encode())
+    assert document == {"offsetTable": {"TopicA@CG": {"1": 7}}}
+
+
+def test_offset_table_round_trips_through_json() -> None:
+    table = ConsumerOffsetTable()
+    table.commit("CG", "%RETRY%CG", 0, 3)
+    table.commit("CG", "TopicA", 2, 9)
+    loaded = ConsumerOffsetTable.decode(table.encode())
+    assert sorted(loaded) == [("CG", "%RETRY%CG", 0, 3), ("CG", "TopicA", 2, 9)]
+
+
+def test_offset_table_remove_topic_forgets_its_offsets() -> None:
+    table = ConsumerOffsetTable()
+    table.commit("G1", "T", 0, 1)
+    table.commit("G2", "T", 0, 2)
+    table.commit("G1", "U", 0, 3)
+    table.remove_topic("T")
+    assert table.query("G1", "T", 0) is None
+    assert table.query("G1", "U", 0) == 3
+    assert table.groups_of_topic("U") == {"G1"}
+
+
+@pytest.mark.parametrize(
+    "data", [b"{", b"[]", b'{"offsetTable": {"noseparator": {}}}', b'{"offsetTable": {"T@G": {"x": 1}}}']
+)
+def test_offset_table_decode_rejects_malformed_documents(data: bytes) -> None:
+    with pytest.raises(ConfigError, match="consumerOffset.json"):
+        ConsumerOffsetTable.decode(data)
