@@ -159,3 +159,25 @@ def error_for_code(code: int, remark: str | None = None) -> BrokerResponseError:
 
 class ConfigError(OrbitError):
     """A configuration file or flag is invalid; the message names the key."""
+
+
+# -- client ----------------------------------------------------------------------------------
+
+
+class ClientError(OrbitError):
+    """A client-side fault that is not a server's answer."""
+
+
+class MessageValidationError(ClientError):
+    """A message breaks a rule before it is sent (topic name, empty body, size); names what."""
+
+
+class ClientStateError(ClientError):
+    """A client object was used in the wrong state (not started, already shut down)."""
+
+
+class NoRouteError(ClientError):
+    """No route to any broker for a topic (unknown topic without auto-create, or no writable queue)."""
+
+    retriable = True
+    refresh_route = True

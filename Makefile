@@ -1,0 +1,39 @@
+# OrbitMQ's two commands: `make standalone` runs a nameserver and a broker in one process
+# on the default ports with data under ./.orbitmq-data; `make test` runs every test tier.
+# Both create the virtual environment in .venv on first use.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: standalone test lint unit integration install clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(BIN)/.installed
+
+standalone: $(BIN)/.installed
+	$(BIN)/orbitmq standalone $(ARGS)
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check src tests
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+
+unit: $(BIN)/.installed
+	$(BIN)/pytest tests/unit
+
+integration: $(BIN)/.installed
+	$(BIN)/pytest tests/integration tests/fault
+
+# Every tier: static checks, unit, integration (real processes, real C++ client), fault.
+test: $(BIN)/.installed
+	$(MAKE) --no-print-directory lint
+	$(BIN)/pytest tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""The ``orbitmq`` command: servers, the standalone main job, benchmarks."""

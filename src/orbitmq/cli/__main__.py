@@ -1,0 +1,5 @@
+import sys
+
+from orbitmq.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,183 @@
+"""Start real OrbitMQ server processes on 127.0.0.1 for integration and fault tests.
+
+Each process gets a free port (found by binding port 0, then released), its own
+directory under the test's tmp_path, and its output captured to a log file in that
+directory, printed when a start times out. Callers must stop or kill every process
+they start; the pytest fixtures in tests/integration/conftest.py do it in teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+START_TIMEOUT_S = 30.0
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_connectable(port: int, proc: subprocess.Popen[bytes], log_path: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"process exited with {proc.returncode} before listening on {port}:\n{_tail(log_path)}"
+            )
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listened on 127.0.0.1:{port} within {timeout_s} s:\n{_tail(log_path)}")
+
+
+def _tail(path: Path, lines: int = 60) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@dataclass
+class ServerProcess:
+    """A running server subprocess."""
+
+    name: str
+    args: list[str]
+    port: int
+    workdir: Path
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    extra_ports: list[int] = field(default_factory=list)
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> ServerProcess:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it until it exits
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self.proc = subprocess.Popen(
+            self.args, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        log.close()
+        try:
+            for port in [self.port, *self.extra_ports]:
+                wait_connectable(port, self.proc, self.log_path, timeout_s)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def stop(self, timeout_s: float = 15.0) -> int | None:
+        """SIGTERM and wait (graceful shutdown); SIGKILL if it does not exit in time."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def kill(self) -> None:
+        """SIGKILL, as in a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def log(self) -> str:
+        return _tail(self.log_path, 200)
+
+
+def start_namesrv(tmp_path: Path, name: str = "namesrv") -> ServerProcess:
+    port = free_port()
+    workdir = tmp_path / name
+    args = [sys.executable, "-m", "orbitmq.namesrv", "--listen-port", str(port)]
+    return ServerProcess(name, args, port, workdir, tmp_path / f"{name}.log").start()
+
+
+def write_conf(path: Path, values: dict[str, object]) -> Path:
+    lines = [f"{key}={str(value).lower() if isinstance(value, bool) else value}" for key, value in values.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def broker_conf(tmp_path: Path, name: str, namesrv_addr: str | None, port: int, **conf: object) -> dict[str, object]:
+    values: dict[str, object] = {
+        "brokerClusterName": "DefaultCluster",
+        "brokerName": name,
+        "brokerId": 0,
+        "listenPort": port,
+        "brokerIP1": "127.0.0.1",
+        "storePathRootDir": str(tmp_path / name / "store"),
+        "mapedFileSizeCommitLog": 16 * 1024 * 1024,
+        "flushDiskType": "ASYNC_FLUSH",
+    }
+    if namesrv_addr:
+        values["namesrvAddr"] = namesrv_addr
+    values.update(conf)
+    return values
+
+
+def start_broker(
+    tmp_path: Path, namesrv_addr: str | None, name: str = "broker-a", **conf: object
+) -> ServerProcess:
+    """A broker process; ``conf`` holds extra broker.conf keys (RocketMQ names)."""
+    port = int(conf.pop("listenPort", 0)) or free_port()  # type: ignore[call-overload]
+    workdir = tmp_path / name
+    workdir.mkdir(parents=True, exist_ok=True)
+    conf_path = write_conf(workdir / "broker.conf", broker_conf(tmp_path, name, namesrv_addr, port, **conf))
+    args = [sys.executable, "-m", "orbitmq.broker", "-c", str(conf_path)]
+    return ServerProcess(name, args, port, workdir, tmp_path / f"{name}.log").start()
+
+
+def start_standalone(tmp_path: Path, *extra: str, name: str = "standalone") -> ServerProcess:
+    """`orbitmq standalone` on free ports with its data under tmp_path."""
+    namesrv_port, broker_port = free_port(), free_port()
+    workdir = tmp_path / name
+    args = [
+        sys.executable, "-m", "orbitmq.cli", "standalone",
+        "--data-dir", str(workdir / "data"),
+        "--namesrv-port", str(namesrv_port),
+        "--broker-port", str(broker_port),
+        *extra,
+    ]
+    proc = ServerProcess(name, args, namesrv_port, workdir, tmp_path / f"{name}.log", extra_ports=[broker_port])
+    return proc.start()
+
+
+def create_topic(broker_addr: str, topic: str, queues: int = 4, perm: int = 6) -> None:
+    """Create ``topic`` on one broker with UPDATE_AND_CREATE_TOPIC, as `mqadmin updateTopic` does."""
+    import asyncio
+
+    from orbitmq.protocol.codes import RequestCode, ResponseCode
+    from orbitmq.protocol.command import RemotingCommand
+    from orbitmq.protocol.headers import CreateTopicRequestHeader
+    from orbitmq.transport.connection import RemotingClient
+
+    async def create() -> None:
+        client = RemotingClient()
+        try:
+            header = CreateTopicRequestHeader(topic=topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm)
+            request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
+            response = await client.invoke(broker_addr, request, timeout_ms=10_000)
+        finally:
+            await client.close()
+        if response.code != ResponseCode.SUCCESS:
+            raise RuntimeError(f"creating {topic} on {broker_addr}: {response.code} {response.remark}")
+
+    asyncio.run(create())
