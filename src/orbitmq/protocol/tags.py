@@ -8,21 +8,35 @@ empty) for everything, or tags separated by ``||``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 SUB_ALL = "*"
 
 
 def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode()``: ``h = 31*h + c`` over UTF-16 code units, signed 32-bit."""
+    """Java's ``String.hashCode()``: ``h = 31*h + c`` over UTF-16 code units, signed 32-bit.
+
+    Python integers do not overflow, so the sum is reduced to 32 bits once at the end;
+    for ASCII text (nearly every key and tag) the UTF-16 code units are the bytes.
+    """
     value = 0
-    data = text.encode("utf-16-be")
-    for index in range(0, len(data), 2):
-        value = (31 * value + ((data[index] << 8) | data[index + 1])) & 0xFFFFFFFF
+    if text.isascii():
+        for code in text.encode("ascii"):
+            value = value * 31 + code
+    else:
+        units = text.encode("utf-16-be")
+        for index in range(0, len(units), 2):
+            value = value * 31 + ((units[index] << 8) | units[index + 1])
+    value &= 0xFFFFFFFF
     return value - 0x100000000 if value & 0x80000000 else value
 
 
+@lru_cache(maxsize=4096)
 def tags_code(tags: str | None) -> int:
-    """The consume-queue tags code of a message's TAGS property (0 when it has none)."""
+    """The consume-queue tags code of a message's TAGS property (0 when it has none).
+
+    Cached: a topic's messages carry few distinct tags, and this runs once per stored message.
+    """
     return java_string_hash(tags) if tags else 0
 
 

@@ -1,0 +1,480 @@
+"""One IndexFile: a memory-mapped hash table from message keys to commit-log offsets.
+
+This module owns the on-disk layout of a single index file (remoting-protocol §6.3, RocketMQ's
+``IndexFile``) and nothing else: it does not know file names, rolling, or which keys a message
+carries (see ``index_service.py``). All integers are big-endian, as Java's ``ByteBuffer`` writes them.
+
+::
+
+    +--------------+------------------------------+----------------------------------------+
+    | header (40)  | slot table (hash_slot_num*4) | entries (index_num*20), entry 0 unused |
+    +--------------+------------------------------+----------------------------------------+
+
+Header, 40 bytes:
+
+    ========  ====  ======================================================================
+    bytes     type  field
+    ========  ====  ======================================================================
+    0..7      long  begin_timestamp_ms: store time of the first entry (0 while empty)
+    8..15     long  end_timestamp_ms: store time of the newest entry
+    16..23    long  begin_commit_log_offset: commit-log offset of the first entry
+    24..31    long  end_commit_log_offset: commit-log offset of the newest entry
+    32..35    int   hash_slot_count: slots that hold a chain (informational)
+    36..39    int   index_count: next entry number to write; starts at 1
+    ========  ====  ======================================================================
+
+Slot, 4 bytes at ``40 + (key_hash % hash_slot_num) * 4``: int, the entry number of the newest entry
+in that bucket, 0 when the bucket is empty.
+
+Entry, 20 bytes at ``40 + hash_slot_num * 4 + entry_number * 20``:
+
+    ========  ====  ======================================================================
+    bytes     type  field
+    ========  ====  ======================================================================
+    0..3      int   key_hash: abs(Java ``String.hashCode("<topic>#<key>")``), 0 for MIN_VALUE
+    4..11     long  commit_log_offset of the message
+    12..15    int   time_delta_s: whole seconds since begin_timestamp_ms (clamped to >= 0)
+    16..19    int   prev_entry_number: the previous entry in the same bucket, 0 = end of chain
+    ========  ====  ======================================================================
+
+Theory of operation. A put writes the entry, then the header, then the slot, each with one
+``pack_into``. That order makes a process kill at any point recoverable: before the header write the
+entry lies beyond ``index_count`` and is ignored; after it, the only gap is a slot that still points at
+the entry's predecessor, which :meth:`IndexFile.repair_tail` relinks. Readers treat any slot or chain
+link that is not below ``index_count`` as the end of the chain, and chains must strictly decrease, so a
+damaged file can return wrong offsets (the caller re-checks keys) but can never loop.
+
+Entries are appended in non-decreasing commit-log order (the service enforces it), so the entries at or
+after a commit-log offset are always a suffix of the file; :meth:`IndexFile.truncate_after` relies on it.
+"""
+
+from __future__ import annotations
+
+import array
+import mmap
+import os
+import struct
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from orbitmq.errors import CorruptRecordError
+from orbitmq.protocol.tags import java_string_hash
+
+HEADER_SIZE_BYTES = 40
+SLOT_SIZE_BYTES = 4
+ENTRY_SIZE_BYTES = 20
+
+# RocketMQ's defaults (maxHashSlotNum, maxIndexNum): a 420,000,040-byte sparse file.
+DEFAULT_HASH_SLOT_NUM = 5_000_000
+DEFAULT_INDEX_NUM = 20_000_000
+
+_INT_MAX = 0x7FFFFFFF
+# An entry's stored time has whole-second granularity, so its real store time lies anywhere in
+# [reconstructed, reconstructed + this]; queries widen by it so that nothing in range is missed.
+_TIME_SLACK_MS = 999
+
+_HEADER = struct.Struct(">qqqqii")
+_SLOT = struct.Struct(">i")
+_ENTRY = struct.Struct(">iqii")
+_ZERO_ENTRY = bytes(ENTRY_SIZE_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexHeader:
+    """The 40-byte header of an index file."""
+
+    begin_timestamp_ms: int = 0
+    end_timestamp_ms: int = 0
+    begin_commit_log_offset: int = 0
+    end_commit_log_offset: int = 0
+    hash_slot_count: int = 0
+    index_count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """One 20-byte entry of an index file."""
+
+    key_hash: int
+    commit_log_offset: int
+    time_delta_s: int
+    prev_entry_number: int
+
+
+def encode_header(header: IndexHeader) -> bytes:
+    """The 40 bytes of ``header``."""
+    return _HEADER.pack(
+        header.begin_timestamp_ms,
+        header.end_timestamp_ms,
+        header.begin_commit_log_offset,
+        header.end_commit_log_offset,
+        header.hash_slot_count,
+        header.index_count,
+    )
+
+
+def decode_header(data: bytes) -> IndexHeader:
+    """Parse a 40-byte header. Raises CorruptRecordError when ``data`` is not 40 bytes."""
+    if len(data) != HEADER_SIZE_BYTES:
+        raise CorruptRecordError(f"index header is {len(data)} bytes, expected {HEADER_SIZE_BYTES}")
+    return IndexHeader(*_HEADER.unpack(data))
+
+
+def encode_entry(entry: IndexEntry) -> bytes:
+    """The 20 bytes of ``entry``."""
+    return _ENTRY.pack(entry.key_hash, entry.commit_log_offset, entry.time_delta_s, entry.prev_entry_number)
+
+
+def decode_entry(data: bytes) -> IndexEntry:
+    """Parse a 20-byte entry. Raises CorruptRecordError when ``data`` is not 20 bytes."""
+    if len(data) != ENTRY_SIZE_BYTES:
+        raise CorruptRecordError(f"index entry is {len(data)} bytes, expected {ENTRY_SIZE_BYTES}")
+    return IndexEntry(*_ENTRY.unpack(data))
+
+
+def index_key_hash(topic: str, key: str) -> int:
+    """The key hash RocketMQ stores for ``key`` of ``topic``: abs(hashCode("<topic>#<key>"))."""
+    key_hash = java_string_hash(f"{topic}#{key}")
+    # Java's Math.abs(Integer.MIN_VALUE) stays negative; RocketMQ then uses 0.
+    return 0 if key_hash == -0x80000000 else abs(key_hash)
+
+
+def index_file_size_bytes(hash_slot_num: int, index_num: int) -> int:
+    """The size of an index file with this geometry."""
+    return HEADER_SIZE_BYTES + hash_slot_num * SLOT_SIZE_BYTES + index_num * ENTRY_SIZE_BYTES
+
+
+class IndexFile:
+    """One memory-mapped index file. Not thread-safe: :class:`IndexService` serialises access.
+
+    Use :meth:`create` for a new file and :meth:`open` for an existing one.
+    """
+
+    def __init__(self, path: Path, mapped: mmap.mmap, hash_slot_num: int, index_num: int) -> None:
+        self.path = path
+        self._mapped = mapped
+        self._hash_slot_num = hash_slot_num
+        self._index_num = index_num
+        self._entries_base = HEADER_SIZE_BYTES + hash_slot_num * SLOT_SIZE_BYTES
+        self.dirty = False
+        # The header is cached in attributes so that a put never has to read it back.
+        header = IndexHeader(*_HEADER.unpack_from(mapped, 0))
+        self.begin_timestamp_ms = header.begin_timestamp_ms
+        self.end_timestamp_ms = header.end_timestamp_ms
+        self.begin_commit_log_offset = header.begin_commit_log_offset
+        self.end_commit_log_offset = header.end_commit_log_offset
+        self.hash_slot_count = header.hash_slot_count
+        self.index_count = header.index_count
+
+    @classmethod
+    def create(cls, path: Path, hash_slot_num: int, index_num: int) -> IndexFile:
+        """Create a new, empty file at ``path`` (which must not exist).
+
+        The file is sized with ``ftruncate``, so it is sparse: a default-size file takes no disk
+        space until entries are written.
+        """
+        size_bytes = index_file_size_bytes(hash_slot_num, index_num)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.ftruncate(fd, size_bytes)
+            mapped = mmap.mmap(fd, size_bytes)
+        finally:
+            os.close(fd)
+        _HEADER.pack_into(mapped, 0, 0, 0, 0, 0, 0, 1)
+        index_file = cls(path, mapped, hash_slot_num, index_num)
+        index_file.dirty = True
+        return index_file
+
+    @classmethod
+    def open(cls, path: Path, hash_slot_num: int, index_num: int) -> IndexFile:
+        """Map an existing file. Raises CorruptRecordError when its size does not fit the geometry."""
+        size_bytes = index_file_size_bytes(hash_slot_num, index_num)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            actual_size_bytes = os.fstat(fd).st_size
+            if actual_size_bytes != size_bytes:
+                raise CorruptRecordError(
+                    f"index file {path} is {actual_size_bytes} bytes, expected {size_bytes} "
+                    f"for {hash_slot_num} slots and {index_num} entries"
+                )
+            mapped = mmap.mmap(fd, size_bytes)
+        finally:
+            os.close(fd)
+        return cls(path, mapped, hash_slot_num, index_num)
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def entry_count(self) -> int:
+        """The number of entries written (entry 0 is never used)."""
+        return self.index_count - 1
+
+    @property
+    def is_full(self) -> bool:
+        return self.index_count >= self._index_num
+
+    @property
+    def header(self) -> IndexHeader:
+        return IndexHeader(
+            self.begin_timestamp_ms,
+            self.end_timestamp_ms,
+            self.begin_commit_log_offset,
+            self.end_commit_log_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
+
+    def entry(self, entry_number: int) -> IndexEntry:
+        """Entry ``entry_number`` as stored (for checks and tests; any number below ``index_num``)."""
+        if not 0 <= entry_number < self._index_num:
+            raise IndexError(f"entry {entry_number} outside index file {self.path}")
+        return IndexEntry(*_ENTRY.unpack_from(self._mapped, self._entry_position(entry_number)))
+
+    def slot(self, key_hash: int) -> int:
+        """The raw slot value of the bucket of ``key_hash``."""
+        return int(_SLOT.unpack_from(self._mapped, self._slot_position(key_hash))[0])
+
+    def time_matches(self, begin_timestamp_ms: int, end_timestamp_ms: int) -> bool:
+        """Whether this file may hold entries stored within [begin, end] (False when empty)."""
+        return (
+            self.index_count > 1
+            and self.begin_timestamp_ms <= end_timestamp_ms
+            and self.end_timestamp_ms >= begin_timestamp_ms
+        )
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def put_key(self, key_hash: int, commit_log_offset: int, store_timestamp_ms: int) -> bool:
+        """Append an entry for ``key_hash``. Returns False when the file is full.
+
+        ``key_hash`` must come from :func:`index_key_hash` (non-negative).
+        """
+        entry_number = self.index_count
+        if entry_number >= self._index_num:
+            return False
+        mapped = self._mapped
+        slot_position = HEADER_SIZE_BYTES + (key_hash % self._hash_slot_num) * SLOT_SIZE_BYTES
+        prev_entry_number = _SLOT.unpack_from(mapped, slot_position)[0]
+        if prev_entry_number <= 0 or prev_entry_number >= entry_number:
+            prev_entry_number = 0
+            self.hash_slot_count += 1
+        if entry_number == 1:
+            self.begin_timestamp_ms = store_timestamp_ms
+            self.begin_commit_log_offset = commit_log_offset
+        time_delta_s = (store_timestamp_ms - self.begin_timestamp_ms) // 1000
+        if time_delta_s < 0:
+            time_delta_s = 0
+        elif time_delta_s > _INT_MAX:
+            time_delta_s = _INT_MAX
+        _ENTRY.pack_into(
+            mapped,
+            self._entries_base + entry_number * ENTRY_SIZE_BYTES,
+            key_hash,
+            commit_log_offset,
+            time_delta_s,
+            prev_entry_number,
+        )
+        self.index_count = entry_number + 1
+        self.end_timestamp_ms = store_timestamp_ms
+        self.end_commit_log_offset = commit_log_offset
+        self._write_header()
+        _SLOT.pack_into(mapped, slot_position, entry_number)
+        self.dirty = True
+        return True
+
+    def truncate_after(self, commit_log_offset: int) -> int:
+        """Remove the entries whose commit-log offset is >= ``commit_log_offset``; returns how many.
+
+        RocketMQ has no such operation. Because entries are in non-decreasing commit-log order, the
+        removed entries are a suffix; each one is unlinked newest first (its bucket's slot falls back
+        to its predecessor) and zeroed, which leaves exactly the file a put sequence without them
+        would have written, except that ``end_timestamp_ms`` is rebuilt from the last kept entry's
+        seconds delta (rounded up, never later than before).
+        """
+        mapped = self._mapped
+        entry_number = self.index_count - 1
+        while entry_number >= 1:
+            entry_position = self._entry_position(entry_number)
+            key_hash, entry_commit_log_offset, _, prev_entry_number = _ENTRY.unpack_from(
+                mapped, entry_position
+            )
+            if entry_commit_log_offset < commit_log_offset:
+                break
+            slot_position = self._slot_position(key_hash)
+            if _SLOT.unpack_from(mapped, slot_position)[0] == entry_number:
+                _SLOT.pack_into(mapped, slot_position, prev_entry_number)
+                if prev_entry_number == 0:
+                    self.hash_slot_count -= 1
+            mapped[entry_position : entry_position + ENTRY_SIZE_BYTES] = _ZERO_ENTRY
+            entry_number -= 1
+        removed = self.index_count - 1 - entry_number
+        if removed:
+            self._set_end_after_truncate(entry_number)
+            self.dirty = True
+        return removed
+
+    def _set_end_after_truncate(self, last_entry_number: int) -> None:
+        self.index_count = last_entry_number + 1
+        if last_entry_number == 0:
+            self.begin_timestamp_ms = self.end_timestamp_ms = 0
+            self.begin_commit_log_offset = self.end_commit_log_offset = 0
+            self.hash_slot_count = 0
+        else:
+            last = self.entry(last_entry_number)
+            rebuilt_ms = self.begin_timestamp_ms + last.time_delta_s * 1000 + _TIME_SLACK_MS
+            self.end_timestamp_ms = min(self.end_timestamp_ms, rebuilt_ms)
+            self.end_commit_log_offset = last.commit_log_offset
+        self._write_header()
+
+    def _write_header(self) -> None:
+        _HEADER.pack_into(
+            self._mapped,
+            0,
+            self.begin_timestamp_ms,
+            self.end_timestamp_ms,
+            self.begin_commit_log_offset,
+            self.end_commit_log_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def select_commit_log_offsets(
+        self,
+        key_hash: int,
+        max_num: int,
+        begin_timestamp_ms: int,
+        end_timestamp_ms: int,
+        found: list[int],
+        seen: set[int],
+    ) -> None:
+        """Append to ``found`` (newest first, up to ``max_num`` in total) the offsets of ``key_hash``.
+
+        An entry matches when its hash equals ``key_hash`` and its one-second time window
+        [begin + delta_s*1000, ... + 999] overlaps [begin_timestamp_ms, end_timestamp_ms]; offsets
+        already in ``seen`` are skipped, so a key listed twice for one message is returned once.
+        """
+        mapped = self._mapped
+        index_count = self.index_count
+        entry_number = _SLOT.unpack_from(mapped, self._slot_position(key_hash))[0]
+        earliest_ms = begin_timestamp_ms - _TIME_SLACK_MS
+        while 0 < entry_number < index_count and len(found) < max_num:
+            entry_hash, commit_log_offset, time_delta_s, prev_entry_number = _ENTRY.unpack_from(
+                mapped, self._entries_base + entry_number * ENTRY_SIZE_BYTES
+            )
+            entry_ms = self.begin_timestamp_ms + time_delta_s * 1000
+            if (
+                entry_hash == key_hash
+                and earliest_ms <= entry_ms <= end_timestamp_ms
+                and commit_log_offset not in seen
+            ):
+                seen.add(commit_log_offset)
+                found.append(commit_log_offset)
+            # A chain only ever points at older entries; anything else is damage, so stop.
+            if prev_entry_number >= entry_number:
+                break
+            entry_number = prev_entry_number
+
+    # -- consistency (used when loading after an unclean stop) -------------------------------
+
+    def find_problem(self, check_slots: bool) -> str | None:
+        """Describe the first inconsistency of the header and newest entry, or None if none.
+
+        With ``check_slots`` the whole slot table is scanned too (about 0.2 s for 5,000,000 slots).
+        """
+        problem = self._header_problem() or self._tail_problem()
+        if problem is None and check_slots:
+            problem = self._slot_table_problem()
+        return problem
+
+    def _header_problem(self) -> str | None:
+        if not 1 <= self.index_count <= self._index_num:
+            return f"index_count {self.index_count} outside [1, {self._index_num}]"
+        if not 0 <= self.hash_slot_count <= min(self._hash_slot_num, self.index_count - 1):
+            return f"hash_slot_count {self.hash_slot_count} impossible for {self.entry_count} entries"
+        if self.index_count > 1 and not 0 <= self.begin_commit_log_offset <= self.end_commit_log_offset:
+            return (
+                f"commit-log offsets begin {self.begin_commit_log_offset} "
+                f"end {self.end_commit_log_offset} out of order"
+            )
+        return None
+
+    def _tail_problem(self) -> str | None:
+        if self.index_count <= 1:
+            return None
+        first = self.entry(1)
+        last = self.entry(self.index_count - 1)
+        if first.commit_log_offset != self.begin_commit_log_offset:
+            return f"entry 1 has commit-log offset {first.commit_log_offset}, header says {self.begin_commit_log_offset}"
+        if last.commit_log_offset != self.end_commit_log_offset:
+            return (
+                f"entry {self.index_count - 1} has commit-log offset {last.commit_log_offset}, "
+                f"header says {self.end_commit_log_offset}"
+            )
+        if (
+            last.key_hash < 0
+            or last.time_delta_s < 0
+            or not 0 <= last.prev_entry_number < self.index_count - 1
+        ):
+            return f"entry {self.index_count - 1} is malformed: {last}"
+        slot_value = self.slot(last.key_hash)
+        if slot_value not in (self.index_count - 1, last.prev_entry_number):
+            return f"slot of entry {self.index_count - 1} holds {slot_value}"
+        return None
+
+    def _slot_table_problem(self) -> str | None:
+        slots_end = HEADER_SIZE_BYTES + self._hash_slot_num * SLOT_SIZE_BYTES
+        # One copy into an int array and C-level min/max: about 0.2 s for 5,000,000 slots.
+        values = array.array("i", self._mapped[HEADER_SIZE_BYTES:slots_end])
+        if sys.byteorder == "little":
+            values.byteswap()
+        lowest, highest = min(values), max(values)
+        if lowest < 0 or highest >= self.index_count:
+            return (
+                f"slot table holds entry numbers in [{lowest}, {highest}], index_count is {self.index_count}"
+            )
+        return None
+
+    def repair_tail(self) -> bool:
+        """Relink the newest entry if a stop between the header and slot writes left it unlinked.
+
+        Call only when :meth:`find_problem` returned None. Returns True when a slot was rewritten.
+        """
+        if self.index_count <= 1:
+            return False
+        last_entry_number = self.index_count - 1
+        last = self.entry(last_entry_number)
+        slot_position = self._slot_position(last.key_hash)
+        if _SLOT.unpack_from(self._mapped, slot_position)[0] == last_entry_number:
+            return False
+        _SLOT.pack_into(self._mapped, slot_position, last_entry_number)
+        self.dirty = True
+        return True
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write the mapped pages to disk (msync)."""
+        if self.dirty:
+            self._mapped.flush()
+            self.dirty = False
+
+    def close(self) -> None:
+        """Flush and unmap. The object must not be used afterwards."""
+        if not self._mapped.closed:
+            self.flush()
+            self._mapped.close()
+
+    def delete(self) -> None:
+        """Unmap without flushing and remove the file."""
+        if not self._mapped.closed:
+            self._mapped.close()
+        self.path.unlink(missing_ok=True)
+
+    def _slot_position(self, key_hash: int) -> int:
+        return HEADER_SIZE_BYTES + (key_hash % self._hash_slot_num) * SLOT_SIZE_BYTES
+
+    def _entry_position(self, entry_number: int) -> int:
+        return self._entries_base + entry_number * ENTRY_SIZE_BYTES
