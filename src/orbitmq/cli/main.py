@@ -22,6 +22,7 @@ DEFAULT_BROKER_PORT = 10911
 _FORWARDED = {
     "namesrv": "run a nameserver (python -m orbitmq.namesrv)",
     "broker": "run a broker (python -m orbitmq.broker)",
+    "admin": "administer topics, groups and clusters (orbitmq admin --help)",
     "bench": "benchmarks (python -m orbitmq.bench)",
 }
 
@@ -98,6 +99,10 @@ def _forward(command: str, rest: list[str]) -> int:
         from orbitmq.broker.__main__ import main as broker_main
 
         return broker_main(rest)
+    if command == "admin":
+        from orbitmq.cli.admin import main as admin_main
+
+        return admin_main(rest)
     from orbitmq.bench.__main__ import main as bench_main
 
     return bench_main(rest)

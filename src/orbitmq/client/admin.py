@@ -1,0 +1,397 @@
+"""The admin client: topics, routes, queue offsets and consumer-group progress.
+
+What each operation sends (RocketMQ's ``mqadmin`` equivalents):
+
+======================  ===================================================================
+operation               requests
+======================  ===================================================================
+create_topic            GET_BROKER_CLUSTER_INFO, then UPDATE_AND_CREATE_TOPIC to each master
+delete_topic            DELETE_TOPIC_IN_BROKER to each master, DELETE_TOPIC_IN_NAMESRV to
+                        every name server
+topic_status            per queue GET_MIN_OFFSET, GET_MAX_OFFSET, and one PULL_MESSAGE of the
+                        last message for its store time (the broker has no GET_TOPIC_STATS_INFO)
+consumer_progress       per queue QUERY_CONSUMER_OFFSET and GET_MAX_OFFSET
+reset_offset_by_time    per queue SEARCH_OFFSET_BY_TIMESTAMP, then UPDATE_CONSUMER_OFFSET
+======================  ===================================================================
+
+Resetting offsets writes the broker's committed offsets directly. OrbitMQ brokers do not
+implement INVOKE_BROKER_TO_RESET_OFFSET (222), so consumers of the group that are online keep
+their in-memory offsets and overwrite the reset at their next commit: stop them before a reset
+(or restart them after it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from orbitmq.client._instance import ClientInstance
+from orbitmq.client.config import ClientConfig, split_config
+from orbitmq.errors import ClientError, ClientStateError, TopicNotExistError, error_for_code
+from orbitmq.model.message import MessageQueue
+from orbitmq.model.route import ClusterInfo, TopicRouteData
+from orbitmq.protocol.bodies import decode_cluster_info, decode_topic_list
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    DeleteTopicRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    PullMessageRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from orbitmq.protocol.message_codec import decode_stored_messages
+
+__all__ = ["AdminClient", "AdminConfig", "QueueProgress", "QueueStatus"]
+
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+"""Group named in the admin's own pulls (RocketMQ's tools use the same name); it commits nothing."""
+
+_ROUTE_WAIT_S = 5.0
+_PULL_FLAG_SUBSCRIPTION = 0x4  # the pull carries its own subscription; nothing is committed
+
+
+@dataclass(frozen=True, slots=True)
+class AdminConfig:
+    """Settings of the admin client itself (it has none beyond ClientConfig yet)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """Offsets of one queue; ``last_update_timestamp_ms`` is 0 for an empty queue."""
+
+    min_offset: int
+    max_offset: int
+    last_update_timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueProgress:
+    """How far a group is in one queue; ``committed_offset`` is -1 when it never committed."""
+
+    committed_offset: int
+    broker_offset: int
+    lag: int
+
+
+class AdminClient:
+    """Administers topics and consumer offsets through the name servers and brokers.
+
+    Args:
+        namesrv_addr: name servers as ``"host:port;host:port"``.
+        **config: :class:`ClientConfig` fields (``request_timeout_ms``, ``instance_name``, ...).
+
+    Raises:
+        ConfigError: an unknown option or an invalid value.
+    """
+
+    def __init__(self, namesrv_addr: str, **config: Any) -> None:
+        config.setdefault("instance_name", f"admin-{time.time_ns()}")
+        client_config, _ = split_config(namesrv_addr, config, AdminConfig)
+        self.client_config: ClientConfig = client_config
+        self._instance: ClientInstance | None = None
+
+    async def start(self) -> None:
+        """Open the client instance (connections are made on first use)."""
+        if self._instance is not None:
+            raise ClientStateError("admin client already started")
+        instance = ClientInstance.get_or_create(self.client_config)
+        await instance.start()
+        self._instance = instance
+
+    async def close(self) -> None:
+        """Release the client instance and its connections."""
+        instance, self._instance = self._instance, None
+        if instance is not None:
+            await instance.close()
+
+    async def __aenter__(self) -> AdminClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def _client(self) -> ClientInstance:
+        if self._instance is None:
+            raise ClientStateError("admin client is not started")
+        return self._instance
+
+    # -- name server -----------------------------------------------------------------------------
+
+    async def _namesrv(self, code: int, ext: dict[str, str] | None = None) -> RemotingCommand:
+        response = await self._client.invoke_namesrv(RemotingCommand.request(code, ext or {}))
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_code(response.code, response.remark)
+        return response
+
+    async def cluster_info(self) -> ClusterInfo:
+        """Every broker the name server knows, grouped by cluster."""
+        response = await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
+        return decode_cluster_info(response.body)
+
+    async def list_topics(self) -> list[str]:
+        """Every topic the name server knows, sorted."""
+        response = await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        return sorted(decode_topic_list(response.body).topic_list)
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        """The current route of ``topic``.
+
+        Raises:
+            TopicNotExistError: the name server does not know ``topic``.
+        """
+        route = await self._client.get_route(topic, refresh=True)
+        self._client.forget_topic(topic)
+        if route is None:
+            raise TopicNotExistError(ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic}")
+        return route
+
+    async def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic``, sorted by broker name and queue id.
+
+        Raises:
+            TopicNotExistError: the name server does not know ``topic``.
+        """
+        route = await self.topic_route(topic)
+        return sorted(
+            MessageQueue(topic, data.broker_name, queue_id)
+            for data in route.queue_datas
+            if data.readable
+            for queue_id in range(data.read_queue_nums)
+        )
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    async def _master_addrs(self, cluster: str | None) -> list[str]:
+        info = await self.cluster_info()
+        if cluster is None:
+            names = set(info.broker_addr_table)
+        elif cluster in info.cluster_addr_table:
+            names = info.cluster_addr_table[cluster]
+        else:
+            raise ClientError(f"cluster {cluster} is unknown to the name server")
+        addrs = [
+            info.broker_addr_table[name].master_addr
+            for name in sorted(names)
+            if name in info.broker_addr_table
+        ]
+        masters = [addr for addr in addrs if addr is not None]
+        if not masters:
+            raise ClientError(f"no master broker in cluster {cluster or '(any)'}")
+        return masters
+
+    async def _broker(self, addr: str, code: int, ext: dict[str, str], what: str) -> RemotingCommand:
+        request = RemotingCommand.request(code, ext)
+        response = await self._client.remoting.invoke(addr, request, self.client_config.request_timeout_ms)
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_code(response.code, f"{what} on broker {addr}: {response.remark}")
+        return response
+
+    async def create_topic(
+        self,
+        topic: str,
+        queue_nums: int = 8,
+        *,
+        cluster: str | None = None,
+        perm: int = 6,
+        order: bool = False,
+    ) -> None:
+        """Create or update ``topic`` on every master of ``cluster`` (all clusters when None).
+
+        Waits (up to 5 s) until the name server routes the topic to those brokers.
+
+        Raises:
+            ClientError: unknown cluster or no master.
+            BrokerResponseError: a broker refused (reserved or invalid topic name).
+        """
+        header = CreateTopicRequestHeader(
+            topic=topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums, perm=perm, order=order
+        )
+        masters = await self._master_addrs(cluster)
+        for addr in masters:
+            await self._broker(
+                addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext(), f"create topic {topic}"
+            )
+        await self._wait_for_route(topic, len(masters))
+
+    async def _wait_for_route(self, topic: str, broker_count: int) -> None:
+        deadline = time.monotonic() + _ROUTE_WAIT_S
+        while time.monotonic() < deadline:
+            route = await self._client.get_route(topic, refresh=True)
+            if route is not None and len(route.queue_datas) >= broker_count:
+                break
+            await asyncio.sleep(0.05)
+        self._client.forget_topic(topic)
+
+    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
+        """Delete ``topic`` from every master of ``cluster`` (all when None) and the name servers.
+
+        Raises:
+            ClientError: unknown cluster or no master.
+            BrokerResponseError: a broker or name server refused.
+        """
+        for addr in await self._master_addrs(cluster):
+            await self._broker(
+                addr,
+                RequestCode.DELETE_TOPIC_IN_BROKER,
+                DeleteTopicRequestHeader(topic).to_ext(),
+                f"delete {topic}",
+            )
+        ext = DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster).to_ext()
+        for addr in self.client_config.namesrv_addrs:
+            request = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext)
+            response = await self._client.remoting.invoke(
+                addr, request, self.client_config.request_timeout_ms
+            )
+            if response.code != ResponseCode.SUCCESS:
+                raise error_for_code(
+                    response.code, f"delete topic {topic} on name server {addr}: {response.remark}"
+                )
+
+    # -- queue offsets ---------------------------------------------------------------------------
+
+    async def _queue_call(self, mq: MessageQueue, code: int, ext: dict[str, str]) -> RemotingCommand:
+        if self._client.find_broker_addr(mq.broker_name, only_this=True) is None:
+            await self._client.get_route(mq.topic, refresh=True)
+            self._client.forget_topic(mq.topic)
+        response = await self._client.invoke_broker(mq.broker_name, RemotingCommand.request(code, ext))
+        if response.code not in (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND):
+            raise error_for_code(
+                response.code,
+                f"request {code} for {mq.topic} queue {mq.queue_id} on {mq.broker_name}: {response.remark}",
+            )
+        return response
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        """The next queue offset to be written in ``mq``."""
+        response = await self._queue_call(
+            mq, RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(mq.topic, mq.queue_id).to_ext()
+        )
+        return int(response.ext_fields.get("offset", "0"))
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        """The oldest queue offset still stored in ``mq``."""
+        response = await self._queue_call(
+            mq, RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(mq.topic, mq.queue_id).to_ext()
+        )
+        return int(response.ext_fields.get("offset", "0"))
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The queue offset of the first message of ``mq`` stored at or after ``timestamp_ms``."""
+        header = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
+        response = await self._queue_call(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header.to_ext())
+        return int(response.ext_fields.get("offset", "0"))
+
+    async def last_store_timestamp(self, mq: MessageQueue, max_offset: int) -> int:
+        """Store time (ms) of the message at ``max_offset - 1`` of ``mq``; 0 when there is none."""
+        if max_offset <= 0:
+            return 0
+        header = PullMessageRequestHeader(
+            consumer_group=TOOLS_CONSUMER_GROUP,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=max_offset - 1,
+            max_msg_nums=1,
+            sys_flag=_PULL_FLAG_SUBSCRIPTION,
+            commit_offset=0,
+            suspend_timeout_millis=0,
+            subscription="*",
+            expression_type="TAG",
+        )
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
+        response = await self._client.invoke_broker(mq.broker_name, request)
+        if response.code != ResponseCode.SUCCESS or not response.body:
+            return 0
+        messages = decode_stored_messages(response.body, decode_body=False)
+        return messages[-1].store_timestamp if messages else 0
+
+    async def topic_status(self, topic: str) -> dict[MessageQueue, QueueStatus]:
+        """Min/max offset and last store time of every queue of ``topic``.
+
+        Raises:
+            TopicNotExistError: the name server does not know ``topic``.
+        """
+        queues = await self.fetch_queues(topic)
+        statuses = await asyncio.gather(*(self._queue_status(mq) for mq in queues))
+        return dict(zip(queues, statuses, strict=True))
+
+    async def _queue_status(self, mq: MessageQueue) -> QueueStatus:
+        min_offset, max_offset = await asyncio.gather(self.min_offset(mq), self.max_offset(mq))
+        return QueueStatus(min_offset, max_offset, await self.last_store_timestamp(mq, max_offset))
+
+    # -- consumer offsets ------------------------------------------------------------------------
+
+    async def committed_offset(self, group: str, mq: MessageQueue) -> int | None:
+        """The offset ``group`` committed for ``mq``; ``None`` when the broker has none.
+
+        An OrbitMQ (and RocketMQ) broker answers 0 for a group that never committed on a
+        queue that was never truncated.
+        """
+        header = QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id)
+        response = await self._queue_call(mq, RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext())
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        return int(response.ext_fields.get("offset", "0"))
+
+    async def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        """Set ``group``'s committed offset of ``mq`` to ``offset``."""
+        header = UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, offset)
+        await self._queue_call(mq, RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext())
+
+    async def consumer_progress(
+        self, group: str, topic: str | None = None
+    ) -> dict[MessageQueue, QueueProgress]:
+        """Committed offset, broker max offset and lag of ``group`` on every queue of ``topic``.
+
+        Without ``topic``, every topic the name server knows is examined (the broker has no
+        GET_CONSUME_STATS) and only queues where the group committed a positive offset are kept.
+        """
+        topics = [topic] if topic is not None else await self._candidate_topics()
+        progress: dict[MessageQueue, QueueProgress] = {}
+        for name in topics:
+            try:
+                queues = await self.fetch_queues(name)
+            except TopicNotExistError:
+                if topic is not None:
+                    raise
+                continue
+            rows = await asyncio.gather(*(self._queue_progress(group, mq) for mq in queues))
+            for mq, row in zip(queues, rows, strict=True):
+                if topic is not None or row.committed_offset > 0:
+                    progress[mq] = row
+        return progress
+
+    async def _candidate_topics(self) -> list[str]:
+        reserved = ("%DLQ%", "rmq_sys_", "TBW102", "SCHEDULE_TOPIC", "RMQ_SYS_")
+        return [name for name in await self.list_topics() if not name.startswith(reserved)]
+
+    async def _queue_progress(self, group: str, mq: MessageQueue) -> QueueProgress:
+        committed, broker_offset = await asyncio.gather(self.committed_offset(group, mq), self.max_offset(mq))
+        committed_offset = -1 if committed is None else committed
+        return QueueProgress(
+            committed_offset, broker_offset, max(broker_offset - max(committed_offset, 0), 0)
+        )
+
+    async def reset_offset_by_time(
+        self, group: str, topic: str, timestamp_ms: int
+    ) -> dict[MessageQueue, int]:
+        """Set ``group``'s offsets on every queue of ``topic`` to the first message at ``timestamp_ms``.
+
+        Online consumers of the group must be restarted afterwards (see the module docstring).
+
+        Returns:
+            The new committed offset of each queue.
+        """
+        queues = await self.fetch_queues(topic)
+        offsets = await asyncio.gather(*(self.search_offset(mq, timestamp_ms) for mq in queues))
+        for mq, offset in zip(queues, offsets, strict=True):
+            await self.update_consumer_offset(group, mq, offset)
+        return dict(zip(queues, offsets, strict=True))

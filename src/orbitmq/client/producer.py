@@ -1,0 +1,433 @@
+"""The asyncio producer: sync-style, async, oneway, batch and ordered sends.
+
+A :class:`Producer` shares its :class:`~orbitmq.client._instance.ClientInstance` (connections,
+routes, heartbeats) with every other client of its client id. A send:
+
+1. validates the message (topic rule, non-empty body, size) before any network work;
+2. stamps ``UNIQ_KEY`` and ``WAIT=true`` and zlib-compresses a body over
+   ``compress_msg_body_over_howmuch`` bytes (consumers inflate it transparently);
+3. finds the topic's writable queues; for a topic the name servers do not know, it borrows
+   the ``TBW102`` template's route (at most ``default_topic_queue_nums`` queues per broker)
+   and the broker creates the topic on first send;
+4. picks a queue (round-robin, avoiding the broker that just failed, and, with
+   ``send_latency_fault_enable``, brokers isolated for slowness);
+5. retries on another broker up to ``retry_times_when_send_failed`` times, only when the
+   fault's class says ``retriable``, refreshing the route when it says ``refresh_route``,
+   all within the one ``timeout_ms`` budget.
+
+Ordered sends (:meth:`Producer.send_orderly`) and oneway sends are never retried, as in
+RocketMQ: a retry on another queue would break the order, and oneway has no answer to judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from orbitmq.client._instance import ClientInstance
+from orbitmq.client._queue_select import LatencyFaultTable, TopicPublishInfo, publish_info_from_route
+from orbitmq.client._send import (
+    PreparedBatch,
+    PreparedMessage,
+    SendResult,
+    SendStatus,
+    batch_send_results,
+    build_send_request,
+    parse_send_response,
+    prepare_batches,
+    prepare_message,
+    validate_message,
+)
+from orbitmq.client.config import ClientConfig, ProducerConfig, split_config
+from orbitmq.errors import ClientStateError, NoRouteError, OrbitError, RequestTimeoutError
+from orbitmq.model.message import Message, MessageQueue
+from orbitmq.protocol.message_id import UniqKeyGenerator
+from orbitmq.protocol.tags import java_string_hash
+
+__all__ = ["MessageQueueSelector", "Producer", "SendCallback", "select_queue_by_hash"]
+
+logger = logging.getLogger(__name__)
+
+SendCallback = Callable[[SendResult | None, BaseException | None], None]
+"""``callback(result, error)``: exactly one of the two is not ``None``."""
+
+MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
+"""``selector(queues, message, arg) -> queue`` for ordered sends."""
+
+_Attempt = Callable[[MessageQueue, int], Awaitable[SendResult]]
+
+
+def select_queue_by_hash(queues: Sequence[MessageQueue], message: Message, arg: Any) -> MessageQueue:
+    """RocketMQ's SelectMessageQueueByHash: Java ``hashCode`` of ``str(arg)`` modulo the count.
+
+    Java's string hash is stable across processes, unlike Python's ``hash``, so the same key
+    lands on the same queue whichever producer sends it.
+    """
+    return queues[abs(java_string_hash(str(arg))) % len(queues)]
+
+
+class _State(enum.Enum):
+    CREATED = "created"
+    RUNNING = "running"
+    SHUTDOWN = "shutdown"
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class Producer:
+    """Sends messages to the brokers of a RocketMQ (or OrbitMQ) cluster.
+
+    Args:
+        group: the producer group (named in heartbeats and stored with transactional messages).
+        namesrv_addr: name servers as ``"host:port;host:port"``.
+        config: producer settings; alternatively pass :class:`ProducerConfig` fields as keywords.
+        **options: :class:`ProducerConfig` and :class:`ClientConfig` fields
+            (``send_msg_timeout_ms``, ``retry_times_when_send_failed``, ``instance_name``, ...).
+
+    Raises:
+        ConfigError: an unknown option or an invalid value.
+    """
+
+    def __init__(
+        self, group: str, namesrv_addr: str, *, config: ProducerConfig | None = None, **options: Any
+    ) -> None:
+        client_config, own_config = split_config(namesrv_addr, options, ProducerConfig)
+        self.group = group
+        self.client_config: ClientConfig = client_config
+        self.config: ProducerConfig = config or own_config
+        self._state = _State.CREATED
+        self._instance: ClientInstance | None = None
+        self._keys = UniqKeyGenerator(client_config.client_ip)
+        self._publish: dict[str, TopicPublishInfo] = {}
+        self._faults = LatencyFaultTable(self.config.latency_max_ms, self.config.not_available_duration_ms)
+        self._pending: set[asyncio.Task[SendResult]] = set()
+
+    # -- life cycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Join the client instance and register the group.
+
+        Raises:
+            ClientStateError: the producer was started before or shut down.
+            ClientStateError: another producer of this client id uses the same group.
+        """
+        if self._state is not _State.CREATED:
+            raise ClientStateError(f"producer {self.group} is {self._state.value}; it can start only once")
+        instance = ClientInstance.get_or_create(self.client_config)
+        try:
+            instance.register_producer(self.group, self)
+            await instance.start()
+        except BaseException:
+            await instance.close()
+            raise
+        self._instance = instance
+        self._state = _State.RUNNING
+
+    async def shutdown(self) -> None:
+        """Wait for async sends in flight, leave the group on every broker, release the instance."""
+        if self._state is not _State.RUNNING or self._instance is None:
+            self._state = _State.SHUTDOWN
+            return
+        self._state = _State.SHUTDOWN
+        if self._pending:
+            await asyncio.wait(list(self._pending), timeout=self.config.send_msg_timeout_ms / 1000)
+        instance = self._instance
+        instance.unregister_producer(self.group)
+        await instance.unregister_client(producer_group=self.group)
+        await instance.close()
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    def _running_instance(self) -> ClientInstance:
+        if self._state is not _State.RUNNING or self._instance is None:
+            raise ClientStateError(f"producer {self.group} is {self._state.value}, not running")
+        return self._instance
+
+    # -- sends -----------------------------------------------------------------------------------
+
+    async def send(self, message: Message, timeout_ms: int | None = None) -> SendResult:
+        """Send ``message`` and wait until the broker has stored it.
+
+        Args:
+            message: the message; its ``properties`` gain ``UNIQ_KEY`` (``SendResult.msg_id``).
+            timeout_ms: budget for every attempt together (default ``send_msg_timeout_ms``).
+
+        Returns:
+            The broker's answer. A status other than ``OK`` still means "stored".
+
+        Raises:
+            MessageValidationError: the message breaks a rule (nothing was sent).
+            ClientStateError: the producer is not running.
+            NoRouteError: no writable queue for the topic.
+            OrbitError: the last fault once the retry budget or the timeout is used up.
+        """
+        return await self._send(message, timeout_ms, self.config.retry_times_when_send_failed)
+
+    def send_async(
+        self, message: Message, callback: SendCallback | None = None, timeout_ms: int | None = None
+    ) -> asyncio.Future[SendResult]:
+        """Start sending ``message`` and return a future of its :class:`SendResult`.
+
+        Retries use ``retry_times_when_send_async_failed``. ``callback(result, error)`` runs on
+        the event loop when the send ends; with a callback, the future's fault is considered
+        handled. :meth:`shutdown` waits for sends still in flight.
+
+        Raises:
+            MessageValidationError: the message breaks a rule (raised at once).
+            ClientStateError: the producer is not running.
+        """
+        self._running_instance()
+        validate_message(message, self.config.max_message_size_bytes)
+        task = asyncio.get_running_loop().create_task(
+            self._send(message, timeout_ms, self.config.retry_times_when_send_async_failed)
+        )
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        if callback is not None:
+            task.add_done_callback(lambda done: _run_callback(callback, done))
+        return task
+
+    async def send_oneway(self, message: Message) -> None:
+        """Send ``message`` without waiting for any answer (no retry, no result).
+
+        Raises:
+            MessageValidationError, ClientStateError, NoRouteError: as :meth:`send`.
+            RemotingError: the broker could not be connected.
+        """
+        instance = self._running_instance()
+        validate_message(message, self.config.max_message_size_bytes)
+        prepared = self._prepare(message)
+        info = await self._publish_info(message.topic)
+        queue = self._select(info, None)
+        addr = self._broker_addr(instance, queue)
+        request = self._request(queue, prepared, oneway=True)
+        await instance.remoting.invoke_oneway(addr, request)
+
+    async def send_orderly(
+        self,
+        message: Message,
+        sharding_key: Any,
+        selector: MessageQueueSelector = select_queue_by_hash,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """Send ``message`` to the queue ``selector(queues, message, sharding_key)`` picks.
+
+        Messages with one key go to one queue, so consumers see them in send order. There is
+        no retry on another queue: that would break the order (RocketMQ semantics).
+
+        Raises:
+            MessageValidationError, ClientStateError, NoRouteError: as :meth:`send`.
+            OrbitError: the send failed.
+        """
+        self._running_instance()
+        validate_message(message, self.config.max_message_size_bytes)
+        prepared = self._prepare(message)
+        info = await self._publish_info(message.topic)
+        queue = selector(info.queues, message, sharding_key)
+        return await self._attempt_single(prepared, info)(
+            queue, timeout_ms or self.config.send_msg_timeout_ms
+        )
+
+    async def send_batch(
+        self, messages: Sequence[Message], timeout_ms: int | None = None
+    ) -> list[SendResult]:
+        """Send messages of one topic as SEND_BATCH_MESSAGE requests; wait until stored.
+
+        The messages are split into requests of at most ``max_message_size_bytes``; each
+        request goes to one queue (with the same retries as :meth:`send`) and its messages
+        are stored consecutively there. Requests are sent one after another, in order.
+
+        Returns:
+            One :class:`SendResult` per message, in the order given (each with its own
+            ``msg_id``, ``offset_msg_id`` and ``queue_offset``).
+
+        Raises:
+            MessageValidationError: empty list, mixed topics, a delayed or empty message, or a
+                message too large (nothing was sent).
+            ClientStateError, NoRouteError, OrbitError: as :meth:`send`; messages of earlier
+                requests may have been stored.
+        """
+        self._running_instance()
+        batches = prepare_batches(messages, self._keys, self.config.max_message_size_bytes)
+        results: list[SendResult] = []
+        for batch in batches:
+            result = await self._with_retries(
+                batch.topic, self._attempt_batch(batch), timeout_ms, self.config.retry_times_when_send_failed
+            )
+            results.extend(batch_send_results(result, batch.uniq_keys))
+        return results
+
+    # -- internals -------------------------------------------------------------------------------
+
+    async def _send(self, message: Message, timeout_ms: int | None, retries: int) -> SendResult:
+        self._running_instance()
+        validate_message(message, self.config.max_message_size_bytes)
+        prepared = self._prepare(message)
+        info = await self._publish_info(message.topic)
+        return await self._with_retries(
+            message.topic, self._attempt_single(prepared, info), timeout_ms, retries
+        )
+
+    def _prepare(self, message: Message) -> PreparedMessage:
+        return prepare_message(
+            message,
+            self._keys,
+            compress_over_bytes=self.config.compress_msg_body_over_howmuch,
+            compress_level=self.config.compress_level,
+        )
+
+    def _request(self, queue: MessageQueue, prepared: PreparedMessage, *, oneway: bool = False) -> Any:
+        return build_send_request(
+            self.group,
+            queue,
+            body=prepared.body,
+            flag=prepared.flag,
+            sys_flag=prepared.sys_flag,
+            properties=prepared.properties,
+            default_topic=self.config.create_topic_key,
+            default_topic_queue_nums=self.config.default_topic_queue_nums,
+            oneway=oneway,
+        )
+
+    def _attempt_single(self, prepared: PreparedMessage, info: TopicPublishInfo) -> _Attempt:
+        async def attempt(queue: MessageQueue, remaining_ms: int) -> SendResult:
+            instance = self._running_instance()
+            addr = self._broker_addr(instance, queue)
+            response = await instance.remoting.invoke(addr, self._request(queue, prepared), remaining_ms)
+            return parse_send_response(response, queue, prepared.uniq_key)
+
+        return attempt
+
+    def _attempt_batch(self, batch: PreparedBatch) -> _Attempt:
+        async def attempt(queue: MessageQueue, remaining_ms: int) -> SendResult:
+            instance = self._running_instance()
+            request = build_send_request(
+                self.group,
+                queue,
+                body=batch.body,
+                batch=True,
+                default_topic=self.config.create_topic_key,
+                default_topic_queue_nums=self.config.default_topic_queue_nums,
+            )
+            addr = self._broker_addr(instance, queue)
+            response = await instance.remoting.invoke(addr, request, remaining_ms)
+            return parse_send_response(response, queue, ",".join(batch.uniq_keys))
+
+        return attempt
+
+    async def _with_retries(
+        self, topic: str, attempt: _Attempt, timeout_ms: int | None, retries: int
+    ) -> SendResult:
+        """Run ``attempt`` on chosen queues until it succeeds or the budget is spent."""
+        budget_ms = timeout_ms or self.config.send_msg_timeout_ms
+        deadline_ms = _monotonic_ms() + budget_ms
+        info = await self._publish_info(topic)
+        failed_broker: str | None = None
+        last_error: OrbitError | None = None
+        for attempt_number in range(1 + retries):
+            remaining_ms = deadline_ms - _monotonic_ms()
+            if remaining_ms <= 0:
+                break
+            queue = self._select(info, failed_broker)
+            started_ms = _monotonic_ms()
+            try:
+                result = await attempt(queue, remaining_ms)
+            except OrbitError as exc:
+                self._report_latency(queue.broker_name, _monotonic_ms() - started_ms, failed=True)
+                if not exc.retriable:
+                    raise
+                logger.info(
+                    "send to %s of topic %s failed (attempt %d): %s",
+                    queue.broker_name,
+                    topic,
+                    attempt_number + 1,
+                    exc,
+                )
+                last_error, failed_broker = exc, queue.broker_name
+                if exc.refresh_route:
+                    info = await self._publish_info(topic, refresh=True)
+                continue
+            self._report_latency(queue.broker_name, _monotonic_ms() - started_ms, failed=False)
+            if (
+                result.status is SendStatus.OK
+                or not self.config.retry_another_broker_when_not_store_ok
+                or attempt_number == retries
+            ):
+                return result
+            failed_broker = queue.broker_name
+        if last_error is not None:
+            raise last_error
+        raise RequestTimeoutError(f"sending to topic {topic} used up its {budget_ms} ms budget")
+
+    def _select(self, info: TopicPublishInfo, failed_broker: str | None) -> MessageQueue:
+        if self.config.send_latency_fault_enable:
+            return self._faults.select(info, failed_broker)
+        return info.select(failed_broker)
+
+    def _report_latency(self, broker_name: str, latency_ms: int, *, failed: bool) -> None:
+        if self.config.send_latency_fault_enable:
+            self._faults.update(broker_name, latency_ms, failed=failed)
+
+    def _broker_addr(self, instance: ClientInstance, queue: MessageQueue) -> str:
+        addr = instance.find_broker_addr(queue.broker_name, only_this=True)
+        if addr is None:
+            raise NoRouteError(f"no master address for broker {queue.broker_name} of topic {queue.topic}")
+        return addr
+
+    async def _publish_info(self, topic: str, *, refresh: bool = False) -> TopicPublishInfo:
+        """The writable queues of ``topic`` from the route cache, or the template route."""
+        instance = self._running_instance()
+        info = self._publish.get(topic)
+        if info is not None and not refresh and self._still_valid(instance, info):
+            return info
+        route = await instance.get_route(topic, refresh=refresh)
+        if route is not None:
+            info = publish_info_from_route(topic, route, now_ms=_monotonic_ms())
+        else:
+            template = self.config.create_topic_key
+            default_route = await instance.get_route(template, refresh=refresh)
+            if default_route is None:
+                raise NoRouteError(
+                    f"no route for topic {topic} and none for the auto-create template {template}"
+                )
+            info = publish_info_from_route(
+                topic,
+                default_route,
+                from_default=True,
+                default_queue_nums=self.config.default_topic_queue_nums,
+                now_ms=_monotonic_ms(),
+            )
+        if not info.queues:
+            raise NoRouteError(f"topic {topic} has no writable queue on any broker with a master")
+        self._publish[topic] = info
+        return info
+
+    def _still_valid(self, instance: ClientInstance, info: TopicPublishInfo) -> bool:
+        route = instance.cached_route(info.topic)
+        if route is not None:
+            return not info.from_default and info.route is route
+        # The template route is reused until the next route poll could know the topic.
+        age_ms = _monotonic_ms() - info.built_at_ms
+        return info.from_default and age_ms < self.client_config.poll_name_server_interval_ms
+
+
+def _run_callback(callback: SendCallback, done: asyncio.Future[SendResult]) -> None:
+    if done.cancelled():
+        callback(None, asyncio.CancelledError())
+        return
+    error = done.exception()
+    try:
+        callback(None, error) if error is not None else callback(done.result(), None)
+    except Exception:
+        logger.exception("send callback raised")

@@ -1,0 +1,20 @@
+"""Test tiers by folder: tests under integration/, fault/ and spark/ get that marker.
+
+So `pytest -m "not integration and not fault and not spark"` runs the unit tier alone, and
+every tier runs from one `pytest` call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+_TIERS = {"integration", "fault", "spark"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = set(Path(str(item.path)).parts)
+        for tier in _TIERS & parts:
+            item.add_marker(getattr(pytest.mark, tier))
