@@ -1,0 +1,60 @@
+"""``python -m orbitmq.bench <subcommand> [options]``: run one benchmark.
+
+The table below maps each subcommand to the module that implements it. A module is
+imported only when its subcommand runs, so one benchmark's dependencies never slow down
+or break another's start. Each module provides ``add_arguments(parser)`` and
+``run(args) -> int`` (the exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# subcommand -> (module, one-line help). Add new benchmarks here.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "store": ("orbitmq.bench.store", "MessageStore append/flush/read throughput against the raw disk"),
+    "latency": ("orbitmq.bench.latency", "end-to-end delivery latency: send -> long-polling consumer"),
+    "produce": ("orbitmq.bench.produce", "producer TPS and round trips (single, concurrent, batch sends)"),
+    "spark": ("orbitmq.bench.spark", "Spark source streaming read beside the plain pull consumer, same data"),
+    "consume": (
+        "orbitmq.bench.consume",
+        "consume throughput (msgs/s, MB/s) through the pull or push consumer",
+    ),
+    "timer": ("orbitmq.bench.timer", "1M pending timed messages: put rate, memory, disk, delivery lateness"),
+}
+
+USAGE_ERROR_STATUS = 2
+
+
+def _usage() -> str:
+    lines = ["usage: python -m orbitmq.bench SUBCOMMAND [options]", "", "subcommands:"]
+    lines += [f"  {name:<12} {help_text}" for name, (_, help_text) in SUBCOMMANDS.items()]
+    lines.append("")
+    lines.append("Run 'python -m orbitmq.bench SUBCOMMAND --help' for its options.")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark named by the first argument; returns its exit status (2 on usage errors)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments or arguments[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if arguments else USAGE_ERROR_STATUS
+    name = arguments[0]
+    if name not in SUBCOMMANDS:
+        print(f"unknown subcommand {name!r}\n\n{_usage()}", file=sys.stderr)
+        return USAGE_ERROR_STATUS
+    module_name, help_text = SUBCOMMANDS[name]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"python -m orbitmq.bench {name}", description=help_text)
+    module.add_arguments(parser)
+    args = parser.parse_args(arguments[1:])
+    status: int = module.run(args)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
