@@ -34,7 +34,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     try:
         namesrv = start_namesrv(tmp_path)
         started.append(namesrv)
-        started.append(start_broker(tmp_path, namesrv.addr))
+        # Short delay levels: a send-back retry (level 3 + reconsumeTimes) is due after 300 ms.
+        delay_levels = " ".join(f"{100 * level}ms" for level in range(1, 19))
+        started.append(start_broker(tmp_path, namesrv.addr, messageDelayLevel=delay_levels))
         yield started[-1]
     finally:
         for proc in reversed(started):
@@ -259,13 +261,21 @@ async def test_broker_send_back_stores_retry_message_consumable_from_retry_topic
     back = RemotingCommand.request(
         RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "CG_BACK", "delayLevel": "0", "offset": str(offset)}
     )
+    sent_back_ms = int(time.time() * 1000)
     assert (await consumer.client.invoke(broker.addr, back)).code == ResponseCode.SUCCESS
-    (retried,) = await _pull_all(consumer.client, broker.addr, "%RETRY%CG_BACK", "CG_BACK")
+    # The retry waits in SCHEDULE_TOPIC_XXXX for delay level 3 (300 ms here), then moves to %RETRY%.
+    retried_list: list[object] = []
+    deadline = time.monotonic() + 10
+    while not retried_list and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        retried_list = await _pull_all(consumer.client, broker.addr, "%RETRY%CG_BACK", "CG_BACK")
+    (retried,) = retried_list
     assert retried.body == b"failing"  # type: ignore[attr-defined]
     assert retried.reconsume_times == 1  # type: ignore[attr-defined]
     assert retried.properties[MessageConst.RETRY_TOPIC] == "CliTopicBack"  # type: ignore[attr-defined]
-    assert retried.properties[MessageConst.DELAY_TIME_LEVEL] == "3"  # type: ignore[attr-defined]
+    assert MessageConst.DELAY_TIME_LEVEL not in retried.properties  # type: ignore[attr-defined]
     assert retried.properties[MessageConst.ORIGIN_MESSAGE_ID] == sent.ext_fields["msgId"]  # type: ignore[attr-defined]
+    assert retried.store_timestamp >= sent_back_ms + 300  # type: ignore[attr-defined]
 
 
 async def test_broker_send_back_after_max_reconsume_goes_to_dlq(

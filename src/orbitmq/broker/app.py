@@ -6,7 +6,8 @@ topics, binds the remoting server with every handler in one table keyed by reque
 starts the services. :meth:`BrokerApp.shutdown` undoes it in reverse, one commented step each.
 
 Background work uses one shape, :class:`PeriodicService` (start/stop): persisting dirty tables,
-scanning for expired clients; the long-polling and registration services have the same
+scanning for expired clients; the long-polling, registration, delay-level (broker.schedule),
+timer (broker.timer) and transaction-check (broker.transaction) services have the same
 start/stop pair.
 """
 
@@ -22,22 +23,26 @@ from typing import Protocol
 
 from orbitmq.broker.clients import ConsumerTable, ProducerTable
 from orbitmq.broker.config import BrokerConfig
-from orbitmq.broker.handlers import BrokerState
+from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.handlers.admin import AdminHandlers
 from orbitmq.broker.handlers.client_manage import ClientManageHandlers
 from orbitmq.broker.handlers.offsets import OffsetHandlers
 from orbitmq.broker.handlers.pull import PullHandlers
 from orbitmq.broker.handlers.query import QueryHandlers
 from orbitmq.broker.handlers.send import SendHandlers
+from orbitmq.broker.handlers.transaction import TransactionHandlers
 from orbitmq.broker.locks import QueueLockTable
 from orbitmq.broker.long_polling import LongPollingService
 from orbitmq.broker.offsets import ConsumerOffsetTable
 from orbitmq.broker.registration import NamesrvRegistration
+from orbitmq.broker.schedule import DELAY_OFFSET_FILE, ScheduleService
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
+from orbitmq.broker.timer import TimerService
 from orbitmq.broker.topics import TopicConfigTable
+from orbitmq.broker.transaction import TransactionService
 from orbitmq.errors import ConfigError, ProtocolError
 from orbitmq.protocol.codes import RequestCode
-from orbitmq.store.config import StoreConfig
+from orbitmq.store.config import StoreConfig, delay_levels_ms
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.server import Handler, RemotingServer
 
@@ -126,6 +131,8 @@ class BrokerApp:
         self._services: list[Service] = []
         self._state: BrokerState | None = None
         self._registration: NamesrvRegistration | None = None
+        self._topics_write_lock = asyncio.Lock()
+        self._background_writes: set[asyncio.Task[None]] = set()
 
     @property
     def port(self) -> int:
@@ -171,6 +178,7 @@ class BrokerApp:
             on_topics_changed=self._on_topics_changed,
         )
         self._state = state
+        await self._create_message_services(state)
         client_manage = ClientManageHandlers(state)
         self._server = RemotingServer(
             config.bind_address,
@@ -188,6 +196,9 @@ class BrokerApp:
             PeriodicService("persist-tables", config.flush_consumer_offset_interval_ms, self._persist_tables),
             PeriodicService("client-expiry-scan", config.client_scan_interval_ms, client_manage.scan_expired),
             self._registration,
+        ]
+        self._services += [
+            service for service in (state.schedule, state.timer, state.transactions) if service is not None
         ]
         for service in self._services:
             await service.start()
@@ -216,9 +227,75 @@ class BrokerApp:
         self._server = None
         logger.info("broker %s stopped", self.broker_config.broker_name)
 
+    async def _create_message_services(self, state: BrokerState) -> None:
+        """Delay levels, timed messages and transactions: load their progress, hook arrivals."""
+        config = self.broker_config
+        store = self._store
+
+        def store_host() -> tuple[str, int]:
+            return state.store_host
+
+        schedule = ScheduleService(
+            store,
+            delay_levels_ms(self.store_config.message_delay_level),
+            self._config_dir / DELAY_OFFSET_FILE,
+            store_host,
+            config.flush_delay_offset_interval_ms,
+            write_atomically,
+            now_ms,
+        )
+        schedule.load()
+        store.add_arrival_listener(schedule.on_arrival)
+        state.schedule = schedule
+        if config.timer_wheel_enable:
+            timer = TimerService(
+                store,
+                Path(self.store_config.store_path_root_dir) / "timer",
+                config.timer_precision_ms,
+                config.timer_max_delay_sec * 1000,
+                config.timer_flush_interval_ms,
+                store_host,
+                now_ms,
+            )
+            # A crash start relinks the pending timers: keep it off the event loop.
+            await asyncio.to_thread(timer.open)
+            store.add_arrival_listener(timer.on_arrival)
+            state.timer = timer
+        transactions = TransactionService(
+            store,
+            state.producers,
+            self._config_dir,
+            (
+                config.transaction_timeout_ms,
+                config.transaction_check_max,
+                config.transaction_check_interval_ms,
+            ),
+            store_host,
+            write_atomically,
+            now_ms,
+        )
+        await asyncio.to_thread(transactions.load)
+        state.transactions = transactions
+
     def _on_topics_changed(self) -> None:
         if self._registration is not None:
             self._registration.request()
+        # RocketMQ rewrites topics.json on every change: a topic created by an admin or
+        # auto-created for a send must survive a crash, not wait for the periodic persist.
+        task = asyncio.get_running_loop().create_task(self._persist_topics())
+        self._background_writes.add(task)
+        task.add_done_callback(self._background_writes.discard)
+
+    async def _persist_topics(self, force: bool = False) -> None:
+        state = self._state
+        if state is None:
+            return
+        # One writer at a time, each writing the newest table: an older snapshot never lands last.
+        async with self._topics_write_lock:
+            if force or state.topics.dirty:
+                await asyncio.to_thread(
+                    write_atomically, self._config_dir / TOPICS_FILE, state.topics.encode()
+                )
 
     def _load_tables(self) -> tuple[TopicConfigTable, ConsumerOffsetTable, SubscriptionGroupTable]:
         topics_path = self._config_dir / TOPICS_FILE
@@ -250,12 +327,11 @@ class BrokerApp:
         writes: list[tuple[Path, bytes]] = []
         if force or state.offsets.dirty:
             writes.append((self._config_dir / CONSUMER_OFFSETS_FILE, state.offsets.encode()))
-        if force or state.topics.dirty:
-            writes.append((self._config_dir / TOPICS_FILE, state.topics.encode()))
         if force or state.groups.dirty:
             writes.append((self._config_dir / SUBSCRIPTION_GROUPS_FILE, state.groups.encode()))
         for path, data in writes:
             await asyncio.to_thread(write_atomically, path, data)
+        await self._persist_topics(force=force)
 
 
 def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers) -> dict[int, Handler]:
@@ -265,6 +341,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
     offsets = OffsetHandlers(state)
     admin = AdminHandlers(state)
     query = QueryHandlers(state)
+    transaction = TransactionHandlers(state)
     return {
         RequestCode.SEND_MESSAGE: send.send_message,
         RequestCode.SEND_MESSAGE_V2: send.send_message,
@@ -287,4 +364,5 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
         RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
         RequestCode.QUERY_MESSAGE: query.query_message,
+        RequestCode.END_TRANSACTION: transaction.end_transaction,
     }

@@ -87,6 +87,22 @@ class BrokerConfig:
     rebalance_lock_max_live_time_ms: int = field(default=60_000, metadata=_key("rebalanceLockMaxLiveTime"))
     # How long shutdown waits for requests in flight (OrbitMQ's own key).
     shutdown_grace_ms: int = field(default=5_000, metadata=_key("shutdownGracePeriod"))
+    # Period of persisting the delay-level progress (config/delayOffset.json).
+    flush_delay_offset_interval_ms: int = field(default=1_000, metadata=_key("flushDelayOffsetInterval"))
+    # A half message undecided for this long is checked with its producer.
+    transaction_timeout_ms: int = field(default=6_000, metadata=_key("transactionTimeOut"))
+    # Checks of one half message before the broker rolls it back.
+    transaction_check_max: int = field(default=15, metadata=_key("transactionCheckMax"))
+    # Period of the transaction check service.
+    transaction_check_interval_ms: int = field(default=60_000, metadata=_key("transactionCheckInterval"))
+    # Whether TIMER_* / __STARTDELIVERTIME messages are held until their time (else refused).
+    timer_wheel_enable: bool = field(default=True, metadata=_key("timerWheelEnable"))
+    # Width of one time-wheel slot; delivery itself is to the millisecond.
+    timer_precision_ms: int = field(default=1_000, metadata=_key("timerPrecisionMs"))
+    # Timed messages due further ahead than this are refused with MESSAGE_ILLEGAL.
+    timer_max_delay_sec: int = field(default=259_200, metadata=_key("timerMaxDelaySec"))
+    # Period of flushing the timer log and wheel and writing the timer checkpoint.
+    timer_flush_interval_ms: int = field(default=1_000, metadata=_key("timerFlushIntervalMs"))
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -103,6 +119,18 @@ class BrokerConfig:
             raise ConfigError(f"config key 'defaultTopicQueueNums': {self.default_topic_queue_nums} < 1")
         if self.max_reconsume_times < 0:
             raise ConfigError(f"config key 'maxReconsumeTimes': {self.max_reconsume_times} is negative")
+        if self.transaction_check_max < 1:
+            raise ConfigError(f"config key 'transactionCheckMax': {self.transaction_check_max} < 1")
+        if self.transaction_check_interval_ms < 1 or self.transaction_timeout_ms < 0:
+            raise ConfigError("config keys 'transactionCheckInterval'/'transactionTimeOut' must be positive")
+        if not 1 <= self.timer_precision_ms <= 60_000:
+            raise ConfigError(f"config key 'timerPrecisionMs': {self.timer_precision_ms} is not 1..60000")
+        if self.timer_max_delay_sec < 1:
+            raise ConfigError(f"config key 'timerMaxDelaySec': {self.timer_max_delay_sec} < 1")
+        if self.timer_flush_interval_ms < 1 or self.flush_delay_offset_interval_ms < 1:
+            raise ConfigError(
+                "config keys 'timerFlushIntervalMs'/'flushDelayOffsetInterval' must be positive"
+            )
 
     @property
     def advertised_host(self) -> str:
@@ -128,9 +156,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "aclEnable",
         "traceTopicEnable",
         "msgTraceTopicName",
-        "transactionTimeOut",
-        "transactionCheckMax",
-        "transactionCheckInterval",
         "sendMessageThreadPoolNums",
         "pullMessageThreadPoolNums",
         "queryMessageThreadPoolNums",

@@ -11,11 +11,17 @@ from orbitmq.client._send import SendResult, SendStatus
 from orbitmq.client.admin import AdminClient, QueueProgress, QueueStatus
 from orbitmq.client.config import ClientConfig, ProducerConfig
 from orbitmq.client.producer import Producer
+from orbitmq.client.transaction_producer import (
+    LocalTransactionState,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from orbitmq.model.message import Message, MessageExt, MessageQueue
 
 __all__ = [
     "AdminClient",
     "ClientConfig",
+    "LocalTransactionState",
     "ConsumeResult",
     "Message",
     "MessageExt",
@@ -28,6 +34,8 @@ __all__ = [
     "QueueStatus",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]
 
 _LAZY = {

@@ -98,6 +98,26 @@ class Message:
         self._set(MessageConst.DELAY_TIME_LEVEL, str(level) if level > 0 else None)
 
     @property
+    def deliver_time_ms(self) -> int | None:
+        """Absolute delivery time (``TIMER_DELIVER_MS``, epoch ms) of a timed message."""
+        raw = self.properties.get(MessageConst.TIMER_DELIVER_MS)
+        return int(raw) if raw and raw.isdigit() else None
+
+    @deliver_time_ms.setter
+    def deliver_time_ms(self, epoch_ms: int | None) -> None:
+        self._set(MessageConst.TIMER_DELIVER_MS, str(epoch_ms) if epoch_ms is not None else None)
+
+    @property
+    def delay_ms(self) -> int | None:
+        """Delivery delay counted from the broker's receipt (``TIMER_DELAY_MS``)."""
+        raw = self.properties.get(MessageConst.TIMER_DELAY_MS)
+        return int(raw) if raw and raw.isdigit() else None
+
+    @delay_ms.setter
+    def delay_ms(self, delay_ms: int | None) -> None:
+        self._set(MessageConst.TIMER_DELAY_MS, str(delay_ms) if delay_ms is not None else None)
+
+    @property
     def uniq_key(self) -> str | None:
         return self.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 

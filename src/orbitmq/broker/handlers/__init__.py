@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from orbitmq.broker.clients import ConsumerTable, ProducerTable
 from orbitmq.broker.config import BrokerConfig
@@ -23,6 +24,11 @@ from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.store.config import StoreConfig
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.server import ServerConnection
+
+if TYPE_CHECKING:
+    from orbitmq.broker.schedule import ScheduleService
+    from orbitmq.broker.timer import TimerService
+    from orbitmq.broker.transaction import TransactionService
 
 __all__ = ["BrokerState", "now_ms"]
 
@@ -50,3 +56,9 @@ class BrokerState:
     """Client-facing ``(ip, port)`` written as STOREHOST into every record."""
     on_topics_changed: Callable[[], None]
     """Asks the registration service to re-register promptly (a topic was created or removed)."""
+    schedule: ScheduleService | None = None
+    """Delay levels (None until the broker starts its services)."""
+    timer: TimerService | None = None
+    """Timed messages (None when timerWheelEnable is false)."""
+    transactions: TransactionService | None = None
+    """Half-message decisions and check-backs."""

@@ -7,12 +7,20 @@ future without blocking the event loop. A batch is recognised by code 320 or by 
 ``batch`` flag being ``true``/``1`` (the C++ client sends code 10 with ``batch:"1"``).
 
 Send-back (§2.11) stores a copy of a failed message in ``%RETRY%<group>`` with
-``reconsumeTimes + 1``, or in ``%DLQ%<group>`` once the group's maximum is reached. The
-schedule service that delays messages by level is not built yet, so a retry is stored in
-``%RETRY%<group>`` at once, with its ``DELAY`` property set to the level it would have waited
-for; likewise a producer's delayed message is stored in its topic at once with ``DELAY`` kept.
-Transactional half messages (``TRAN_MSG=true``) are refused with NO_PERMISSION, as a RocketMQ
-broker with ``rejectTransactionMessage`` does.
+``reconsumeTimes + 1``, or in ``%DLQ%<group>`` once the group's maximum is reached; the retry
+waits in ``SCHEDULE_TOPIC_XXXX`` for its delay level (3 + reconsumeTimes unless the consumer
+names one).
+
+Special messages are rewritten before the put (:meth:`SendHandlers._route`):
+
+| property | stored in | delivered by |
+| --- | --- | --- |
+| ``TRAN_MSG=true`` | ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 | END_TRANSACTION commit (broker.transaction) |
+| ``TIMER_DELIVER_MS`` / ``TIMER_DELAY_SEC`` / ``TIMER_DELAY_MS`` / ``__STARTDELIVERTIME`` | ``rmq_sys_wheel_timer`` queue 0 | broker.timer |
+| ``DELAY=L>0`` | ``SCHEDULE_TOPIC_XXXX`` queue L-1 | broker.schedule |
+
+A transactional message may not be delayed or batched, and a timed message due further
+ahead than ``timerMaxDelaySec`` is refused (MESSAGE_ILLEGAL).
 """
 
 from __future__ import annotations
@@ -20,8 +28,11 @@ from __future__ import annotations
 import asyncio
 import random
 
-from orbitmq.broker.handlers import BrokerState
+from orbitmq.broker.handlers import BrokerState, now_ms
+from orbitmq.broker.schedule import delay_level_of, to_schedule
 from orbitmq.broker.status_map import put_response_code
+from orbitmq.broker.timer import TIMER_TOPIC, timer_due_ms, to_timer
+from orbitmq.broker.transaction import is_transactional, to_half
 from orbitmq.broker.validation import (
     RETRY_GROUP_TOPIC_PREFIX,
     Rejection,
@@ -63,11 +74,6 @@ class SendHandlers:
         if rejection is not None:
             return rejection.response(request)
         properties = decode_properties(header.properties or "")
-        if properties.get(MessageConst.TRANSACTION_PREPARED, "").lower() == "true":
-            return request.response(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self._state.config.broker_name}] sending transaction message is forbidden",
-            )
         topic_config = self._find_or_create_topic(header)
         if topic_config is None:
             return request.response(
@@ -152,8 +158,48 @@ class SendHandlers:
             store_host=self._state.store_host,
             reconsume_times=header.reconsume_times,
         )
+        rejection = self._route(put)
+        if rejection is not None:
+            return rejection.response(request)
         result = self._state.store.put_message(put)
         return await self._answer_put(request, result, queue_id, _wait_store_ok(properties))
+
+    def _route(self, put: PutMessageRequest) -> Rejection | None:
+        """Rewrite a transactional, timed or delayed message for its holding topic (see module doc)."""
+        properties = put.properties
+        topic = put.topic
+        level = delay_level_of(properties)
+        state = self._state
+        try:
+            due_ms = timer_due_ms(properties, now_ms()) if state.config.timer_wheel_enable else None
+        except ValueError as exc:
+            return Rejection(ResponseCode.MESSAGE_ILLEGAL, f"message to topic[{topic}]: {exc}")
+        if is_transactional(properties):
+            if level > 0 or due_ms is not None:
+                return Rejection(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    f"transactional message to topic[{topic}] cannot be delayed or timed",
+                )
+            to_half(put)
+            return None
+        if due_ms is not None:
+            return self._route_timer(put, due_ms)
+        if level > 0 and state.schedule is not None:
+            to_schedule(put, level, state.schedule.level_count)
+        return None
+
+    def _route_timer(self, put: PutMessageRequest, due_ms: int) -> Rejection | None:
+        limit_ms = self._state.config.timer_max_delay_sec * 1000
+        ahead_ms = due_ms - now_ms()
+        if ahead_ms > limit_ms:
+            return Rejection(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"timed message to topic[{put.topic}] is due in {ahead_ms} ms, beyond "
+                f"timerMaxDelaySec={self._state.config.timer_max_delay_sec}",
+            )
+        if ahead_ms > 0:
+            to_timer(put, due_ms)
+        return None
 
     def _dlq_if_exhausted(
         self, retry_topic_name: str, reconsume_times: int, max_times: int | None
@@ -212,6 +258,11 @@ class SendHandlers:
             )
             if rejection is not None:
                 return request.response(rejection.code, f"batch message {index}: {rejection.remark}")
+            if is_transactional(item.properties):
+                return request.response(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    f"batch message {index} to topic[{topic}] is transactional; send it alone",
+                )
             wait_store_ok = wait_store_ok or _wait_store_ok(item.properties)
             properties = dict(item.properties)
             properties[MessageConst.CLUSTER] = cluster
@@ -228,8 +279,33 @@ class SendHandlers:
                     store_host=self._state.store_host,
                 )
             )
+        rejection = self._route_timed_batch(requests)
+        if rejection is not None:
+            return rejection.response(request)
         result = self._state.store.put_messages(requests)
         return await self._answer_put(request, result, queue_id, wait_store_ok)
+
+    def _route_timed_batch(self, requests: list[PutMessageRequest]) -> Rejection | None:
+        """A batch with any timed message goes whole to the timer topic (the store puts one queue).
+
+        Untimed or past-due members then fall due at once and are delivered without waiting.
+        """
+        if not self._state.config.timer_wheel_enable:
+            return None
+        current_ms = now_ms()
+        try:
+            due_times = [timer_due_ms(put.properties, current_ms) for put in requests]
+        except ValueError as exc:
+            return Rejection(ResponseCode.MESSAGE_ILLEGAL, f"batch to topic[{requests[0].topic}]: {exc}")
+        if all(due_ms is None for due_ms in due_times):
+            return None
+        for put, due_ms in zip(requests, due_times, strict=True):
+            rejection = self._route_timer(put, due_ms if due_ms is not None else current_ms)
+            if rejection is not None:
+                return rejection
+            if put.topic != TIMER_TOPIC:
+                to_timer(put, current_ms)
+        return None
 
     async def _answer_put(
         self, request: RemotingCommand, result: PutResult, queue_id: int, wait_store_ok: bool
@@ -286,6 +362,7 @@ class SendHandlers:
             if header.max_reconsume_times is not None
             else group_config.retry_max_times
         )
+        delay_level = 0
         if original.reconsume_times >= limit or header.delay_level < 0:
             target, queue_id = dlq_topic(header.group), 0
             topic_config = self._ensure_topic(target, 1, PERM_WRITE)
@@ -294,7 +371,6 @@ class SendHandlers:
             topic_config = self._ensure_topic(target, group_config.retry_queue_nums, PERM_READ_WRITE)
             queue_id = random.randrange(max(topic_config.write_queue_nums, 1))
             delay_level = header.delay_level or 3 + original.reconsume_times
-            properties[MessageConst.DELAY_TIME_LEVEL] = str(delay_level)
         if not topic_config.perm & PERM_WRITE:
             return request.response(
                 ResponseCode.NO_PERMISSION, f"the topic[{target}] sending message is forbidden"
@@ -312,6 +388,8 @@ class SendHandlers:
             store_host=state.store_host,
             reconsume_times=original.reconsume_times + 1,
         )
+        if delay_level > 0 and state.schedule is not None:
+            to_schedule(put, delay_level, state.schedule.level_count)
         result = state.store.put_message(put)
         code, remark = put_response_code(result.status, result.remark)
         return request.response(code, remark, {})

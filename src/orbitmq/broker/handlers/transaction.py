@@ -1,0 +1,49 @@
+"""END_TRANSACTION (37): a producer's commit or rollback of a half message (remoting-protocol §2.15).
+
+The work is in :class:`orbitmq.broker.transaction.TransactionService`; this handler reads the
+header, ignores "unknown" (0) decisions (no response, as RocketMQ), and answers with the
+service's outcome. Producers usually send it oneway, and then the transport drops the answer.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from orbitmq.broker.handlers import BrokerState
+from orbitmq.model.message import SysFlag
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import EndTransactionRequestHeader
+from orbitmq.transport.server import RequestContext
+
+logger = logging.getLogger(__name__)
+
+_DECISIONS = (SysFlag.TRANSACTION_COMMIT_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE)
+
+
+class TransactionHandlers:
+    """END_TRANSACTION."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    async def end_transaction(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        header = EndTransactionRequestHeader.from_ext(request.ext_fields)
+        if header.commit_or_rollback not in _DECISIONS:
+            logger.debug(
+                "producer %s left transaction %s unknown (check=%s)",
+                ctx.peer_address, header.msg_id, header.from_transaction_check,
+            )  # fmt: skip
+            return None
+        service = self._state.transactions
+        if service is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, "transactions are not available on this broker"
+            )
+        outcome = service.end_transaction(header)
+        if outcome.code != ResponseCode.SUCCESS:
+            logger.warning(
+                "END_TRANSACTION from %s for %s (commit-log offset %d) failed: %s",
+                ctx.peer_address, header.msg_id, header.commit_log_offset, outcome.remark,
+            )  # fmt: skip
+        return request.response(outcome.code, outcome.remark, {})
