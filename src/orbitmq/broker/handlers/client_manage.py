@@ -15,7 +15,7 @@ import logging
 
 from orbitmq.broker.clients import ClientChannel, GroupSubscription
 from orbitmq.broker.handlers import BrokerState, now_ms
-from orbitmq.broker.validation import retry_topic
+from orbitmq.broker.validation import check_group_name, retry_topic
 from orbitmq.errors import RemotingError
 from orbitmq.model.heartbeat import ConsumerData
 from orbitmq.model.route import PERM_READ_WRITE
@@ -46,6 +46,12 @@ class ClientManageHandlers:
 
     async def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         heartbeat = decode_heartbeat(request.body)
+        for group_name in [c.group_name for c in heartbeat.consumer_data_set] + [
+            p.group_name for p in heartbeat.producer_data_set
+        ]:
+            illegal_group = check_group_name(group_name)
+            if illegal_group is not None:
+                return illegal_group.response(request)
         connection = ctx.connection
         timestamp_ms = now_ms()
 

@@ -11,6 +11,7 @@ Every response carries an extFields object, since the C++ client dereferences it
 from __future__ import annotations
 
 from orbitmq.broker.handlers import BrokerState
+from orbitmq.broker.validation import check_group_name
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
@@ -37,6 +38,9 @@ class OffsetHandlers:
 
     async def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = QueryConsumerOffsetRequestHeader.from_ext(request.ext_fields)
+        illegal_group = check_group_name(header.consumer_group)
+        if illegal_group is not None:
+            return illegal_group.response(request)
         committed = self._state.offsets.query(header.consumer_group, header.topic, header.queue_id)
         if committed is None and self._state.store.get_min_queue_offset(header.topic, header.queue_id) <= 0:
             committed = 0
@@ -53,6 +57,9 @@ class OffsetHandlers:
 
     async def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = UpdateConsumerOffsetRequestHeader.from_ext(request.ext_fields)
+        illegal_group = check_group_name(header.consumer_group)
+        if illegal_group is not None:
+            return illegal_group.response(request)
         self._state.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         return request.response(ResponseCode.SUCCESS, None, {})
 

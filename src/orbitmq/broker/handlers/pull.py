@@ -19,6 +19,7 @@ from __future__ import annotations
 from orbitmq.broker.clients import GroupSubscription
 from orbitmq.broker.handlers import BrokerState
 from orbitmq.broker.status_map import is_long_poll_candidate, pull_response_code
+from orbitmq.broker.validation import check_group_name
 from orbitmq.model.heartbeat import EXPRESSION_TYPE_TAG
 from orbitmq.model.route import PERM_READ, TopicConfig
 from orbitmq.protocol.codes import ResponseCode
@@ -75,6 +76,9 @@ class PullHandlers:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{state.config.broker_name}] pulling message is forbidden",
             )
+        illegal_group = check_group_name(header.consumer_group)
+        if illegal_group is not None:
+            return illegal_group.response(request)
         group = state.groups.find_or_create(
             header.consumer_group, state.config.auto_create_subscription_group
         )
