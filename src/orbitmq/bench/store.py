@@ -1,0 +1,412 @@
+"""``python -m orbitmq.bench store``: MessageStore throughput, next to the raw disk's.
+
+What is measured, each on a fresh store in a temporary directory (deleted at the end):
+
+=====================  =====================================================================
+append (ASYNC_FLUSH)   put_message one at a time, and put_messages in batches of 32 (what the
+                       broker does for a batch send), 100 B and 1 KiB bodies with a tag and a
+                       unique key (indexed, as every client message is), one queue. Timed
+                       twice: the puts alone, and the puts plus close() (which flushes
+                       everything to disk), so the figure compares with "writes + one fsync".
+disk baseline          the same number of bytes written with plain buffered 1 MiB writes to one
+                       file, then one fsync: the machine's sequential write bandwidth.
+SYNC_FLUSH writers     1, 16 and 64 threads, each calling put_message and waiting for its flush
+                       future; group commit lets concurrent puts share one fsync. Also 64 puts
+                       kept in flight by one thread (the broker puts from its event loop and
+                       awaits the futures), which avoids 64 threads contending for the GIL.
+read                   get_messages in batches of 32 through the ConsumeQueue, over the 1 KiB
+                       messages written above (page cache warm).
+queues                 put_message of 100 B bodies spread round-robin over 8 queues, and over
+                       50,000 queues (two passes: the first meets every queue for the first
+                       time); each run also timed with its close(), which writes and fsyncs the
+                       consume-queue files that the puts only buffered.
+=====================  =====================================================================
+
+Targets (printed next to the figures): 1 KiB ASYNC append + flush >= 0.7 x the disk baseline;
+SYNC_FLUSH with 64 writers >= 10 x one writer; 50,000 queues >= 0.8 x 8 queues (puts + close).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orbitmq.store.config import FlushDiskType, StoreConfig
+from orbitmq.store.message_store import MessageStore, PutMessageRequest, PutResult, PutStatus
+
+BATCH_SIZE = 32
+READ_BATCH = 32
+SMALL_BODY_BYTES = 100
+LARGE_BODY_BYTES = 1024
+BASELINE_CHUNK_BYTES = 1 << 20
+SYNC_WRITER_COUNTS = (1, 16, 64)
+FEW_QUEUES = 8
+MEBIBYTE = 1 << 20
+
+TARGET_DISK_RATIO = 0.7
+TARGET_SYNC_SCALING = 10.0
+TARGET_QUEUE_RATIO = 0.8
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``python -m orbitmq.bench store``."""
+    parser.add_argument("--dir", type=Path, default=None, help="parent of the temporary store directory")
+    parser.add_argument("--volume-mb", type=int, default=64, help="1 KiB bodies written per append run (MiB)")
+    parser.add_argument("--sync-seconds", type=float, default=2.0, help="duration of each SYNC_FLUSH run")
+    parser.add_argument("--queues", type=int, default=50_000, help="queue count of the many-queues run")
+    parser.add_argument("--quick", action="store_true", help="small volumes (about 15 s), for smoke tests")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+
+
+@dataclass(slots=True)
+class Row:
+    """One measured figure."""
+
+    label: str
+    messages: int
+    seconds: float
+    payload_bytes: int  # bytes that reached the commit log (or the file, for the baseline)
+
+    @property
+    def messages_per_s(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mib_per_s(self) -> float:
+        return self.payload_bytes / MEBIBYTE / self.seconds if self.seconds > 0 else 0.0
+
+    def render(self) -> str:
+        rate = f"{self.messages_per_s:>12,.0f} msg/s" if self.messages else " " * 18
+        return f"  {self.label:<58} {rate} {self.mib_per_s:>9.1f} MiB/s  ({self.messages:,} in {self.seconds:.2f} s)"
+
+
+class StoreBench:
+    """Runs every measurement under one temporary directory."""
+
+    def __init__(self, work_dir: Path, volume_bytes: int, sync_seconds: float, queue_count: int) -> None:
+        self.work_dir = work_dir
+        self.volume_bytes = volume_bytes
+        self.sync_seconds = sync_seconds
+        self.queue_count = queue_count
+        self.large_count = max(volume_bytes // LARGE_BODY_BYTES, BATCH_SIZE)
+        self._run = 0
+
+    def _store(self, flush: FlushDiskType = FlushDiskType.ASYNC_FLUSH) -> MessageStore:
+        self._run += 1
+        store = MessageStore(
+            StoreConfig(store_path_root_dir=self.work_dir / f"run-{self._run}", flush_disk_type=flush)
+        )
+        store.open()
+        return store
+
+    def discard(self, store: MessageStore) -> None:
+        """Close ``store`` if open and delete its directory."""
+        if store.is_open:
+            store.close()
+        shutil.rmtree(store.store_path, ignore_errors=True)
+
+    # -- append ------------------------------------------------------------------------------
+
+    def append(
+        self, body_bytes: int, batched: bool, keep_open: bool = False
+    ) -> tuple[Row, Row, MessageStore]:
+        """Append ``large_count`` messages to one queue; rows for the puts and puts + close."""
+        count = self.large_count
+        body = os.urandom(body_bytes)
+        # Like a client's message: a tag and a unique key (indexed), one pooled request per batch slot.
+        requests = [
+            PutMessageRequest(
+                topic="BenchTopic",
+                queue_id=0,
+                body=body,
+                properties={"TAGS": "bench", "UNIQ_KEY": f"7F0000010000{slot:020X}"},
+            )
+            for slot in range(BATCH_SIZE)
+        ]
+        store = self._store()
+        wrote = 0
+        started = time.perf_counter()
+        if batched:
+            for _ in range(count // BATCH_SIZE):
+                wrote += _checked(store.put_messages(requests)).wrote_bytes
+        else:
+            put = store.put_message
+            for index in range(count):
+                wrote += _checked(put(requests[index % BATCH_SIZE])).wrote_bytes
+        appended = time.perf_counter()
+        count = count // BATCH_SIZE * BATCH_SIZE if batched else count
+        how = f"put_messages x{BATCH_SIZE}" if batched else "put_message"
+        label = f"append {body_bytes} B, {how}"
+        put_row = Row(f"{label}: puts only", count, appended - started, wrote)
+        store.close()
+        flush_row = Row(f"{label}: puts + close (flush)", count, time.perf_counter() - started, wrote)
+        if keep_open:
+            store = MessageStore(store.config)
+            store.open()
+        else:
+            self.discard(store)
+        return put_row, flush_row, store
+
+    def disk_baseline(self, total_bytes: int) -> Row:
+        """Plain buffered 1 MiB writes of ``total_bytes`` to one file, then one fsync."""
+        path = self.work_dir / "baseline.bin"
+        chunk = os.urandom(BASELINE_CHUNK_BYTES)
+        started = time.perf_counter()
+        with open(path, "wb") as handle:
+            remaining = total_bytes
+            while remaining > 0:
+                remaining -= handle.write(chunk[: min(remaining, BASELINE_CHUNK_BYTES)])
+            handle.flush()
+            os.fsync(handle.fileno())
+        row = Row(
+            "disk baseline: buffered 1 MiB writes + one fsync", 0, time.perf_counter() - started, total_bytes
+        )
+        path.unlink()
+        return row
+
+    # -- read --------------------------------------------------------------------------------
+
+    def read(self, store: MessageStore) -> Row:
+        """Read the whole queue back in batches of READ_BATCH through the ConsumeQueue."""
+        queue_offset, messages, read_bytes = 0, 0, 0
+        end = store.get_max_queue_offset("BenchTopic", 0)
+        started = time.perf_counter()
+        while queue_offset < end:
+            result = store.get_messages("BenchTopic", 0, queue_offset, READ_BATCH, max_total_bytes=1 << 30)
+            if not result.message_count:
+                raise RuntimeError(
+                    f"read stalled at BenchTopic queue 0 queue offset {queue_offset}: {result.status}"
+                )
+            messages += result.message_count
+            read_bytes += result.total_bytes
+            queue_offset = result.next_begin_offset
+        return Row(
+            f"read 1 KiB, get_messages x{READ_BATCH}", messages, time.perf_counter() - started, read_bytes
+        )
+
+    # -- SYNC_FLUSH --------------------------------------------------------------------------
+
+    def sync_writers(self, writer_count: int) -> Row:
+        """``writer_count`` threads put and wait for the flush future, for sync_seconds."""
+        store = self._store(FlushDiskType.SYNC_FLUSH)
+        counts = [0] * writer_count
+        wrote = [0] * writer_count
+        timeouts = [0]
+        stop = threading.Event()
+        body = os.urandom(LARGE_BODY_BYTES)
+
+        def writer(slot: int) -> None:
+            request = PutMessageRequest(topic="BenchSync", queue_id=slot % 8, body=body)
+            while not stop.is_set():
+                result = _checked(store.put_message(request))
+                if result.flush_future is None or not result.flush_future.result(timeout=30):
+                    timeouts[0] += 1
+                counts[slot] += 1
+                wrote[slot] += result.wrote_bytes
+
+        threads = [threading.Thread(target=writer, args=(slot,), daemon=True) for slot in range(writer_count)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        time.sleep(self.sync_seconds)
+        stop.set()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        self.discard(store)
+        label = f"SYNC_FLUSH 1 KiB, {writer_count} writer{'s' if writer_count > 1 else ''} (put + wait flush)"
+        if timeouts[0]:
+            label += f" [{timeouts[0]} flush timeouts]"
+        return Row(label, sum(counts), elapsed, sum(wrote))
+
+    def sync_in_flight(self, in_flight: int) -> Row:
+        """One thread keeps ``in_flight`` puts waiting for their flush, as the broker's event loop does."""
+        store = self._store(FlushDiskType.SYNC_FLUSH)
+        done: queue.SimpleQueue[bool] = queue.SimpleQueue()
+        request = PutMessageRequest(topic="BenchSync", queue_id=0, body=os.urandom(LARGE_BODY_BYTES))
+        messages = wrote = timeouts = 0
+
+        def put() -> None:
+            nonlocal wrote
+            result = _checked(store.put_message(request))
+            wrote += result.wrote_bytes
+            if result.flush_future is None:
+                raise RuntimeError("a SYNC_FLUSH put returned no flush future")
+            result.flush_future.add_done_callback(lambda future: done.put(future.result()))
+
+        started = time.perf_counter()
+        deadline = started + self.sync_seconds
+        for _ in range(in_flight):
+            put()
+        while time.perf_counter() < deadline:
+            timeouts += not done.get(timeout=30)
+            messages += 1
+            put()
+        for _ in range(in_flight):
+            timeouts += not done.get(timeout=30)
+            messages += 1
+        elapsed = time.perf_counter() - started
+        self.discard(store)
+        label = f"SYNC_FLUSH 1 KiB, {in_flight} in flight from one thread (broker-like)"
+        if timeouts:
+            label += f" [{timeouts} flush timeouts]"
+        return Row(label, messages, elapsed, wrote)
+
+    # -- many queues -------------------------------------------------------------------------
+
+    def queues(self, queue_count: int, passes: int, messages: int) -> list[Row]:
+        """100 B put_message round-robin over ``queue_count`` queues, then close (flush).
+
+        ``messages`` are split into ``passes`` equal passes, one row each, and a last row
+        covers every pass plus close(), which writes and fsyncs the consume-queue files the
+        puts only buffered.
+        """
+        store = self._store()
+        body = os.urandom(SMALL_BODY_BYTES)
+        requests = [
+            PutMessageRequest(topic=f"BenchQ{queue_id // 1000}", queue_id=queue_id % 1000, body=body)
+            for queue_id in range(queue_count)
+        ]
+        rows = []
+        put = store.put_message
+        per_pass = messages // passes
+        total_wrote = 0
+        label = f"append 100 B over {queue_count:,} queues"
+        started = time.perf_counter()
+        for number in range(passes):
+            wrote = 0
+            pass_started = time.perf_counter()
+            for index in range(per_pass):
+                wrote += _checked(put(requests[index % queue_count])).wrote_bytes
+            total_wrote += wrote
+            what = "puts only" if passes == 1 else ("first pass (new queues)" if number == 0 else "next pass")
+            rows.append(Row(f"{label}: {what}", per_pass, time.perf_counter() - pass_started, wrote))
+        store.close()
+        elapsed = time.perf_counter() - started
+        rows.append(Row(f"{label}: all puts + close (flush)", per_pass * passes, elapsed, total_wrote))
+        self.discard(store)
+        return rows
+
+
+def _checked(result: PutResult) -> PutResult:
+    if result.status is not PutStatus.PUT_OK:
+        raise RuntimeError(f"put failed: {result.status.name} {result.remark}")
+    return result
+
+
+def _ratio_line(what: str, value: float, target: float) -> str:
+    verdict = "meets" if value >= target else "MISSES"
+    return f"  {what:<58} {value:>8.2f}x  (target >= {target:g}x: {verdict})"
+
+
+def _filesystem(path: Path) -> str:
+    """The mount point and type of the filesystem holding ``path`` (Linux; '?' elsewhere)."""
+    best = ("?", "?")
+    try:
+        with open("/proc/mounts", encoding="utf-8") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) >= 3 and str(path).startswith(fields[1]) and len(fields[1]) >= len(best[0]):
+                    best = (fields[1], fields[2])
+    except OSError:
+        pass
+    return f"{best[1]} mounted at {best[0]}"
+
+
+def _section(title: str, emit: Callable[[str], None]) -> None:
+    emit("")
+    emit(title)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run every measurement and print the table; returns 0."""
+    volume_mb = 4 if args.quick else args.volume_mb
+    sync_seconds = 0.5 if args.quick else args.sync_seconds
+    queue_count = min(args.queues, 2_000) if args.quick else args.queues
+    work_dir = Path(tempfile.mkdtemp(prefix="orbitmq-bench-", dir=args.dir))
+    emit = _printer()
+    try:
+        bench = StoreBench(work_dir, volume_mb * MEBIBYTE, sync_seconds, queue_count)
+        emit(f"OrbitMQ store benchmark in {work_dir} ({_filesystem(work_dir)}), {os.cpu_count()} CPUs")
+        emit(f"{bench.large_count:,} messages per append run; rates are messages/s and commit-log MiB/s")
+        _report(bench, queue_count, emit)
+    finally:
+        if args.keep:
+            emit(f"kept {work_dir}")
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    return 0
+
+
+def _printer() -> Callable[[str], None]:
+    def emit(line: str) -> None:
+        print(line, flush=True)
+
+    return emit
+
+
+def _report(bench: StoreBench, queue_count: int, emit: Callable[[str], None]) -> None:
+    _section("append, ASYNC_FLUSH, one queue", emit)
+    flushed: dict[bool, Row] = {}
+    read_store: MessageStore | None = None
+    for body_bytes in (SMALL_BODY_BYTES, LARGE_BODY_BYTES):
+        for batched in (False, True):
+            keep = body_bytes == LARGE_BODY_BYTES and not batched
+            put_row, flush_row, store = bench.append(body_bytes, batched, keep_open=keep)
+            emit(put_row.render())
+            emit(flush_row.render())
+            if body_bytes == LARGE_BODY_BYTES:
+                flushed[batched] = flush_row
+            if keep:
+                read_store = store
+    if read_store is None:
+        raise RuntimeError("the 1 KiB append run kept no store to read from")
+    baseline = bench.disk_baseline(flushed[False].payload_bytes)
+    emit(baseline.render())
+
+    _section("read through the ConsumeQueue", emit)
+    emit(bench.read(read_store).render())
+    bench.discard(read_store)
+
+    _section("SYNC_FLUSH, group commit", emit)
+    sync_rows = [bench.sync_writers(count) for count in SYNC_WRITER_COUNTS]
+    for row in sync_rows:
+        emit(row.render())
+    in_flight = bench.sync_in_flight(SYNC_WRITER_COUNTS[-1])
+    emit(in_flight.render())
+
+    _section("queue count, ASYNC_FLUSH, put_message", emit)
+    messages = 2 * max(queue_count, bench.large_count // 2)
+    few = bench.queues(FEW_QUEUES, 1, messages)
+    many = bench.queues(queue_count, 2, messages)
+    for row in few + many:
+        emit(row.render())
+
+    _section("targets", emit)
+    for batched, what in ((False, "put_message"), (True, f"put_messages x{BATCH_SIZE}")):
+        ratio = flushed[batched].mib_per_s / baseline.mib_per_s
+        emit(_ratio_line(f"1 KiB {what} + flush / disk baseline (MiB/s)", ratio, TARGET_DISK_RATIO))
+    writers = SYNC_WRITER_COUNTS[-1]
+    for row, what in ((sync_rows[-1], f"{writers} writer threads"), (in_flight, f"{writers} in flight")):
+        scaling = row.messages_per_s / sync_rows[0].messages_per_s
+        emit(_ratio_line(f"SYNC_FLUSH {what} / 1 writer (msg/s)", scaling, TARGET_SYNC_SCALING))
+    spread = many[-1].messages_per_s / few[-1].messages_per_s
+    emit(
+        _ratio_line(
+            f"{queue_count:,} / {FEW_QUEUES} queues, puts + close (msg/s)", spread, TARGET_QUEUE_RATIO
+        )
+    )
+    steady = many[-2].messages_per_s / few[0].messages_per_s
+    emit(
+        _ratio_line(
+            f"{queue_count:,} / {FEW_QUEUES} queues, next pass puts only (msg/s)", steady, TARGET_QUEUE_RATIO
+        )
+    )

@@ -1,0 +1,124 @@
+"""The narrow file seam of the store: file creation, fsync, and named failpoints.
+
+Failpoints let fault tests stop the store at a precise step ("crash" with os._exit, or
+raise) without patching code. In production nothing is armed and ``failpoints.hit(name)``
+costs one dict lookup on an empty dict. Names in use:
+
+=============================  ===========================================================
+commit_log.before_write        a put is about to copy its records into the mapped segment
+commit_log.after_write         the records are in the mapping, not yet dispatched
+commit_log.before_fsync        the flush thread is about to fsync a segment
+dispatch.after_cq_write        an entry was buffered in its ConsumeQueue, index not yet done
+consume_queue.before_write     the flush thread is about to write buffered entries to a file
+checkpoint.before_write        the checkpoint file is about to be rewritten
+=============================  ===========================================================
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+SEGMENT_NAME_DIGITS = 20
+
+
+class Failpoints:
+    """A registry of armed failpoints (thread-safe enough: arming happens in tests)."""
+
+    def __init__(self) -> None:
+        self._armed: dict[str, Callable[[], None]] = {}
+        self._lock = threading.Lock()
+
+    def arm(self, name: str, action: Callable[[], None]) -> None:
+        """Run ``action`` every time ``name`` is hit (it may raise or call os._exit)."""
+        with self._lock:
+            self._armed = {**self._armed, name: action}
+
+    def disarm(self, name: str | None = None) -> None:
+        """Disarm one failpoint, or every failpoint when ``name`` is None."""
+        with self._lock:
+            if name is None:
+                self._armed = {}
+            else:
+                self._armed = {key: value for key, value in self._armed.items() if key != name}
+
+    def hit(self, name: str) -> None:
+        """Mark that execution reached ``name``; does nothing unless armed."""
+        # The dict is replaced, never mutated, so this read needs no lock.
+        if self._armed:
+            action = self._armed.get(name)
+            if action is not None:
+                action()
+
+
+failpoints = Failpoints()
+
+
+def crash_process() -> None:
+    """A failpoint action that ends the process at once, like a kill -9 (no cleanup)."""
+    os._exit(137)
+
+
+def segment_name(start_offset: int) -> str:
+    """A segment's file name: its first offset as 20 zero-padded digits."""
+    return f"{start_offset:0{SEGMENT_NAME_DIGITS}d}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    """The start offset a segment file name encodes, or None for any other file."""
+    if len(name) != SEGMENT_NAME_DIGITS or not name.isdigit():
+        return None
+    return int(name)
+
+
+def list_segments(directory: Path) -> list[tuple[int, Path]]:
+    """Segment files in ``directory`` as (start offset, path), sorted; [] when it is missing."""
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return []
+    segments = []
+    for entry in entries:
+        start = parse_segment_name(entry.name)
+        if start is not None and entry.is_file():
+            segments.append((start, Path(entry.path)))
+    segments.sort()
+    return segments
+
+
+def create_sized_file(path: Path, size_bytes: int) -> None:
+    """Create (or extend) a sparse file of ``size_bytes`` and make its name durable."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size < size_bytes:
+            os.ftruncate(fd, size_bytes)
+    finally:
+        os.close(fd)
+
+
+def fsync_directory(directory: Path) -> None:
+    """fsync a directory so that files created or removed in it survive a power loss."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file_durably(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync dir)."""
+    temp_path = path.with_name(path.name + ".tmp")
+    fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp_path, path)
+    fsync_directory(path.parent)

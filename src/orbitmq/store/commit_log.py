@@ -1,0 +1,421 @@
+"""The CommitLog: every topic's records appended to one log of fixed-size mapped segments.
+
+Theory of operation. Segments live in ``commitlog/`` and are named by their first
+commit-log offset (20 digits). A record (remoting-protocol §3.1) never spans segments:
+when a record plus the 8-byte blank header does not fit the tail of the last segment,
+the tail becomes one end-of-file blank record (TOTALSIZE = bytes left, MAGICCODE =
+0xCBD43194) and the record goes to a new segment. Hence every segment has room for a
+blank at its end, and a scanner can always tell "rest of segment unused" from data.
+
+The writer (the store, holding its put lock) asks :meth:`CommitLog.reserve` for room,
+packs records straight into the mapping, then publishes them with :meth:`commit`.
+Readers look only below ``wrote_position``, so they never see a half-copied record.
+The flush thread calls :meth:`flush`, which fdatasyncs the segments written since the
+last flush; ``flushed_offset`` only moves forward.
+
+This module also checks records read back from disk (:func:`check_record`), for crash
+recovery and the offline verifier; a record fails unless its magic code, sizes, body CRC
+and PHYSICALOFFSET (equal to its own position) all agree.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from enum import Enum
+from pathlib import Path
+
+from orbitmq.errors import RemoteProtocolError
+from orbitmq.model.message import MessageExt, SysFlag
+from orbitmq.protocol.message_codec import (
+    BLANK_MAGIC_CODE,
+    BLANK_RECORD_MIN_BYTES,
+    BODYCRC_POSITION,
+    MESSAGE_MAGIC_CODE,
+    PHYSICALOFFSET_POSITION,
+    STORED_FIXED_BYTES_IPV4,
+    STORETIMESTAMP_POSITION,
+    SYSFLAG_POSITION,
+    body_crc32,
+    body_length_position,
+    decode_stored_message,
+    pack_blank_into,
+)
+from orbitmq.store._fs import failpoints, list_segments
+from orbitmq.store.mapped_file import MappedFile, MappedFileQueue
+
+_log = logging.getLogger(__name__)
+
+_SIZE_MAGIC = struct.Struct(">ii")
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+_IPV6_EXTRA_BYTES = 12
+
+
+class RecordCheck(Enum):
+    """What :func:`check_record` found at a position."""
+
+    MESSAGE = "MESSAGE"  # a valid record
+    BLANK = "BLANK"  # the end-of-file blank: continue at the next segment
+    END = "END"  # zeros: the end of written data
+    CORRUPT = "CORRUPT"  # anything else: a torn or damaged record
+
+
+def check_record(
+    buffer: mmap.mmap | memoryview | bytes,
+    file_position: int,
+    segment_start_offset: int,
+    segment_bytes: int,
+    verify_crc: bool = True,
+) -> tuple[RecordCheck, int, MessageExt | None]:
+    """Check the record at ``file_position`` of a segment.
+
+    Returns (what was found, its size in bytes, the decoded message without its body for
+    MESSAGE). Never raises for bad bytes: damage is reported as CORRUPT.
+    """
+    remaining = segment_bytes - file_position
+    if remaining < BLANK_RECORD_MIN_BYTES:
+        return RecordCheck.CORRUPT, 0, None
+    total_size, magic = _SIZE_MAGIC.unpack_from(buffer, file_position)
+    if total_size == 0 and magic == 0:
+        return RecordCheck.END, 0, None
+    if magic == BLANK_MAGIC_CODE:
+        if total_size == remaining:
+            return RecordCheck.BLANK, total_size, None
+        return RecordCheck.CORRUPT, 0, None
+    if magic != MESSAGE_MAGIC_CODE or not STORED_FIXED_BYTES_IPV4 + 3 <= total_size <= remaining:
+        return RecordCheck.CORRUPT, 0, None
+    view = memoryview(buffer)[file_position : file_position + total_size]
+    try:
+        message, _ = decode_stored_message(view, 0, decode_body=False)
+        if message.commit_log_offset != segment_start_offset + file_position:
+            return RecordCheck.CORRUPT, 0, None
+        if verify_crc:
+            length_position = body_length_position(message.sys_flag)
+            (body_len,) = _INT.unpack_from(view, length_position)
+            body_start = length_position + 4
+            if body_crc32(view[body_start : body_start + body_len]) != message.body_crc:
+                return RecordCheck.CORRUPT, 0, None
+    except RemoteProtocolError:
+        return RecordCheck.CORRUPT, 0, None
+    finally:
+        view.release()
+    return RecordCheck.MESSAGE, total_size, message
+
+
+def check_record_header(
+    buffer: mmap.mmap | memoryview | bytes,
+    file_position: int,
+    segment_start_offset: int,
+    segment_bytes: int,
+    verify_crc: bool = False,
+) -> tuple[RecordCheck, int]:
+    """A cheap check for skipping records: sizes, magic code, PHYSICALOFFSET, optionally the body CRC.
+
+    Nothing is decoded, so a damaged topic or property string is not noticed here.
+    """
+    remaining = segment_bytes - file_position
+    if remaining < BLANK_RECORD_MIN_BYTES:
+        return RecordCheck.CORRUPT, 0
+    total_size, magic = _SIZE_MAGIC.unpack_from(buffer, file_position)
+    if total_size == 0 and magic == 0:
+        return RecordCheck.END, 0
+    if magic == BLANK_MAGIC_CODE:
+        return (RecordCheck.BLANK, total_size) if total_size == remaining else (RecordCheck.CORRUPT, 0)
+    if magic != MESSAGE_MAGIC_CODE or not STORED_FIXED_BYTES_IPV4 + 3 <= total_size <= remaining:
+        return RecordCheck.CORRUPT, 0
+    (physical_offset,) = _LONG.unpack_from(buffer, file_position + PHYSICALOFFSET_POSITION)
+    if physical_offset != segment_start_offset + file_position:
+        return RecordCheck.CORRUPT, 0
+    if verify_crc and not _body_crc_matches(buffer, file_position, total_size):
+        return RecordCheck.CORRUPT, 0
+    return RecordCheck.MESSAGE, total_size
+
+
+def _body_crc_matches(buffer: mmap.mmap | memoryview | bytes, file_position: int, total_size: int) -> bool:
+    (sys_flag,) = _INT.unpack_from(buffer, file_position + SYSFLAG_POSITION)
+    length_position = file_position + body_length_position(sys_flag)
+    (body_crc,) = _INT.unpack_from(buffer, file_position + BODYCRC_POSITION)
+    (body_len,) = _INT.unpack_from(buffer, length_position)
+    body_start = length_position + 4
+    if body_len < 0 or body_start + body_len > file_position + total_size:
+        return False
+    with memoryview(buffer) as view:
+        return bool(body_crc32(view[body_start : body_start + body_len]) == body_crc)
+
+
+class CommitLog:
+    """The segments of the commit log and the append/read/flush operations on them."""
+
+    def __init__(self, directory: Path, segment_bytes: int) -> None:
+        self.segments = MappedFileQueue(directory, segment_bytes)
+        self.segment_bytes = segment_bytes
+        self._flushed_offset = 0
+
+    def load(self) -> None:
+        """Map the existing segments; recovery then sets the real end with :meth:`truncate_after`."""
+        self.segments.load()
+
+    @property
+    def min_offset(self) -> int:
+        return self.segments.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        """The offset just past the last published record."""
+        return self.segments.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed_offset
+
+    def set_flushed_offset(self, commit_log_offset: int) -> None:
+        """Recovery: everything below ``commit_log_offset`` is known to be on disk."""
+        self._flushed_offset = commit_log_offset
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def reserve(self, record_bytes: int) -> MappedFile:
+        """The segment whose tail can take ``record_bytes`` more (rolling over if needed).
+
+        The caller checked that ``record_bytes + 8 <= segment_bytes`` and holds the put lock.
+        """
+        last = self.segments.last()
+        if last is None:
+            return self.segments.create(0)
+        remaining = last.remaining_bytes
+        if record_bytes + BLANK_RECORD_MIN_BYTES <= remaining:
+            return last
+        if remaining >= BLANK_RECORD_MIN_BYTES:
+            pack_blank_into(last.buffer, last.wrote_position, remaining)
+        last.wrote_position = last.size_bytes
+        return self.segments.create(last.end_offset)
+
+    @staticmethod
+    def commit(segment: MappedFile, file_position_end: int) -> None:
+        """Publish the records packed below ``file_position_end`` to readers and the flusher."""
+        failpoints.hit("commit_log.after_write")
+        segment.wrote_position = file_position_end
+
+    def append_raw(self, commit_log_offset: int, data: bytes | memoryview) -> bool:
+        """Append replicated bytes at exactly the current end (they may cross segment ends).
+
+        Returns False when ``commit_log_offset`` is not the end of the log.
+        """
+        if not self.segments.files:
+            if commit_log_offset % self.segment_bytes:
+                return False
+            self.segments.create(commit_log_offset)
+            self._flushed_offset = commit_log_offset
+        if commit_log_offset != self.max_offset:
+            return False
+        view = memoryview(data)
+        position = 0
+        while position < len(view):
+            last = self.segments.files[-1]
+            if last.remaining_bytes == 0:
+                last = self.segments.create(last.end_offset)
+            count = min(last.remaining_bytes, len(view) - position)
+            start = last.wrote_position
+            last.buffer[start : start + count] = view[position : position + count]
+            last.wrote_position = start + count
+            position += count
+        return True
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read(self, commit_log_offset: int, size_bytes: int) -> bytes | None:
+        """The ``size_bytes`` at ``commit_log_offset``, or None when they are not all published."""
+        segment = self.segments.find(commit_log_offset)
+        if segment is None:
+            return None
+        file_position = commit_log_offset - segment.start_offset
+        end = file_position + size_bytes
+        if size_bytes <= 0 or end > segment.wrote_position:
+            return None
+        return segment.buffer[file_position:end]
+
+    def read_record(self, commit_log_offset: int) -> bytes | None:
+        """The whole message record at ``commit_log_offset`` (its size read from TOTALSIZE)."""
+        head = self.read(commit_log_offset, BLANK_RECORD_MIN_BYTES)
+        if head is None:
+            return None
+        total_size, magic = _SIZE_MAGIC.unpack(head)
+        if magic != MESSAGE_MAGIC_CODE or total_size < STORED_FIXED_BYTES_IPV4:
+            return None
+        return self.read(commit_log_offset, total_size)
+
+    def read_long(self, commit_log_offset: int) -> int | None:
+        """The 8-byte big-endian integer at ``commit_log_offset`` (e.g. a STORETIMESTAMP)."""
+        segment = self.segments.find(commit_log_offset)
+        if segment is None:
+            return None
+        file_position = commit_log_offset - segment.start_offset
+        if file_position + 8 > segment.wrote_position:
+            return None
+        value: int = _LONG.unpack_from(segment.buffer, file_position)[0]
+        return value
+
+    def store_timestamp_at(self, commit_log_offset: int) -> int:
+        """STORETIMESTAMP of the record at ``commit_log_offset`` (-1 when it cannot be read)."""
+        head = self.read(commit_log_offset, STORETIMESTAMP_POSITION + _IPV6_EXTRA_BYTES + 8)
+        if head is None:
+            return -1
+        (sys_flag,) = _INT.unpack_from(head, SYSFLAG_POSITION)
+        # An IPv6 born host widens BORNHOST by 12 bytes and shifts STORETIMESTAMP with it.
+        position = STORETIMESTAMP_POSITION + (_IPV6_EXTRA_BYTES if sys_flag & SysFlag.BORNHOST_V6 else 0)
+        timestamp: int = _LONG.unpack_from(head, position)[0]
+        return timestamp
+
+    def read_raw(self, commit_log_offset: int, size_max: int) -> bytes:
+        """Published bytes from ``commit_log_offset``, at most ``size_max``, within one segment."""
+        segment = self.segments.find(commit_log_offset)
+        if segment is None:
+            return b""
+        return segment.read(commit_log_offset - segment.start_offset, size_max)
+
+    # -- durability and truncation -------------------------------------------------------------
+
+    def flush(self) -> int:
+        """fdatasync every segment written since the last flush; return the flushed offset."""
+        target = self.max_offset
+        if target <= self._flushed_offset:
+            return self._flushed_offset
+        for segment in list(self.segments.files):
+            if segment.end_offset <= self._flushed_offset or segment.start_offset >= target:
+                continue
+            failpoints.hit("commit_log.before_fsync")
+            try:
+                segment.flush()
+            except (OSError, ValueError):
+                # Retention closed this (old, already flushed) segment meanwhile.
+                continue
+        self._flushed_offset = max(self._flushed_offset, target)
+        return self._flushed_offset
+
+    def truncate_after(self, commit_log_offset: int) -> None:
+        """Make ``commit_log_offset`` the end of the log, zeroing anything after it."""
+        self.segments.truncate_after(commit_log_offset)
+        self._flushed_offset = min(self._flushed_offset, commit_log_offset)
+
+    def close(self) -> None:
+        self.segments.close()
+
+
+def iterate_commit_log(
+    store_path: Path, segment_bytes: int, verify_crc: bool = True
+) -> Iterator[tuple[int, int, MessageExt]]:
+    """Yield (commit-log offset, record size, message without body) for each valid record.
+
+    Reads ``<store_path>/commitlog`` read-only and stops at the end of written data or at
+    the first record that fails its checks (everything after it is not trusted).
+    """
+    for start_offset, path in list_segments(Path(store_path) / "commitlog"):
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size != segment_bytes or size == 0:
+                return
+            with mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_READ) as buffer:
+                file_position = 0
+                while file_position < size:
+                    found, record_size, message = check_record(
+                        buffer, file_position, start_offset, size, verify_crc
+                    )
+                    if found is RecordCheck.BLANK:
+                        break
+                    if found is not RecordCheck.MESSAGE or message is None:
+                        return
+                    yield start_offset + file_position, record_size, message
+                    file_position += record_size
+
+
+class CommitLogFlusher:
+    """The flush thread: periodic fdatasync (ASYNC_FLUSH) or group commit (SYNC_FLUSH).
+
+    Under SYNC_FLUSH each put registers (end offset, deadline, future). The thread takes
+    every request waiting at that moment, runs one flush, which covers them all (group
+    commit), and resolves each future True; a request still not covered by its deadline
+    resolves False (FLUSH_DISK_TIMEOUT). Under ASYNC_FLUSH the thread flushes every
+    ``interval_ms`` and puts get no future.
+    """
+
+    def __init__(self, commit_log: CommitLog, sync: bool, interval_ms: int, timeout_ms: int) -> None:
+        self._commit_log = commit_log
+        self._sync = sync
+        self._interval_s = interval_ms / 1000
+        self._timeout_s = timeout_ms / 1000
+        self._condition = threading.Condition()
+        self._requests: list[tuple[int, float, Future[bool]]] = []
+        self._stopping = False
+        self._stopped = False  # the thread has finished; requests resolve at once
+        self._thread = threading.Thread(target=self._run, name="orbitmq-commit-log-flush", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def request(self, end_offset: int) -> Future[bool]:
+        """A future resolved once ``end_offset`` is flushed (True) or the timeout passes (False)."""
+        future: Future[bool] = Future()
+        with self._condition:
+            if self._stopped:
+                # A put that raced with close(): the final flush already ran (or failed).
+                future.set_result(end_offset <= self._commit_log.flushed_offset)
+                return future
+            self._requests.append((end_offset, time.monotonic() + self._timeout_s, future))
+            self._condition.notify()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                if not self._requests and not self._stopping:
+                    self._condition.wait(self._interval_s if not self._sync else 0.01)
+                stopping = self._stopping
+                requests, self._requests = self._requests, []
+            try:
+                flushed = self._commit_log.flush()
+            except OSError:
+                _log.exception("commit log flush failed")
+                flushed = self._commit_log.flushed_offset
+            if self._resolve(requests, flushed):
+                # Some puts are still not covered (a failing disk): do not spin.
+                time.sleep(0.001)
+            if stopping:
+                with self._condition:
+                    self._stopped = True
+                    late, self._requests = self._requests, []
+                self._resolve(late, self._commit_log.flushed_offset)
+                return
+
+    def _resolve(self, requests: list[tuple[int, float, Future[bool]]], flushed: int) -> bool:
+        now = time.monotonic()
+        waiting = []
+        for request in requests:
+            end_offset, deadline, future = request
+            if now >= deadline:
+                # Answer as RocketMQ does: late is a timeout even if the flush then succeeded.
+                future.set_result(False)
+            elif end_offset <= flushed:
+                future.set_result(True)
+            elif self._stopping:
+                future.set_result(False)
+            else:
+                waiting.append(request)
+        if waiting:
+            with self._condition:
+                self._requests[:0] = waiting
+        return bool(waiting)
+
+    def stop(self) -> None:
+        """Flush once more, resolve every waiting future and end the thread."""
+        with self._condition:
+            self._stopping = True
+            self._condition.notify()
+        if self._thread.is_alive():
+            self._thread.join()

@@ -1,0 +1,533 @@
+"""ConsumeQueues: per (topic, queue id) index of fixed 20-byte entries into the CommitLog.
+
+Entry layout (big-endian)::
+
+    pos  size  field
+    0    8     commit-log offset of the record (long)
+    8    4     record size in bytes (int)
+    12   8     tags code (long): Java String.hashCode of TAGS, or the delivery time for
+               SCHEDULE_TOPIC_XXXX
+
+Queue offset N lives at byte N*20 of the queue; files hold ``entries_per_file`` entries
+and are named by the 20-digit byte offset of their first entry, under
+``consumequeue/<topic>/<queueId>/``. A zero entry (size 0) was never written.
+
+Theory of operation. A ConsumeQueue is derived data: the CommitLog alone can rebuild it.
+That lets the put path stay O(1) however many queues exist: :meth:`ConsumeQueue.put`
+packs the entry into an in-memory tail buffer, and the flush thread later writes each
+buffer to its file with one pwrite (:meth:`ConsumeQueueTable.write_pending`). Readers
+see file entries below ``written_queue_offset`` and buffered ones above it. Only a
+bounded number of files is open at once (:class:`FileHandles`, LRU), so 50,000 queues
+cost no more descriptors than 8. Everything here runs under the store's lock except the
+file I/O of the flush thread, which holds ``flush_lock`` instead; structural changes
+(truncate, delete) take both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from orbitmq.store._fs import failpoints, list_segments
+
+_log = logging.getLogger(__name__)
+
+ENTRY = struct.Struct(">qiq")
+ENTRY_BYTES = ENTRY.size
+_PENDING_GROWTH_ENTRIES = 64
+_SYNC_EACH_FILE_MAX = 256
+WRITE_BATCH_ENTRIES = 64
+WRITE_DELAY_ROUNDS = 5
+
+
+class FileHandles:
+    """An LRU of open ConsumeQueue file descriptors; every use happens under its lock.
+
+    Paths are plain strings here: this sits on the write-out path of every queue, where
+    pathlib's object churn would cost more than the system calls.
+    """
+
+    def __init__(self, max_open: int) -> None:
+        self._max_open = max_open
+        self._fds: OrderedDict[str, int] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def _fd(self, path: str, file_bytes: int) -> int:
+        fd = self._fds.get(path)
+        if fd is not None:
+            self._fds.move_to_end(path)
+            return fd
+        if file_bytes:
+            fd = _open_sized(path, file_bytes)
+        else:
+            fd = os.open(path, os.O_RDWR)
+        self._fds[path] = fd
+        if len(self._fds) > self._max_open:
+            _, oldest = self._fds.popitem(last=False)
+            os.close(oldest)
+        return fd
+
+    def pread(self, path: str, size_bytes: int, file_position: int) -> bytes:
+        """Bytes of an existing file (b"" when the file does not exist)."""
+        with self.lock:
+            try:
+                return os.pread(self._fd(path, 0), size_bytes, file_position)
+            except FileNotFoundError:
+                return b""
+
+    def pwrite(self, path: str, file_bytes: int, data: bytes, file_position: int) -> None:
+        """Write into a file, creating it (and its directory) at ``file_bytes`` when missing.
+
+        A file the LRU does not hold is opened just for this write and closed again, so the
+        write-out of many queues neither evicts the readers' descriptors nor holds the lock
+        across its system calls.
+        """
+        with self.lock:
+            fd = self._fds.get(path)
+            if fd is not None:
+                os.pwrite(fd, data, file_position)
+                return
+        fd = _open_sized(path, file_bytes)
+        try:
+            os.pwrite(fd, data, file_position)
+        finally:
+            os.close(fd)
+
+    def forget(self, path: str) -> None:
+        """Close ``path``'s descriptor if open (before the file is deleted or cut)."""
+        with self.lock:
+            fd = self._fds.pop(path, None)
+            if fd is not None:
+                os.close(fd)
+
+    @property
+    def open_count(self) -> int:
+        return len(self._fds)
+
+    def close_all(self) -> None:
+        with self.lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+
+
+def _open_sized(path: str, file_bytes: int) -> int:
+    """Open a queue file read-write, creating it sparse at full size (and its directory)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    if os.fstat(fd).st_size < file_bytes:
+        os.ftruncate(fd, file_bytes)
+    return fd
+
+
+class ConsumeQueue:
+    """One queue's entries: files below ``written_queue_offset``, a memory tail above it."""
+
+    def __init__(self, topic: str, queue_id: int, directory: str, entries_per_file: int, files: FileHandles):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.directory = directory
+        self.entries_per_file = entries_per_file
+        self.file_bytes = entries_per_file * ENTRY_BYTES
+        self._files = files
+        self.min_queue_offset = 0
+        self.max_queue_offset = 0  # next queue offset to be written
+        self.written_queue_offset = 0  # entries below this are in files
+        self._pending = bytearray()
+        self.dirty_paths: set[str] = set()  # written, not yet fsync'd
+        self.first_dirty_round = 0  # write-out round that first saw entries waiting (0: none)
+
+    # -- paths --------------------------------------------------------------------------------
+
+    def path_of(self, queue_offset: int) -> str:
+        first = queue_offset - queue_offset % self.entries_per_file
+        return f"{self.directory}/{first * ENTRY_BYTES:020d}"
+
+    def file_starts(self) -> list[int]:
+        """First queue offset of each existing file, sorted."""
+        return [start // ENTRY_BYTES for start, _ in list_segments(Path(self.directory))]
+
+    # -- loading ------------------------------------------------------------------------------
+
+    def load(self, commit_log_min: int, commit_log_max: int) -> None:
+        """Find min/max from the files, dropping entries that point past ``commit_log_max``."""
+        starts = self.file_starts()
+        if not starts:
+            return
+        last = starts[-1]
+        end = self._search_end(last)
+        self.max_queue_offset = self.written_queue_offset = end
+        if end == last and len(starts) > 1:
+            # The newest file holds nothing; the queue ends where the previous file ends.
+            self._delete_file(last)
+            self.max_queue_offset = self.written_queue_offset = last
+        self.truncate_past(commit_log_max)
+        self.min_queue_offset = self._search_min(starts[0], commit_log_min)
+
+    def _read_entry(self, queue_offset: int) -> tuple[int, int, int]:
+        data = self._files.pread(
+            self.path_of(queue_offset), ENTRY_BYTES, (queue_offset % self.entries_per_file) * ENTRY_BYTES
+        )
+        if len(data) < ENTRY_BYTES:
+            return 0, 0, 0
+        commit_log_offset, size, tags = ENTRY.unpack(data)
+        return commit_log_offset, size, tags
+
+    def _first_used(self, file_start: int) -> int | None:
+        """The first non-zero entry of a file (a rebuilt queue may start mid-file)."""
+        if self._read_entry(file_start)[1]:
+            return file_start
+        data = self._files.pread(self.path_of(file_start), self.file_bytes, 0)
+        for index, (_, size, _) in enumerate(ENTRY.iter_unpack(data[: len(data) - len(data) % ENTRY_BYTES])):
+            if size:
+                return file_start + index
+        return None
+
+    def _search_end(self, file_start: int) -> int:
+        """The queue offset after the last non-zero entry of the file starting at file_start."""
+        low = self._first_used(file_start)
+        if low is None:
+            return file_start
+        high = file_start + self.entries_per_file  # entries in [low, high) may be used
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self._read_entry(middle)[1]:
+                low = middle
+            else:
+                high = middle
+        return low + 1
+
+    def _search_min(self, file_start: int, commit_log_min: int) -> int:
+        """The first queue offset whose entry points at or after ``commit_log_min``."""
+        low = self._first_used(file_start)
+        if low is None:
+            return self.max_queue_offset
+        return self._first_at_or_after(low, commit_log_min, lambda clo, size: clo)
+
+    def _first_at_or_after(self, low: int, bound: int, key: Callable[[int, int], int]) -> int:
+        high = self.max_queue_offset
+        while low < high:
+            middle = (low + high) // 2
+            commit_log_offset, size, _ = self.entry(middle)
+            if size and key(commit_log_offset, size) >= bound:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def put(self, queue_offset: int, commit_log_offset: int, size: int, tags_code: int) -> None:
+        """Buffer the entry for ``queue_offset``, which must equal ``max_queue_offset``."""
+        position = (queue_offset - self.written_queue_offset) * ENTRY_BYTES
+        pending = self._pending
+        if len(pending) < position + ENTRY_BYTES:
+            pending.extend(bytes(ENTRY_BYTES * _PENDING_GROWTH_ENTRIES))
+        ENTRY.pack_into(pending, position, commit_log_offset, size, tags_code)
+        self.max_queue_offset = queue_offset + 1
+
+    def take_pending(self) -> tuple[int, bytes]:
+        """(first queue offset, bytes) of the buffered entries, for the flush thread."""
+        count = self.max_queue_offset - self.written_queue_offset
+        return self.written_queue_offset, bytes(self._pending[: count * ENTRY_BYTES])
+
+    def write_entries(self, queue_offset: int, data: bytes) -> None:
+        """Write entries to their files (flush thread; no store lock, holds flush_lock)."""
+        position = 0
+        while position < len(data):
+            current = queue_offset + position // ENTRY_BYTES
+            in_file = (current % self.entries_per_file) * ENTRY_BYTES
+            count = min(self.file_bytes - in_file, len(data) - position)
+            path = self.path_of(current)
+            failpoints.hit("consume_queue.before_write")
+            self._files.pwrite(path, self.file_bytes, data[position : position + count], in_file)
+            self.dirty_paths.add(path)
+            position += count
+
+    def mark_written(self, queue_offset: int, entry_count: int) -> None:
+        """The flush thread wrote ``entry_count`` entries from ``queue_offset`` (store lock held)."""
+        if queue_offset != self.written_queue_offset:
+            return
+        del self._pending[: entry_count * ENTRY_BYTES]
+        self.written_queue_offset += entry_count
+
+    def truncate_past(self, commit_log_max: int) -> None:
+        """Drop entries whose record does not end at or before ``commit_log_max``."""
+        if self.max_queue_offset == 0:
+            return
+        commit_log_offset, size, _ = self.entry(self.max_queue_offset - 1)
+        if size and commit_log_offset + size <= commit_log_max:
+            return
+        cut = self._first_at_or_after(self.min_queue_offset, commit_log_max + 1, lambda clo, size: clo + size)
+        self.truncate(cut)
+
+    def truncate(self, queue_offset: int) -> None:
+        """Drop every entry at and after ``queue_offset`` (recovery; flush_lock held)."""
+        if queue_offset >= self.max_queue_offset:
+            return
+        if queue_offset >= self.written_queue_offset:
+            self._pending[(queue_offset - self.written_queue_offset) * ENTRY_BYTES :] = b""
+        else:
+            self._pending.clear()
+            for start in self.file_starts():
+                if start >= queue_offset and start > 0:
+                    self._delete_file(start)
+            path = self.path_of(queue_offset)
+            if os.path.exists(path):
+                self._files.forget(path)
+                in_file = (queue_offset % self.entries_per_file) * ENTRY_BYTES
+                with open(path, "r+b") as handle:
+                    handle.truncate(in_file)
+                    handle.truncate(self.file_bytes)
+            self.written_queue_offset = queue_offset
+        self.max_queue_offset = queue_offset
+        self.min_queue_offset = min(self.min_queue_offset, queue_offset)
+
+    def _delete_file(self, file_start: int) -> None:
+        path = self.path_of(file_start)
+        self._files.forget(path)
+        self.dirty_paths.discard(path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+    def delete_files_below(self, commit_log_min: int) -> int:
+        """Delete files whose entries all point below ``commit_log_min``; move the min offset."""
+        deleted = 0
+        starts = self.file_starts()
+        for start, following in zip(starts, starts[1:], strict=False):
+            last_offset = (
+                following - 1 if following - 1 < self.max_queue_offset else self.max_queue_offset - 1
+            )
+            commit_log_offset, size, _ = self.entry(last_offset)
+            if size == 0 or commit_log_offset >= commit_log_min:
+                break
+            self._delete_file(start)
+            deleted += 1
+        # Entries of deleted files read as zeros, which count as "below": the search stays valid.
+        self.min_queue_offset = self._first_at_or_after(
+            self.min_queue_offset, commit_log_min, lambda clo, size: clo
+        )
+        return deleted
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def entry(self, queue_offset: int) -> tuple[int, int, int]:
+        """(commit-log offset, size, tags code) at ``queue_offset``; zeros when absent."""
+        if queue_offset >= self.written_queue_offset:
+            if queue_offset >= self.max_queue_offset:
+                return 0, 0, 0
+            commit_log_offset, size, tags = ENTRY.unpack_from(
+                self._pending, (queue_offset - self.written_queue_offset) * ENTRY_BYTES
+            )
+            return commit_log_offset, size, tags
+        return self._read_entry(queue_offset)
+
+    def read_entries(self, queue_offset: int, count_max: int) -> bytes:
+        """Up to ``count_max`` consecutive entries from ``queue_offset`` (stopping at a file end)."""
+        count = min(count_max, self.max_queue_offset - queue_offset)
+        if count <= 0:
+            return b""
+        if queue_offset >= self.written_queue_offset:
+            position = (queue_offset - self.written_queue_offset) * ENTRY_BYTES
+            return bytes(self._pending[position : position + count * ENTRY_BYTES])
+        in_file = queue_offset % self.entries_per_file
+        file_count = min(count, self.entries_per_file - in_file, self.written_queue_offset - queue_offset)
+        data = self._files.pread(self.path_of(queue_offset), file_count * ENTRY_BYTES, in_file * ENTRY_BYTES)
+        if file_count < count and queue_offset + file_count == self.written_queue_offset:
+            # The file part ends where the buffered tail begins: continue into it.
+            data += bytes(self._pending[: (count - file_count) * ENTRY_BYTES])
+        return data
+
+
+class ConsumeQueueTable:
+    """Every ConsumeQueue of the store, loaded lazily from ``consumequeue/``."""
+
+    def __init__(
+        self,
+        root: Path,
+        entries_per_file: int,
+        max_open_files: int,
+        commit_log_bounds: Callable[[], tuple[int, int]],
+    ) -> None:
+        self.root = root
+        self._root_text = str(root)
+        self.entries_per_file = entries_per_file
+        self.files = FileHandles(max_open_files)
+        self._commit_log_bounds = commit_log_bounds
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._on_disk: set[tuple[str, int]] = set()  # queues on disk, not loaded yet
+        self.dirty: set[ConsumeQueue] = set()  # queues with buffered entries
+        self._round = 0  # write_pending calls so far
+        self.flush_lock = threading.Lock()
+
+    def scan_disk(self) -> None:
+        """Note every queue directory on disk (once, at open) so lookups need no syscalls."""
+        self._on_disk = set()
+        try:
+            topic_entries = list(os.scandir(self.root))
+        except FileNotFoundError:
+            return
+        for topic_entry in topic_entries:
+            if not topic_entry.is_dir():
+                continue
+            for queue_entry in os.scandir(topic_entry.path):
+                if queue_entry.is_dir() and queue_entry.name.isdigit():
+                    self._on_disk.add((topic_entry.name, int(queue_entry.name)))
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The queue, loading it from disk on first use; None when it does not exist."""
+        key = (topic, queue_id)
+        queue = self._queues.get(key)
+        if queue is None and key in self._on_disk:
+            self._on_disk.discard(key)
+            queue = self._new(topic, queue_id)
+            queue.load(*self._commit_log_bounds())
+        return queue
+
+    def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The queue, created empty when new (its directory appears with its first file)."""
+        queue = self._queues.get((topic, queue_id))
+        if queue is None:
+            queue = self.get(topic, queue_id) or self._new(topic, queue_id)
+        return queue
+
+    def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queue = ConsumeQueue(
+            topic, queue_id, f"{self._root_text}/{topic}/{queue_id}", self.entries_per_file, self.files
+        )
+        self._queues[(topic, queue_id)] = queue
+        return queue
+
+    def drop(self, topic: str, queue_id: int) -> None:
+        """Forget one queue and delete its files (recovery rebuilds it; flush_lock held)."""
+        queue = self._queues.pop((topic, queue_id), None)
+        self._on_disk.discard((topic, queue_id))
+        if queue is not None:
+            self.dirty.discard(queue)
+        directory = self.root / topic / str(queue_id)
+        for _, path in list_segments(directory):
+            self.files.forget(str(path))
+        shutil.rmtree(directory, ignore_errors=True)
+
+    def loaded(self) -> list[ConsumeQueue]:
+        return list(self._queues.values())
+
+    def names(self) -> list[tuple[str, int]]:
+        """Every (topic, queue id) on disk or in memory, sorted."""
+        return sorted(self._on_disk.union(self._queues))
+
+    def delete_topic(self, topic: str) -> None:
+        """Forget and delete every queue of ``topic`` (flush_lock and store lock held)."""
+        for key in [key for key in self._queues if key[0] == topic]:
+            queue = self._queues.pop(key)
+            self.dirty.discard(queue)
+        self._on_disk = {key for key in self._on_disk if key[0] != topic}
+        directory = self.root / topic
+        if directory.is_dir():
+            for _, path in self._all_files(directory):
+                self.files.forget(str(path))
+            shutil.rmtree(directory, ignore_errors=True)
+
+    @staticmethod
+    def _all_files(directory: Path) -> Iterator[tuple[int, Path]]:
+        for queue_entry in os.scandir(directory):
+            if queue_entry.is_dir():
+                yield from list_segments(Path(queue_entry.path))
+
+    def write_pending(self, store_lock: threading.Lock, force: bool = True) -> int:
+        """Write buffered entries to their files; return the entries written.
+
+        With ``force`` every buffer is written. Otherwise a queue is written once it holds
+        ``WRITE_BATCH_ENTRIES`` entries or has waited ``WRITE_DELAY_ROUNDS`` rounds: with
+        tens of thousands of slow queues this turns one small pwrite (and an open and close
+        of its file) per queue per round into a few larger ones. The caller holds
+        ``flush_lock``; ``store_lock`` is taken only to snapshot and to publish, so puts and
+        reads go on while the files are written.
+        """
+        self._round += 1
+        with store_lock:
+            work = []
+            for queue in self.dirty:
+                if not force and not self._due(queue):
+                    continue
+                work.append((queue, *queue.take_pending()))
+            for queue, _, _ in work:
+                self.dirty.discard(queue)
+        failed = []
+        for queue, queue_offset, data in work:
+            try:
+                queue.write_entries(queue_offset, data)
+            except OSError:
+                _log.exception("writing consume queue %s/%d failed", queue.topic, queue.queue_id)
+                failed.append(queue)
+        written = 0
+        with store_lock:
+            for queue, queue_offset, data in work:
+                queue.first_dirty_round = 0
+                if queue in failed:
+                    self.dirty.add(queue)
+                    continue
+                queue.mark_written(queue_offset, len(data) // ENTRY_BYTES)
+                written += len(data) // ENTRY_BYTES
+                if queue.max_queue_offset > queue.written_queue_offset:
+                    self.dirty.add(queue)  # entries arrived while the file was written
+        return written
+
+    def _due(self, queue: ConsumeQueue) -> bool:
+        if queue.max_queue_offset - queue.written_queue_offset >= WRITE_BATCH_ENTRIES:
+            return True
+        if not queue.first_dirty_round:
+            queue.first_dirty_round = self._round
+        return self._round - queue.first_dirty_round >= WRITE_DELAY_ROUNDS
+
+    def sync_written(self) -> None:
+        """Make every file written since the last sync durable (flush thread, flush_lock held).
+
+        Few files get one fdatasync each; many (thousands of queues) get one sync(2) instead,
+        which costs one call rather than one journal commit per file.
+        """
+        paths: set[str] = set()
+        for queue in self.loaded():
+            if queue.dirty_paths:
+                paths.update(queue.dirty_paths)
+                queue.dirty_paths.clear()
+        if len(paths) > _SYNC_EACH_FILE_MAX:
+            os.sync()
+            return
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDWR)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+
+    def close(self) -> None:
+        self.files.close_all()
+
+
+def iterate_consume_queue(store_path: Path, topic: str, queue_id: int) -> Iterator[tuple[int, int, int, int]]:
+    """Yield (queue offset, commit-log offset, size, tags code) of every non-zero entry on disk.
+
+    Reads the files as they are (entries still buffered by a running store are not there).
+    """
+    directory = Path(store_path) / "consumequeue" / topic / str(queue_id)
+    for start_bytes, path in list_segments(directory):
+        first = start_bytes // ENTRY_BYTES
+        data = path.read_bytes()
+        usable = len(data) - len(data) % ENTRY_BYTES
+        for index, (commit_log_offset, size, tags) in enumerate(ENTRY.iter_unpack(data[:usable])):
+            if size:
+                yield first + index, commit_log_offset, size, tags

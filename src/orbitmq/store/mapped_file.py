@@ -1,0 +1,212 @@
+"""Memory-mapped, fixed-size segment files and the ordered queue of them.
+
+A :class:`MappedFile` is one segment: a sparse file of ``size_bytes`` named by the
+offset of its first byte, mapped read-write with MAP_SHARED. Writers copy into the
+mapping and then advance ``wrote_position``; a reader never looks past it. Durability is
+``os.fdatasync`` on the segment's descriptor, which on Linux writes back the mapping's
+dirty pages too, and which releases the GIL (unlike ``mmap.flush``).
+
+A :class:`MappedFileQueue` is the ordered list of segments of one log: segment ``i``
+starts at ``first_start + i * size_bytes``, so finding the segment of an offset is one
+division. Only the last segment is ever written.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+from orbitmq.errors import StoreError
+from orbitmq.store._fs import create_sized_file, fsync_directory, list_segments, segment_name
+
+
+class MappedFile:
+    """One mapped segment. ``*_position`` values are file offsets inside this segment."""
+
+    __slots__ = (
+        "path",
+        "start_offset",
+        "size_bytes",
+        "buffer",
+        "wrote_position",
+        "flushed_position",
+        "_fd",
+    )
+
+    def __init__(self, path: Path, start_offset: int, size_bytes: int) -> None:
+        self.path = path
+        self.start_offset = start_offset
+        self.size_bytes = size_bytes
+        create_sized_file(path, size_bytes)
+        self._fd = os.open(path, os.O_RDWR)
+        try:
+            self.buffer = mmap.mmap(self._fd, size_bytes, access=mmap.ACCESS_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        # A fresh segment is empty; load/recovery moves these to the real end.
+        self.wrote_position = 0
+        self.flushed_position = 0
+
+    @property
+    def end_offset(self) -> int:
+        """The commit-log offset just past this segment."""
+        return self.start_offset + self.size_bytes
+
+    @property
+    def remaining_bytes(self) -> int:
+        return self.size_bytes - self.wrote_position
+
+    def flush(self) -> int:
+        """fdatasync what was written so far; return the flushed file position."""
+        target = self.wrote_position
+        if target > self.flushed_position:
+            os.fdatasync(self._fd)
+            self.flushed_position = target
+        return self.flushed_position
+
+    def read(self, file_position: int, size_bytes: int) -> bytes:
+        """A copy of ``size_bytes`` from ``file_position`` (clipped to what was written)."""
+        end = min(file_position + size_bytes, self.wrote_position)
+        if file_position < 0 or end <= file_position:
+            return b""
+        return self.buffer[file_position:end]
+
+    def zero_from(self, file_position: int) -> None:
+        """Discard everything from ``file_position`` on (a torn tail), durably.
+
+        The file is cut and re-extended, which zeroes the tail without writing it; the
+        mapping is dropped around the cut so that no access can fault on a short file.
+        """
+        self.buffer.close()
+        os.ftruncate(self._fd, file_position)
+        os.ftruncate(self._fd, self.size_bytes)
+        os.fsync(self._fd)
+        self.buffer = mmap.mmap(self._fd, self.size_bytes, access=mmap.ACCESS_WRITE)
+        self.wrote_position = min(self.wrote_position, file_position)
+        self.flushed_position = min(self.flushed_position, file_position)
+
+    def modified_time_ms(self) -> int:
+        return int(os.fstat(self._fd).st_mtime * 1000)
+
+    def close(self) -> None:
+        """Unmap and close (idempotent). Data already copied stays in the page cache."""
+        if self._fd < 0:
+            return
+        self.buffer.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def delete(self) -> None:
+        """Close and remove the file."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class MappedFileQueue:
+    """The ordered segments of one log in ``directory``."""
+
+    def __init__(self, directory: Path, size_bytes: int) -> None:
+        self.directory = directory
+        self.size_bytes = size_bytes
+        self.files: list[MappedFile] = []
+
+    def load(self) -> None:
+        """Map every existing segment, with all positions at the segment end (recovery fixes them).
+
+        Raises:
+            StoreError: a segment has the wrong size or the segments are not contiguous.
+        """
+        expected_start: int | None = None
+        segments = list_segments(self.directory)
+        for start, path in segments:
+            actual_bytes = path.stat().st_size
+            if actual_bytes < self.size_bytes and path == segments[-1][1]:
+                # A crash while the newest segment was being created: MappedFile extends it.
+                actual_bytes = self.size_bytes
+            if actual_bytes != self.size_bytes:
+                raise StoreError(
+                    f"segment {path} is {actual_bytes} bytes, expected {self.size_bytes} "
+                    "(was the segment size changed?)"
+                )
+            if expected_start is not None and start != expected_start:
+                raise StoreError(
+                    f"segment {path} does not follow the previous one (expected {expected_start})"
+                )
+            mapped = MappedFile(path, start, self.size_bytes)
+            mapped.wrote_position = mapped.flushed_position = self.size_bytes
+            self.files.append(mapped)
+            expected_start = start + self.size_bytes
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].start_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """The offset just past the last written byte."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.start_offset + last.wrote_position
+
+    @property
+    def flushed_offset(self) -> int:
+        if not self.files:
+            return 0
+        for mapped in reversed(self.files):
+            if mapped.flushed_position > 0 or mapped is self.files[0]:
+                return mapped.start_offset + mapped.flushed_position
+        return 0  # pragma: no cover - the loop always returns at the first file
+
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def create(self, start_offset: int) -> MappedFile:
+        """Create and append the segment starting at ``start_offset``."""
+        mapped = MappedFile(self.directory / segment_name(start_offset), start_offset, self.size_bytes)
+        fsync_directory(self.directory)
+        self.files.append(mapped)
+        return mapped
+
+    def find(self, commit_log_offset: int) -> MappedFile | None:
+        """The segment holding ``commit_log_offset``, or None when no segment does."""
+        files = self.files
+        if not files:
+            return None
+        index = (commit_log_offset - files[0].start_offset) // self.size_bytes
+        if 0 <= index < len(files):
+            return files[index]
+        return None
+
+    def truncate_after(self, commit_log_offset: int) -> None:
+        """Drop everything at and after ``commit_log_offset`` (later segments are deleted)."""
+        while self.files and self.files[-1].start_offset > commit_log_offset:
+            self.files.pop().delete()
+        if self.files and self.files[-1].start_offset == commit_log_offset and len(self.files) > 1:
+            # An empty last segment would only hold zeros; keep the log ending in a used one.
+            self.files.pop().delete()
+        last = self.last()
+        if last is not None:
+            file_position = commit_log_offset - last.start_offset
+            if file_position < last.size_bytes:
+                last.zero_from(file_position)
+            last.wrote_position = last.flushed_position = file_position
+        fsync_directory(self.directory)
+
+    def reset_to(self, commit_log_offset: int) -> None:
+        """Start an empty log at ``commit_log_offset`` (a slave joining mid-stream).
+
+        Raises:
+            StoreError: the log is not empty, or the offset is not a segment boundary.
+        """
+        if self.files:
+            raise StoreError(f"cannot reset a non-empty commit log to offset {commit_log_offset}")
+        if commit_log_offset % self.size_bytes:
+            raise StoreError(f"commit-log offset {commit_log_offset} is not a segment boundary")
+        self.create(commit_log_offset)
+
+    def close(self) -> None:
+        for mapped in self.files:
+            mapped.close()

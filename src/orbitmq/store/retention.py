@@ -1,0 +1,115 @@
+"""Retention: which CommitLog segments may be deleted now.
+
+A segment is deleted when all of these hold:
+
+* it is not the segment being written (the last one);
+* every byte of it is flushed and dispatched, so nothing derived still needs it;
+* it is older than ``file_reserved_time_hours`` (by its file's modification time);
+* it is a ``delete_when`` hour, or the caller forces it, or the disk is fuller than
+  ``disk_max_used_space_ratio_percent``. A full disk also lifts the age rule, oldest
+  segments first, so a full disk frees space even when nothing has expired.
+
+Segments go oldest first and the first one that must stay stops the run, so the log stays
+contiguous. After the segments, the store moves ConsumeQueue minimums and deletes index
+and ConsumeQueue files wholly below the new CommitLog minimum.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from orbitmq.store.config import StoreConfig, delete_hours
+from orbitmq.store.mapped_file import MappedFile
+
+_log = logging.getLogger(__name__)
+
+_MS_PER_HOUR = 3_600_000
+
+
+def disk_used_percent(path: Path) -> float:
+    """How full the file system holding ``path`` is, in percent (0 when it cannot be read)."""
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return 0.0
+    if usage.total <= 0:
+        return 0.0
+    return 100.0 * (usage.total - usage.free) / usage.total
+
+
+def is_delete_hour(now_ms: int, delete_when: str) -> bool:
+    """Whether ``now_ms`` falls in one of the deleteWhen hours (local time, as RocketMQ)."""
+    return time.localtime(now_ms / 1000).tm_hour in delete_hours(delete_when)
+
+
+def segments_to_delete(
+    config: StoreConfig,
+    segments: Sequence[MappedFile],
+    now_ms: int,
+    safe_offset: int,
+    force: bool,
+    disk_used: float,
+) -> list[MappedFile]:
+    """The oldest segments that may go now (see the module docstring for the rules).
+
+    ``safe_offset`` is the lowest of the flushed and dispatched commit-log offsets.
+    """
+    disk_full = disk_used > config.disk_max_used_space_ratio_percent
+    if not (force or disk_full or is_delete_hour(now_ms, config.delete_when)):
+        return []
+    reserved_ms = config.file_reserved_time_hours * _MS_PER_HOUR
+    chosen: list[MappedFile] = []
+    for segment in segments[:-1]:
+        if segment.end_offset > safe_offset:
+            break
+        if not disk_full and now_ms - segment.modified_time_ms() < reserved_ms:
+            break
+        chosen.append(segment)
+    return chosen
+
+
+class _Maintained(Protocol):
+    def flush_consume_queues(self, thorough: bool) -> None: ...
+
+    def run_retention(self, now_ms: int, force: bool = False) -> int: ...
+
+
+class Housekeeper:
+    """The store's periodic thread: ConsumeQueue write-out, checkpoint, retention."""
+
+    def __init__(self, store: _Maintained, config: StoreConfig) -> None:
+        self._store = store
+        self._config = config
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="orbitmq-store-housekeeping", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        config = self._config
+        last_thorough = last_retention = time.monotonic()
+        while not self._stop.wait(config.flush_interval_consume_queue_ms / 1000):
+            now = time.monotonic()
+            thorough = (now - last_thorough) * 1000 >= config.flush_consume_queue_thorough_interval_ms
+            try:
+                self._store.flush_consume_queues(thorough)
+                if thorough:
+                    last_thorough = now
+                if (now - last_retention) * 1000 >= config.retention_interval_ms:
+                    last_retention = now
+                    self._store.run_retention(time.time_ns() // 1_000_000)
+            except Exception:
+                # Keep the thread alive: the next round retries, and close() flushes anyway.
+                _log.exception("store housekeeping failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()

@@ -1,0 +1,114 @@
+"""ConsumeQueue: entry layout (golden), buffered tail vs files, reload, truncation, LRU bound."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from orbitmq.protocol.tags import tags_code
+from orbitmq.store.consume_queue import ENTRY, ConsumeQueueTable, iterate_consume_queue
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+ENTRIES = 10
+
+
+def _table(root: Path, bounds: tuple[int, int] = (0, 10**12), max_open: int = 8) -> ConsumeQueueTable:
+    table = ConsumeQueueTable(root / "consumequeue", ENTRIES, max_open, lambda: bounds)
+    table.scan_disk()
+    return table
+
+
+def _fill(table: ConsumeQueueTable, topic: str, queue_id: int, count: int, size: int = 100) -> None:
+    queue = table.get_or_create(topic, queue_id)
+    for index in range(count):
+        queue_offset = queue.max_queue_offset
+        queue.put(queue_offset, queue_offset * size, size, index)
+    table.dirty.add(queue)
+
+
+def test_consume_queue_entry_matches_golden_fixture() -> None:
+    golden = bytes.fromhex("".join((FIXTURES / "consume_queue_entry.hex").read_text().split()))
+    assert ENTRY.pack(4096, 177, tags_code("TagA")) == golden
+    assert ENTRY.size == 20
+
+
+def test_consume_queue_reads_buffered_then_written_entries(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    _fill(table, "T", 0, 25)
+    queue = table.get_or_create("T", 0)
+    assert queue.entry(24) == (2400, 100, 24)
+    assert table.write_pending(threading.Lock()) == 25
+    assert queue.written_queue_offset == 25
+    assert queue.entry(13) == (1300, 100, 13)
+    # A read stops at a file end: offsets 8, 9 are the rest of the first file.
+    assert [e[0] for e in ENTRY.iter_unpack(queue.read_entries(8, 5))] == [800, 900]
+    files = sorted(p.name for p in (tmp_path / "consumequeue" / "T" / "0").iterdir())
+    assert files == ["00000000000000000000", "00000000000000000200", "00000000000000000400"]
+    table.close()
+
+
+def test_consume_queue_reload_finds_min_and_max(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    _fill(table, "T", 3, 23)
+    table.write_pending(threading.Lock())
+    table.close()
+    reloaded = _table(tmp_path, bounds=(500, 10**12))
+    queue = reloaded.get("T", 3)
+    assert queue is not None
+    assert (queue.min_queue_offset, queue.max_queue_offset) == (5, 23)
+    assert reloaded.get("T", 4) is None
+    assert list(reloaded.names()) == [("T", 3)]
+    reloaded.close()
+
+
+def test_consume_queue_load_drops_entries_past_commit_log_end(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    _fill(table, "T", 0, 30)
+    table.write_pending(threading.Lock())
+    table.close()
+    reloaded = _table(tmp_path, bounds=(0, 1250))  # records 0..11 end at or before 1200
+    queue = reloaded.get("T", 0)
+    assert queue is not None and queue.max_queue_offset == 12
+    assert queue.entry(12) == (0, 0, 0)
+    reloaded.close()
+    assert [entry[0] for entry in iterate_consume_queue(tmp_path, "T", 0)] == list(range(12))
+
+
+def test_consume_queue_truncate_inside_buffer_and_files(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    _fill(table, "T", 0, 15)
+    table.write_pending(threading.Lock())
+    _fill(table, "T", 0, 5)
+    queue = table.get_or_create("T", 0)
+    queue.truncate(18)
+    assert queue.max_queue_offset == 18
+    queue.truncate(7)
+    assert (queue.max_queue_offset, queue.written_queue_offset) == (7, 7)
+    assert queue.entry(7) == (0, 0, 0)
+    queue.put(7, 99, 1, 0)
+    assert queue.entry(7) == (99, 1, 0)
+    table.close()
+
+
+def test_consume_queue_holds_bounded_open_files(tmp_path: Path) -> None:
+    table = _table(tmp_path, max_open=3)
+    for queue_id in range(20):
+        _fill(table, "T", queue_id, 3)
+    table.write_pending(threading.Lock())
+    assert table.files.open_count <= 3
+    for queue_id in range(20):
+        queue = table.get("T", queue_id)
+        assert queue is not None and queue.entry(2) == (200, 100, 2)
+    assert table.files.open_count <= 3
+    table.close()
+
+
+def test_consume_queue_delete_files_below_moves_min(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    _fill(table, "T", 0, 35)
+    table.write_pending(threading.Lock())
+    queue = table.get_or_create("T", 0)
+    assert queue.delete_files_below(2150) == 2
+    assert queue.min_queue_offset == 22
+    assert queue.file_starts() == [20, 30]
+    table.close()
