@@ -17,17 +17,20 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from orbitmq.client._send import SendResult
 from orbitmq.client.admin import AdminClient, QueueProgress, QueueStatus
 from orbitmq.client.producer import MessageQueueSelector, Producer, SendCallback, select_queue_by_hash
-from orbitmq.client.pull_consumer import PullConsumer, RawBatch
-from orbitmq.client.push_consumer import MessageListener, PushConsumer
 from orbitmq.errors import ClientStateError
 from orbitmq.model.message import Message, MessageExt, MessageQueue
 from orbitmq.model.route import ClusterInfo, TopicRouteData
 from orbitmq.transport.runner import new_event_loop
+
+if TYPE_CHECKING:
+    # Imported when a consumer facade is built, so producer-only code never loads them.
+    from orbitmq.client.pull_consumer import PullConsumer, RawBatch
+    from orbitmq.client.push_consumer import MessageListener, PushConsumer
 
 __all__ = ["BlockingAdminClient", "BlockingProducer", "BlockingPullConsumer", "BlockingPushConsumer"]
 
@@ -51,7 +54,22 @@ class _LoopThread:
         try:
             self._loop.run_forever()
         finally:
-            self._loop.close()
+            self._drain_and_close()
+
+    def _drain_and_close(self) -> None:
+        """Close the loop as asyncio.Runner does: cancel leftovers, let transports finish closing."""
+        loop = self._loop
+        try:
+            pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            # Closed sockets deliver connection_lost on a later loop turn; give them those turns.
+            loop.run_until_complete(asyncio.sleep(0.01))
+        finally:
+            loop.close()
 
     @classmethod
     def acquire(cls) -> _LoopThread:
@@ -279,6 +297,8 @@ class BlockingPushConsumer(_Facade):
     def __init__(
         self, group: str, namesrv_addr: str, listener: MessageListener | None = None, **config: Any
     ) -> None:
+        from orbitmq.client.push_consumer import PushConsumer
+
         super().__init__()
         self._consumer = self._runner.run(
             _construct(lambda: PushConsumer(group, namesrv_addr, listener, **config))
@@ -318,6 +338,8 @@ class BlockingPullConsumer(_Facade):
     """A :class:`~orbitmq.client.pull_consumer.PullConsumer` with synchronous methods."""
 
     def __init__(self, group: str, namesrv_addr: str, **config: Any) -> None:
+        from orbitmq.client.pull_consumer import PullConsumer
+
         super().__init__()
         self._consumer = self._runner.run(_construct(lambda: PullConsumer(group, namesrv_addr, **config)))
 

@@ -276,11 +276,17 @@ class PullMessageResponseHeader(_Header):
 
 @dataclass(frozen=True, slots=True)
 class QueryConsumerOffsetRequestHeader(_Header):
-    """QUERY_CONSUMER_OFFSET (14)."""
+    """QUERY_CONSUMER_OFFSET (14).
+
+    ``set_zero_if_not_found`` (RocketMQ 5's ``setZeroIfNotFound``): absent or true keeps the 4.x
+    answer of offset 0 for a group that never committed on an untruncated queue; false asks for
+    QUERY_NOT_FOUND instead, so the consumer's own start policy (e.g. from a timestamp) applies.
+    """
 
     consumer_group: str
     topic: str
     queue_id: int
+    set_zero_if_not_found: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

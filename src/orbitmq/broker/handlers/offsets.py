@@ -42,7 +42,11 @@ class OffsetHandlers:
         if illegal_group is not None:
             return illegal_group.response(request)
         committed = self._state.offsets.query(header.consumer_group, header.topic, header.queue_id)
-        if committed is None and self._state.store.get_min_queue_offset(header.topic, header.queue_id) <= 0:
+        if (
+            committed is None
+            and header.set_zero_if_not_found is not False
+            and self._state.store.get_min_queue_offset(header.topic, header.queue_id) <= 0
+        ):
             committed = 0
         if committed is None:
             return request.response(

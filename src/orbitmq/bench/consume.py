@@ -1,0 +1,280 @@
+"""Consume throughput (RocketMQ's benchmark Consumer): msgs/s and MB/s through the OrbitMQ client.
+
+With ``--prefill N`` the topic first gets N messages of ``--size`` bytes through raw batch
+sends, so the run is self-contained (a temporary ``orbitmq standalone`` is started unless
+``--namesrv`` names one). Then a consumer reads for ``--duration-s`` seconds or until
+``--count`` messages: ``--mode pull`` polls a PullConsumer (``--raw`` leaves records
+undecoded and counts them from the buffers), ``--mode push`` runs a PushConsumer with a
+no-op async listener. A progress line is printed every second. With ``--live-rate R`` a
+background sender keeps producing R msgs/s during the run, and the delivery latency (store
+timestamp -> in the consumer's hands) is reported with average/max/p50/p99/p999.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from orbitmq.bench._servers import start_standalone
+from orbitmq.client.pull_consumer import PullConsumer
+from orbitmq.client.push_consumer import ConsumeResult, PushConsumer
+from orbitmq.model.heartbeat import ConsumeFromWhere
+from orbitmq.model.message import MessageExt
+from orbitmq.protocol.batch import encode_batch
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import CreateTopicRequestHeader, SendMessageRequestHeader
+from orbitmq.transport.connection import RemotingClient
+from orbitmq.transport.runner import new_event_loop
+
+_TOTAL_SIZE = struct.Struct(">i")
+TARGET_MSGS_PER_S = 200_000
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namesrv", help="name servers (default: start a temporary standalone)")
+    parser.add_argument("--broker", help="broker host:port for topic creation and prefill (with --namesrv)")
+    parser.add_argument("--topic", default="BenchConsume", help="topic (default BenchConsume)")
+    parser.add_argument("--group", default="bench-consume", help="consumer group (default bench-consume)")
+    parser.add_argument("--queues", type=int, default=4, help="queues of the topic when created (default 4)")
+    parser.add_argument(
+        "--size", type=int, default=100, help="body bytes of prefilled messages (default 100)"
+    )
+    parser.add_argument("--prefill", type=int, default=1_000_000, help="messages produced before consuming")
+    parser.add_argument("--count", type=int, default=0, help="stop after this many messages (0 = prefill)")
+    parser.add_argument("--duration-s", type=float, default=60.0, help="longest run (default 60 s)")
+    parser.add_argument(
+        "--mode", choices=("pull", "push"), default="pull", help="consumer kind (default pull)"
+    )
+    parser.add_argument("--raw", action="store_true", help="pull mode: count records without decoding")
+    parser.add_argument(
+        "--pull-batch-size", type=int, default=1000, help="maxMsgNums per pull (default 1000)"
+    )
+    parser.add_argument("--live-rate", type=float, default=0.0, help="msgs/s sent during the run (latency)")
+
+
+def run(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="orbitmq-consume-") as workdir:
+        server = None
+        namesrv, broker = args.namesrv, args.broker
+        if not namesrv:
+            server, namesrv, broker = _start_standalone(Path(workdir))
+        try:
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                stats = runner.run(_bench(namesrv, broker, args))
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(30)
+    return _summary(stats, args)
+
+
+def _start_standalone(workdir: Path) -> tuple[Any, str, str]:
+    proc, namesrv_port, broker_port = start_standalone(workdir)
+    return proc, f"127.0.0.1:{namesrv_port}", f"127.0.0.1:{broker_port}"
+
+
+class _Stats:
+    def __init__(self) -> None:
+        self.count = 0
+        self.bytes = 0
+        self.started = time.monotonic()
+        self.started_wall_ms = time.time() * 1000
+        self.latencies_ms: list[float] = []
+
+    def add(self, count: int, size_bytes: int) -> None:
+        self.count += count
+        self.bytes += size_bytes
+
+
+async def _bench(namesrv: str, broker: str | None, args: argparse.Namespace) -> _Stats:
+    if broker:
+        await _create_and_prefill(broker, args)
+    stats = _Stats()
+    goal = args.count or args.prefill or sys.maxsize
+    sender = None
+    if args.live_rate > 0 and broker:
+        sender = asyncio.get_running_loop().create_task(_live_sender(broker, args))
+    reporter = asyncio.get_running_loop().create_task(_progress(stats))
+    try:
+        if args.mode == "pull":
+            await _run_pull(namesrv, args, stats, goal)
+        else:
+            await _run_push(namesrv, args, stats, goal)
+    finally:
+        reporter.cancel()
+        if sender is not None:
+            sender.cancel()
+    return stats
+
+
+async def _create_and_prefill(broker: str, args: argparse.Namespace) -> None:
+    client = RemotingClient()
+    try:
+        header = CreateTopicRequestHeader(
+            args.topic, read_queue_nums=args.queues, write_queue_nums=args.queues
+        )
+        response = await client.invoke(
+            broker, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise SystemExit(f"cannot create {args.topic} on {broker}: {response.remark}")
+        body = encode_batch([(0, b"x" * args.size, {})] * 1000)
+        in_flight: set[asyncio.Task[RemotingCommand]] = set()
+        for start in range(0, args.prefill, 1000):
+            header_ext = SendMessageRequestHeader(
+                "bench", args.topic, (start // 1000) % args.queues, batch=True
+            ).to_ext()
+            if args.prefill - start < 1000:
+                body = encode_batch([(0, b"x" * args.size, {})] * (args.prefill - start))
+            request = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header_ext, body)
+            in_flight.add(asyncio.get_running_loop().create_task(client.invoke(broker, request, 30_000)))
+            if len(in_flight) >= 8:
+                done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+        if in_flight:
+            await asyncio.wait(in_flight)
+        print(f"prefilled {args.prefill} messages of {args.size} B into {args.topic}", flush=True)
+    finally:
+        await client.close()
+
+
+async def _live_sender(broker: str, args: argparse.Namespace) -> None:
+    """Send ``--live-rate`` messages per second, paced by a schedule rather than by sleeps."""
+    client = RemotingClient()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        for index in itertools.count():
+            delay_s = started + index / args.live_rate - loop.time()
+            if delay_s > 0:
+                await asyncio.sleep(delay_s)
+            header = SendMessageRequestHeader("bench", args.topic, -1, born_timestamp=int(time.time() * 1000))
+            request = RemotingCommand.request(RequestCode.SEND_MESSAGE, header.to_ext(), b"y" * args.size)
+            await client.invoke(broker, request)
+    finally:
+        await client.close()
+
+
+async def _run_pull(namesrv: str, args: argparse.Namespace, stats: _Stats, goal: int) -> None:
+    consumer = PullConsumer(
+        args.group,
+        namesrv,
+        pull_batch_size=args.pull_batch_size,
+        pull_threshold_for_queue=args.pull_batch_size * 4,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    await consumer.subscribe(args.topic)
+    await consumer.start()
+    deadline = time.monotonic() + args.duration_s
+    try:
+        while stats.count < goal and time.monotonic() < deadline:
+            if args.raw:
+                for batch in await consumer.poll_raw(500):
+                    count, size = _count_records(batch.body)
+                    stats.add(count, size)
+            else:
+                messages = await consumer.poll(500)
+                _record(stats, messages, args.live_rate > 0)
+    finally:
+        await consumer.shutdown()
+
+
+def _count_records(body: bytes) -> tuple[int, int]:
+    count = 0
+    position = 0
+    length = len(body)
+    while position + 4 <= length:
+        (total_size,) = _TOTAL_SIZE.unpack_from(body, position)
+        if total_size <= 0:
+            break
+        position += total_size
+        count += 1
+    return count, length
+
+
+def _record(stats: _Stats, messages: list[MessageExt], live: bool) -> None:
+    stats.add(len(messages), sum(len(m.body) for m in messages))
+    if live:
+        now_ms = time.time() * 1000
+        # Only messages the live sender stored during this run; older ones measure backlog.
+        stats.latencies_ms += [
+            now_ms - m.store_timestamp
+            for m in messages
+            if m.body[:1] == b"y" and m.store_timestamp >= stats.started_wall_ms
+        ]
+
+
+async def _run_push(namesrv: str, args: argparse.Namespace, stats: _Stats, goal: int) -> None:
+    live = args.live_rate > 0
+    done = asyncio.Event()
+
+    async def listener(messages: list[MessageExt]) -> ConsumeResult:
+        _record(stats, messages, live)
+        if stats.count >= goal:
+            done.set()
+        return ConsumeResult.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        args.group,
+        namesrv,
+        listener,
+        pull_batch_size=min(args.pull_batch_size, 1024),
+        consume_message_batch_max_size=256,
+        consume_thread_min=1,
+        consume_thread_max=4,
+        pull_threshold_for_queue=4 * args.pull_batch_size,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    consumer.subscribe(args.topic)
+    await consumer.start()
+    try:
+        await asyncio.wait_for(done.wait(), args.duration_s)
+    except TimeoutError:
+        pass
+    finally:
+        await consumer.shutdown()
+
+
+async def _progress(stats: _Stats) -> None:
+    last_count, last_bytes = 0, 0
+    while True:
+        await asyncio.sleep(1.0)
+        count, size = stats.count, stats.bytes
+        elapsed = time.monotonic() - stats.started
+        print(
+            f"\r[{elapsed:6.1f} s] {count - last_count:>9,} msgs/s  {(size - last_bytes) / 1e6:7.2f} MB/s  "
+            f"total {count:,}",
+            end="",
+            flush=True,
+        )
+        last_count, last_bytes = count, size
+
+
+def _percentile(sorted_values: list[float], fraction: float) -> float:
+    return sorted_values[min(int(len(sorted_values) * fraction), len(sorted_values) - 1)]
+
+
+def _summary(stats: _Stats, args: argparse.Namespace) -> int:
+    elapsed = max(time.monotonic() - stats.started, 1e-9)
+    rate = stats.count / elapsed
+    print()
+    print(
+        f"consumed {stats.count:,} messages ({stats.bytes / 1e6:.1f} MB of {'records' if args.raw else 'bodies'}) in {elapsed:.2f} s: "
+        f"{rate:,.0f} msgs/s, {stats.bytes / 1e6 / elapsed:.2f} MB/s "
+        f"(mode {args.mode}{' raw' if args.raw else ''}, target {TARGET_MSGS_PER_S:,} msgs/s)"
+    )
+    if stats.latencies_ms:
+        values = sorted(stats.latencies_ms)
+        print(
+            f"delivery latency over {len(values)} live messages: avg {sum(values) / len(values):.2f} ms, "
+            f"max {values[-1]:.2f} ms, p50 {_percentile(values, 0.5):.2f} ms, "
+            f"p99 {_percentile(values, 0.99):.2f} ms, p999 {_percentile(values, 0.999):.2f} ms"
+        )
+    return 0

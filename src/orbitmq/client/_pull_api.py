@@ -1,0 +1,232 @@
+"""PULL_MESSAGE and the queue offset lookups, shared by the push and pull consumers.
+
+A pull's answer maps to a :class:`PullStatus` (expected outcomes are values):
+
+==========================  =================  =============================================
+response code               status             what the consumer does
+==========================  =================  =============================================
+SUCCESS                     FOUND              decode the records, continue at next offset
+PULL_NOT_FOUND              NO_NEW_MSG         pull again from the same offset (long poll)
+PULL_RETRY_IMMEDIATELY      NO_MATCHED_MSG     everything was filtered: continue at next
+PULL_OFFSET_MOVED           OFFSET_ILLEGAL     the offset is outside the queue: jump
+==========================  =================  =============================================
+
+Anything else raises the error class of its code. The broker filters by tag hash code only,
+so :func:`decode_pull_body` re-checks the tag itself (a hash collision passes the broker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from orbitmq.client._record_decode import decode_records
+from orbitmq.errors import ClientError, RemoteProtocolError, error_for_code
+from orbitmq.model.message import MessageConst, MessageExt, MessageQueue
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import (
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+)
+from orbitmq.protocol.tags import TagFilter
+
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+
+BROKER_SUSPEND_MAX_MS = 15_000
+"""How long the broker may park a pull that finds nothing (RocketMQ's default)."""
+LONG_POLL_TIMEOUT_MS = 30_000
+"""Client-side timeout of a long-polling pull: must exceed the broker's suspend time."""
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+class PullStatus(Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_STATUS_BY_CODE: dict[int, PullStatus] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(slots=True)
+class PullResult:
+    """One pull's outcome; ``body`` holds the raw stored records when FOUND."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes = b""
+    messages: list[MessageExt] = field(default_factory=list)
+
+
+class BrokerInvoker(Protocol):
+    async def invoke_broker(
+        self, broker_name: str, request: RemotingCommand, timeout_ms: int | None = None, broker_id: int = 0
+    ) -> RemotingCommand: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequestSpec:
+    """The fixed part of a queue's pulls: group, filter and how long to wait."""
+
+    group: str
+    tag_filter: TagFilter
+    max_msg_nums: int = 32
+    suspend_ms: int = BROKER_SUSPEND_MAX_MS
+    timeout_ms: int = LONG_POLL_TIMEOUT_MS
+    sub_version: int = 0
+
+
+async def pull_queue(
+    invoker: BrokerInvoker,
+    mq: MessageQueue,
+    queue_offset: int,
+    spec: PullRequestSpec,
+    *,
+    commit_offset: int = -1,
+    suspend: bool = True,
+) -> PullResult:
+    """One PULL_MESSAGE for ``mq`` from ``queue_offset`` (raw body; see :func:`decode_pull_body`).
+
+    The subscription travels in every request (SUBSCRIPTION flag), so the broker need not
+    have seen a heartbeat; ``commit_offset`` >= 0 piggybacks an offset commit (COMMIT flag).
+
+    Raises:
+        BrokerResponseError: an unexpected answer; the message names the queue and offset.
+        RemotingError: the broker cannot be reached or did not answer in time.
+    """
+    sys_flag = PULL_FLAG_SUBSCRIPTION
+    if suspend:
+        sys_flag |= PULL_FLAG_SUSPEND
+    if commit_offset >= 0:
+        sys_flag |= PULL_FLAG_COMMIT_OFFSET
+    header = PullMessageRequestHeader(
+        consumer_group=spec.group,
+        topic=mq.topic,
+        queue_id=mq.queue_id,
+        queue_offset=queue_offset,
+        max_msg_nums=spec.max_msg_nums,
+        sys_flag=sys_flag,
+        commit_offset=max(commit_offset, 0),
+        suspend_timeout_millis=spec.suspend_ms if suspend else 0,
+        sub_version=spec.sub_version,
+        subscription=spec.tag_filter.expression,
+        expression_type="TAG",
+    )
+    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
+    timeout_ms = spec.timeout_ms if suspend else min(spec.timeout_ms, 10_000)
+    response = await invoker.invoke_broker(mq.broker_name, request, timeout_ms)
+    status = _STATUS_BY_CODE.get(response.code)
+    if status is None:
+        raise error_for_code(
+            response.code, f"pull {mq} at queue offset {queue_offset}: {response.remark or ''}"
+        )
+    try:
+        answer = PullMessageResponseHeader.from_ext(response.ext_fields)
+    except RemoteProtocolError as exc:
+        raise ClientError(f"bad pull answer for {mq} at queue offset {queue_offset}: {exc}") from exc
+    return PullResult(
+        status,
+        answer.next_begin_offset,
+        answer.min_offset,
+        answer.max_offset,
+        response.body if status is PullStatus.FOUND else b"",
+    )
+
+
+def decode_pull_body(body: bytes, tag_filter: TagFilter, mq: MessageQueue) -> list[MessageExt]:
+    """Decode (and inflate) a FOUND body and drop messages whose tag does not match.
+
+    Raises:
+        RemoteProtocolError: the body is malformed; the message names the queue.
+    """
+    try:
+        messages = decode_records(body)
+    except RemoteProtocolError as exc:
+        raise RemoteProtocolError(f"malformed pull body from {mq}: {exc}") from exc
+    if tag_filter.matches_all:
+        return messages
+    tags = tag_filter.tags
+    return [m for m in messages if m.properties.get(MessageConst.TAGS) in tags]
+
+
+def restore_retry_topic(messages: list[MessageExt], group: str) -> None:
+    """A retried message arrives from %RETRY%<group>: give it back its original topic."""
+    retry_name = RETRY_GROUP_TOPIC_PREFIX + group
+    for message in messages:
+        if message.topic == retry_name:
+            original = message.properties.get(MessageConst.RETRY_TOPIC)
+            if original:
+                message.topic = original
+
+
+async def wait_event(event: asyncio.Event, timeout_s: float) -> None:
+    """Wait until ``event`` is set, raising TimeoutError after ``timeout_s``.
+
+    Not ``asyncio.wait_for(event.wait(), ...)``: under Python 3.11 with uvloop, cancelling a
+    task parked in that wait_for was seen to hang its canceller (consumer shutdown).
+    """
+    async with asyncio.timeout(timeout_s):
+        await event.wait()
+
+
+async def _offset_request(
+    invoker: BrokerInvoker, mq: MessageQueue, request: RemotingCommand, what: str
+) -> dict[str, str]:
+    response = await invoker.invoke_broker(mq.broker_name, request)
+    if response.code != ResponseCode.SUCCESS:
+        raise error_for_code(response.code, f"{what} of {mq}: {response.remark or ''}")
+    return response.ext_fields
+
+
+async def query_max_offset(invoker: BrokerInvoker, mq: MessageQueue) -> int:
+    """GET_MAX_OFFSET: the next queue offset to be written."""
+    request = RemotingCommand.request(
+        RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(mq.topic, mq.queue_id).to_ext()
+    )
+    ext = await _offset_request(invoker, mq, request, "max offset")
+    return GetMaxOffsetResponseHeader.from_ext(ext).queue_offset
+
+
+async def query_min_offset(invoker: BrokerInvoker, mq: MessageQueue) -> int:
+    """GET_MIN_OFFSET: the oldest queue offset still stored."""
+    request = RemotingCommand.request(
+        RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(mq.topic, mq.queue_id).to_ext()
+    )
+    ext = await _offset_request(invoker, mq, request, "min offset")
+    return GetMinOffsetResponseHeader.from_ext(ext).queue_offset
+
+
+async def search_offset(invoker: BrokerInvoker, mq: MessageQueue, timestamp_ms: int) -> int:
+    """SEARCH_OFFSET_BY_TIMESTAMP: the first queue offset stored at or after ``timestamp_ms``."""
+    header = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
+    request = RemotingCommand.request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header.to_ext())
+    ext = await _offset_request(invoker, mq, request, f"offset at {timestamp_ms} ms")
+    return SearchOffsetResponseHeader.from_ext(ext).queue_offset

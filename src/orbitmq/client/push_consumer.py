@@ -1,0 +1,489 @@
+"""PushConsumer: subscribe to topics and have a listener called with the messages (asyncio).
+
+Theory of operation (RocketMQ DefaultMQPushConsumer). A rebalance, run at start, every
+``rebalance_interval_ms`` and when the broker says the group's members changed (as it does to
+the others when this member stops and unregisters), works out this client's queues: all of them when broadcasting, else this member's share by
+the allocate strategy over the group's members (GET_CONSUMER_LIST_BY_GROUP). Each queue owned
+gets a :class:`ProcessQueue` and a pull task that long-polls the broker and hands messages to
+the consume service; the pull pauses while the queue holds more than
+``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue_mib``. A queue given
+away is dropped: its pull stops, results of its in-flight messages are ignored, its offset is
+committed. Consumed offsets (the lowest unfinished offset of each queue) are committed every
+5 s by the ClientInstance, piggybacked on pulls, and at shutdown.
+
+A clustering group also subscribes to %RETRY%<group>, where the broker stores messages sent
+back for redelivery; they are delivered with their original topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from orbitmq.client._consume_service import (
+    ConcurrentConsumeService,
+    ConsumeResult,
+    ConsumeService,
+    ConsumeSettings,
+    MessageListener,
+    OrderlyConsumeService,
+)
+from orbitmq.client._consumer_config import PushConsumerConfig, queues_of_route
+from orbitmq.client._group_api import consumer_ids, lock_queues, unlock_queues
+from orbitmq.client._instance import ClientInstance
+from orbitmq.client._process_queue import ProcessQueue
+from orbitmq.client._pull_api import (
+    PullRequestSpec,
+    PullStatus,
+    decode_pull_body,
+    pull_queue,
+    query_max_offset,
+    query_min_offset,
+    restore_retry_topic,
+    retry_topic,
+    search_offset,
+    wait_event,
+)
+from orbitmq.client.config import split_config
+from orbitmq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
+from orbitmq.client.rebalance import AllocateStrategy, strategy_by_name
+from orbitmq.errors import ClientStateError, OrbitError
+from orbitmq.model.heartbeat import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+    SubscriptionData,
+)
+from orbitmq.model.message import MessageQueue
+from orbitmq.protocol.tags import TagFilter
+
+__all__ = ["ConsumeResult", "MessageListener", "PushConsumer", "PushConsumerConfig", "queues_of_route"]
+
+logger = logging.getLogger(__name__)
+
+PULL_DELAY_ON_ERROR_S = 1.0
+PULL_DELAY_ON_FLOW_CONTROL_S = 0.05
+LOCK_RETRY_DELAY_S = 1.0
+
+
+@dataclass(slots=True)
+class _Owned:
+    pq: ProcessQueue
+    task: asyncio.Task[None] | None = None
+
+
+class PushConsumer:
+    """A push consumer.
+
+    Args:
+        group: the consumer group.
+        namesrv_addr: ``host:port;host:port`` of the name servers.
+        listener: ``listener(messages) -> ConsumeResult`` (plain or ``async def``); may also be
+            set later with :meth:`register_message_listener`.
+        **config: :class:`PushConsumerConfig` and :class:`~orbitmq.client.config.ClientConfig`
+            fields (e.g. ``instance_name``, ``orderly``, ``consume_from_where``).
+
+    Raises:
+        ConfigError: an unknown or invalid option.
+    """
+
+    def __init__(
+        self, group: str, namesrv_addr: str, listener: MessageListener | None = None, **config: Any
+    ) -> None:
+        self.group = group
+        self.client_config, self.config = split_config(namesrv_addr, config, PushConsumerConfig)
+        self._listener = listener
+        self._subscriptions: dict[str, TagFilter] = {}
+        self._owned: dict[MessageQueue, _Owned] = {}
+        self._instance: ClientInstance | None = None
+        self._store: OffsetStore | None = None
+        self._service: ConsumeService | None = None
+        self._strategy: AllocateStrategy = (
+            strategy_by_name(self.config.allocate_strategy)
+            if isinstance(self.config.allocate_strategy, str)
+            else self.config.allocate_strategy
+        )
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._rebalance_lock = asyncio.Lock()
+        self._running = False
+
+    @property
+    def clustering(self) -> bool:
+        return self.config.message_model is MessageModel.CLUSTERING
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume ``topic`` messages whose tag matches ``expression`` (``"*"`` or ``"a || b"``)."""
+        self._subscriptions[topic] = TagFilter.parse(expression)
+        if self._running:
+            self.rebalance_soon()
+
+    def unsubscribe(self, topic: str) -> None:
+        self._subscriptions.pop(topic, None)
+        if self._running:
+            self.rebalance_soon()
+
+    def register_message_listener(self, listener: MessageListener) -> None:
+        """Set the listener (before :meth:`start`)."""
+        if self._running:
+            raise ClientStateError(f"consumer group {self.group}: set the listener before start()")
+        self._listener = listener
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Join the group and start consuming.
+
+        Raises:
+            ClientStateError: already started, or no listener / subscription.
+            RemotingError: no name server answered.
+        """
+        if self._running:
+            raise ClientStateError(f"consumer group {self.group} is already started")
+        if self._listener is None or not self._subscriptions:
+            raise ClientStateError(
+                f"consumer group {self.group} needs a listener and a subscription before start()"
+            )
+        if self.clustering:
+            self._subscriptions.setdefault(retry_topic(self.group), TagFilter.parse("*"))
+        instance = ClientInstance.get_or_create(self.client_config)
+        self._instance = instance
+        instance.register_consumer(self.group, self)
+        self._store = (
+            RemoteOffsetStore(instance, self.group)
+            if self.clustering
+            else LocalFileOffsetStore(self.config.offset_store_dir or ".", instance.client_id, self.group)
+        )
+        settings = ConsumeSettings(
+            self.group,
+            self.clustering,
+            self.config.consume_thread_max,
+            self.config.consume_message_batch_max_size,
+            self.config.max_reconsume_times,
+            self.config.suspend_current_queue_time_ms,
+        )
+        service_type = OrderlyConsumeService if self.config.orderly else ConcurrentConsumeService
+        self._service = service_type(settings, self._listener, instance, self)
+        self._running = True
+        try:
+            await instance.start()
+            for topic in self._subscriptions:
+                await instance.get_route(topic)
+            await instance.send_heartbeat_to_all_brokers()
+            self._service.start()
+            await self.rebalance()
+        except BaseException:
+            await self.shutdown()
+            raise
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._rebalance_loop(), name=f"orbitmq rebalance {self.group}"))
+        if self.config.orderly and self.clustering:
+            self._tasks.append(loop.create_task(self._lock_loop(), name=f"orbitmq lock {self.group}"))
+
+    async def shutdown(self) -> None:
+        """Stop pulling, let in-flight listener calls finish, commit offsets, leave the group."""
+        if not self._running:
+            return
+        self._running = False
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        pulls = [owned.task for owned in self._owned.values() if owned.task is not None]
+        for task in pulls:
+            task.cancel()
+        await asyncio.gather(*pulls, return_exceptions=True)
+        if self._service is not None:
+            await self._service.drain(self.config.shutdown_timeout_ms / 1000)
+            await self._service.stop()
+        instance = self._instance
+        if instance is None:
+            return
+        try:
+            await self.persist_offsets()
+            if self.config.orderly and self.clustering:
+                await self._unlock(list(self._owned))
+            for owned in self._owned.values():
+                owned.pq.dropped = True
+            self._owned.clear()
+            instance.unregister_consumer(self.group)
+            await instance.unregister_client(consumer_group=self.group)
+        finally:
+            await instance.close()
+            self._instance = None
+
+    # -- ConsumerHandle ------------------------------------------------------------------------
+
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self.group,
+            consume_type=ConsumeType.CONSUME_PASSIVELY,
+            message_model=self.config.message_model,
+            consume_from_where=self.config.consume_from_where,
+            subscription_data_set=[
+                SubscriptionData(
+                    topic=topic,
+                    sub_string=tag_filter.expression,
+                    tags_set=tag_filter.tags,
+                    code_set=tag_filter.codes,
+                )
+                for topic, tag_filter in sorted(self._subscriptions.items())
+            ],
+        )
+
+    def subscribed_topics(self) -> set[str]:
+        return set(self._subscriptions)
+
+    def rebalance_soon(self) -> None:
+        self._wake.set()
+
+    async def persist_offsets(self) -> None:
+        if self._store is not None and self._owned:
+            await self._store.persist(list(self._owned))
+
+    async def on_reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """Drop the topic's queues, store the new offsets, and take the queues again."""
+        store = self._store
+        if store is None:
+            return
+        for mq, queue_offset in offsets.items():
+            store.table.update(mq, queue_offset)
+        await store.persist(list(offsets))
+        for mq in [mq for mq in self._owned if mq.topic == topic]:
+            await self._drop(mq, persist=False)
+        await self.rebalance()
+
+    # -- rebalance -----------------------------------------------------------------------------
+
+    async def _rebalance_loop(self) -> None:
+        interval_s = self.config.rebalance_interval_ms / 1000
+        while True:
+            try:
+                await wait_event(self._wake, interval_s)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await self.rebalance()
+            except Exception:
+                logger.exception("rebalance of group %s failed", self.group)
+
+    async def rebalance(self) -> None:
+        """Recompute this client's queues for every subscribed topic and start/stop pulls."""
+        if not self._running:
+            return
+        async with self._rebalance_lock:
+            for topic in list(self._subscriptions):
+                try:
+                    await self._rebalance_topic(topic)
+                except OrbitError as exc:
+                    logger.info("rebalance of group %s, topic %s failed: %s", self.group, topic, exc)
+
+    async def _rebalance_topic(self, topic: str) -> None:
+        instance = self._require_instance()
+        route = await instance.get_route(topic)
+        if route is None:
+            return
+        all_queues = queues_of_route(topic, route)
+        if self.clustering and all_queues:
+            broker_name = random.choice(sorted({mq.broker_name for mq in all_queues}))
+            members = await consumer_ids(instance, broker_name, self.group)
+            mine = set(self._strategy(self.group, instance.client_id, all_queues, members))
+        else:
+            mine = set(all_queues)
+        for mq in [mq for mq in self._owned if mq.topic == topic and mq not in mine]:
+            await self._drop(mq, persist=True)
+        added = [mq for mq in sorted(mine) if mq not in self._owned]
+        if added and self.config.orderly and self.clustering:
+            added = await self._lock_new(added)
+        for mq in added:
+            try:
+                await self._take(mq)
+            except OrbitError as exc:
+                # The next rebalance tries again; the other queues need not wait for this one.
+                logger.info("group %s cannot take %s yet: %s", self.group, mq, exc)
+                if self.config.orderly and self.clustering:
+                    await self._unlock([mq])
+
+    async def _lock_new(self, queues: list[MessageQueue]) -> list[MessageQueue]:
+        instance = self._require_instance()
+        locked: list[MessageQueue] = []
+        for broker_name in sorted({mq.broker_name for mq in queues}):
+            wanted = [mq for mq in queues if mq.broker_name == broker_name]
+            granted = await lock_queues(instance, broker_name, self.group, instance.client_id, wanted)
+            locked += [mq for mq in wanted if mq in granted]
+        if len(locked) < len(queues):
+            # Another member still holds some: it unlocks once its consumption stops; ask again soon.
+            asyncio.get_running_loop().call_later(LOCK_RETRY_DELAY_S, self.rebalance_soon)
+        return locked
+
+    async def _take(self, mq: MessageQueue) -> None:
+        store = self._store
+        if store is None:
+            return
+        start_offset = await self._start_offset(mq, store)
+        pq = ProcessQueue()
+        pq.reset_to(start_offset)
+        if self.config.orderly and self.clustering:
+            pq.locked = True
+            pq.last_lock_ms = _now_ms()
+        store.table.update(mq, start_offset)
+        owned = _Owned(pq)
+        self._owned[mq] = owned
+        owned.task = asyncio.get_running_loop().create_task(
+            self._pull_loop(mq, pq), name=f"orbitmq pull {mq}"
+        )
+        logger.info("group %s takes %s from queue offset %d", self.group, mq, start_offset)
+
+    async def _start_offset(self, mq: MessageQueue, store: OffsetStore) -> int:
+        where = self.config.consume_from_where
+        # A group starting from a timestamp must not be handed offset 0 by a 4.x-style broker.
+        zero_if_not_found = where is not ConsumeFromWhere.CONSUME_FROM_TIMESTAMP
+        stored = await store.load(mq, zero_if_not_found=zero_if_not_found)
+        if stored is not None:
+            return stored
+        instance = self._require_instance()
+        if mq.topic.startswith("%RETRY%"):
+            return 0
+        if (
+            where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+            or where is ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET
+        ):
+            return await query_min_offset(instance, mq)
+        if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+            timestamp_ms = self.config.consume_timestamp_ms
+            if timestamp_ms is None:
+                timestamp_ms = _now_ms() - 30 * 60 * 1000
+            return await search_offset(instance, mq, timestamp_ms)
+        return await query_max_offset(instance, mq)
+
+    async def _drop(self, mq: MessageQueue, *, persist: bool) -> None:
+        owned = self._owned.pop(mq, None)
+        if owned is None:
+            return
+        owned.pq.dropped = True
+        if owned.task is not None:
+            owned.task.cancel()
+        store = self._store
+        if store is not None:
+            if persist:
+                await store.persist([mq])
+            store.table.remove(mq)
+        if self.config.orderly and self.clustering:
+            await self._unlock([mq])
+        logger.info("group %s drops %s", self.group, mq)
+
+    async def _unlock(self, queues: list[MessageQueue]) -> None:
+        instance = self._require_instance()
+        for broker_name in sorted({mq.broker_name for mq in queues}):
+            wanted = [mq for mq in queues if mq.broker_name == broker_name]
+            await unlock_queues(instance, broker_name, self.group, instance.client_id, wanted)
+
+    async def _lock_loop(self) -> None:
+        """Renew the locks of the owned queues (the broker expires them after 60 s)."""
+        instance = self._require_instance()
+        while True:
+            await asyncio.sleep(self.config.lock_renew_interval_ms / 1000)
+            for broker_name in sorted({mq.broker_name for mq in self._owned}):
+                wanted = [mq for mq in self._owned if mq.broker_name == broker_name]
+                try:
+                    granted = await lock_queues(instance, broker_name, self.group, instance.client_id, wanted)
+                except OrbitError as exc:
+                    logger.info("lock renewal on %s for group %s failed: %s", broker_name, self.group, exc)
+                    continue
+                for mq in wanted:
+                    owned = self._owned.get(mq)
+                    if owned is not None:
+                        owned.pq.locked = mq in granted
+                        owned.pq.last_lock_ms = _now_ms()
+
+    # -- OffsetSink ------------------------------------------------------------------------------
+
+    def on_consumed(self, mq: MessageQueue, pq: ProcessQueue, commit_offset: int) -> None:
+        if commit_offset >= 0 and not pq.dropped and self._store is not None:
+            self._store.table.update(mq, commit_offset, increase_only=True)
+
+    async def queue_lockable(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        if not self.clustering:
+            return True
+        return pq.locked and _now_ms() - pq.last_lock_ms < 30_000
+
+    # -- pulling ---------------------------------------------------------------------------------
+
+    async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        instance = self._require_instance()
+        service = self._service
+        store = self._store
+        assert service is not None and store is not None
+        threshold_bytes = self.config.pull_threshold_size_for_queue_mib * 1024 * 1024
+        next_offset = pq.commit_offset()
+        while not pq.dropped:
+            if pq.msg_count >= self.config.pull_threshold_for_queue or pq.msg_size_bytes >= threshold_bytes:
+                await asyncio.sleep(PULL_DELAY_ON_FLOW_CONTROL_S)
+                continue
+            tag_filter = self._subscriptions.get(mq.topic)
+            if tag_filter is None:
+                return
+            spec = PullRequestSpec(
+                self.group,
+                tag_filter,
+                self.config.pull_batch_size,
+                self.config.broker_suspend_max_ms,
+                self.config.consumer_timeout_when_suspend_ms,
+            )
+            commit_offset = store.table.get(mq) if self.clustering else None
+            try:
+                result = await pull_queue(
+                    instance,
+                    mq,
+                    next_offset,
+                    spec,
+                    commit_offset=-1 if commit_offset is None else commit_offset,
+                )
+            except OrbitError as exc:
+                logger.info("pull of %s at queue offset %d failed: %s", mq, next_offset, exc)
+                await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
+                continue
+            if pq.dropped:
+                return
+            if result.status is PullStatus.FOUND:
+                messages = decode_pull_body(result.body, tag_filter, mq)
+                restore_retry_topic(messages, self.group)
+                pq.put_messages(messages, result.next_begin_offset)
+                if messages:
+                    service.submit(mq, pq, messages)
+                elif pq.msg_count == 0:
+                    self.on_consumed(mq, pq, pq.commit_offset())
+            elif result.status is PullStatus.NO_MATCHED_MSG:
+                pq.put_messages([], result.next_begin_offset)
+                if pq.msg_count == 0:
+                    self.on_consumed(mq, pq, pq.commit_offset())
+            elif result.status is PullStatus.OFFSET_ILLEGAL:
+                logger.warning(
+                    "queue offset %d of %s is outside the queue [%d, %d]; continuing at %d",
+                    next_offset,
+                    mq,
+                    result.min_offset,
+                    result.max_offset,
+                    result.next_begin_offset,
+                )
+                pq.reset_to(result.next_begin_offset)
+                store.table.update(mq, result.next_begin_offset)
+                await store.persist([mq])
+            next_offset = (
+                result.next_begin_offset if result.status is not PullStatus.NO_NEW_MSG else next_offset
+            )
+
+    def _require_instance(self) -> ClientInstance:
+        if self._instance is None:
+            raise ClientStateError(f"consumer group {self.group} is not started")
+        return self._instance
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,141 @@
+"""Consume services with a fake broker: offsets never pass a failed message that was not taken back.
+
+Concurrent: a failed batch is sent back, then counts as done; if the broker refuses it, the
+message stays in the process queue (holding the offset) and is retried locally. Orderly: a
+failed batch is retried in place after the suspend time, and goes to the DLQ (delay level -1)
+after max_reconsume_times attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from orbitmq.client import _consume_service as service_module
+from orbitmq.client._consume_service import (
+    ConcurrentConsumeService,
+    ConsumeResult,
+    ConsumeSettings,
+    OrderlyConsumeService,
+)
+from orbitmq.client._process_queue import ProcessQueue
+from orbitmq.model.message import MessageExt, MessageQueue
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+
+MQ = MessageQueue("T", "broker-a", 0)
+
+
+class FakeBroker:
+    def __init__(self, accept: bool = True) -> None:
+        self.accept = accept
+        self.send_backs: list[dict[str, str]] = []
+
+    async def invoke_broker(
+        self, broker_name: str, request: RemotingCommand, timeout_ms: int | None = None, broker_id: int = 0
+    ) -> RemotingCommand:
+        assert request.code == RequestCode.CONSUMER_SEND_MSG_BACK
+        self.send_backs.append(request.ext_fields)
+        code = ResponseCode.SUCCESS if self.accept else ResponseCode.SYSTEM_ERROR
+        return request.response(code, None if self.accept else "busy")
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.offsets: list[int] = []
+
+    def on_consumed(self, mq: MessageQueue, pq: ProcessQueue, commit_offset: int) -> None:
+        self.offsets.append(commit_offset)
+
+    async def queue_lockable(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        return True
+
+
+def settings(**overrides: object) -> ConsumeSettings:
+    values: dict[str, object] = {
+        "group": "g",
+        "clustering": True,
+        "thread_max": 2,
+        "batch_max_size": 1,
+        "max_reconsume_times": 2,
+        "suspend_current_queue_time_ms": 10,
+    }
+    values.update(overrides)
+    return ConsumeSettings(**values)  # type: ignore[arg-type]
+
+
+def fill(count: int) -> tuple[ProcessQueue, list[MessageExt]]:
+    pq = ProcessQueue()
+    messages = [
+        MessageExt(topic="T", body=b"%d" % i, queue_offset=i, commit_log_offset=100 + i) for i in range(count)
+    ]
+    pq.put_messages(messages, count)
+    return pq, messages
+
+
+async def settle(predicate: object, timeout_s: float = 2.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():  # type: ignore[operator]
+        assert asyncio.get_running_loop().time() < deadline, "not settled"
+        await asyncio.sleep(0.005)
+
+
+async def test_consume_concurrent_send_back_then_offset_advances() -> None:
+    broker, sink = FakeBroker(), Sink()
+
+    async def listener(messages: list[MessageExt]) -> ConsumeResult:
+        return ConsumeResult.RECONSUME_LATER if messages[0].body == b"1" else ConsumeResult.CONSUME_SUCCESS
+
+    service = ConcurrentConsumeService(settings(), listener, broker, sink)
+    service.start()
+    pq, messages = fill(3)
+    service.submit(MQ, pq, messages)
+    await settle(lambda: pq.msg_count == 0)
+    await service.stop()
+    assert max(sink.offsets) == 3
+    assert len(broker.send_backs) == 1
+    assert broker.send_backs[0]["offset"] == "101" and broker.send_backs[0]["maxReconsumeTimes"] == "2"
+
+
+async def test_consume_concurrent_refused_send_back_holds_offset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(service_module, "LOCAL_RETRY_DELAY_S", 0.01)
+    broker, sink = FakeBroker(accept=False), Sink()
+    calls: list[int] = []
+
+    def plain_listener(messages: list[MessageExt]) -> ConsumeResult:
+        calls.append(messages[0].queue_offset)
+        if messages[0].queue_offset == 0 and calls.count(0) < 3:
+            raise RuntimeError("listener bug")
+        return ConsumeResult.CONSUME_SUCCESS
+
+    service = ConcurrentConsumeService(settings(), plain_listener, broker, sink)
+    service.start()
+    pq, messages = fill(2)
+    service.submit(MQ, pq, messages)
+    await settle(lambda: calls.count(0) >= 2 and 1 in calls)
+    assert pq.commit_offset() == 0  # offset 0 failed and was not taken back: nothing passes it
+    await settle(lambda: pq.msg_count == 0)
+    await service.stop()
+    assert calls.count(0) == 3 and messages[0].reconsume_times == 2
+    assert sink.offsets[-1] == 2
+
+
+async def test_consume_orderly_retries_in_place_then_dead_letters() -> None:
+    broker, sink = FakeBroker(), Sink()
+    seen: list[tuple[int, int]] = []
+
+    async def listener(messages: list[MessageExt]) -> ConsumeResult:
+        seen.extend((m.queue_offset, m.reconsume_times) for m in messages)
+        return (
+            ConsumeResult.RECONSUME_LATER if messages[0].queue_offset == 1 else ConsumeResult.CONSUME_SUCCESS
+        )
+
+    service = OrderlyConsumeService(settings(), listener, broker, sink)
+    pq, messages = fill(3)
+    service.submit(MQ, pq, messages)
+    await settle(lambda: pq.msg_count == 0)
+    await service.stop()
+    assert seen == [(0, 0), (1, 0), (1, 1), (1, 2), (2, 0)]
+    assert [fields["delayLevel"] for fields in broker.send_backs] == ["-1"]
+    assert sink.offsets == [1, 2, 3]
