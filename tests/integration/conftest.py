@@ -18,7 +18,6 @@ import pytest
 
 from tests.support.processes import ServerProcess, start_broker, start_namesrv, start_standalone
 
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 

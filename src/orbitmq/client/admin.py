@@ -329,13 +329,18 @@ class AdminClient:
 
     # -- consumer offsets ------------------------------------------------------------------------
 
-    async def committed_offset(self, group: str, mq: MessageQueue) -> int | None:
+    async def committed_offset(
+        self, group: str, mq: MessageQueue, *, zero_if_not_found: bool = True
+    ) -> int | None:
         """The offset ``group`` committed for ``mq``; ``None`` when the broker has none.
 
-        An OrbitMQ (and RocketMQ) broker answers 0 for a group that never committed on a
-        queue that was never truncated.
+        A RocketMQ 4.x broker answers 0 for a group that never committed on a queue that was
+        never truncated; ``zero_if_not_found=False`` (``setZeroIfNotFound``) asks for ``None``
+        instead, so "never committed" can be told from "committed 0".
         """
-        header = QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id)
+        header = QueryConsumerOffsetRequestHeader(
+            group, mq.topic, mq.queue_id, set_zero_if_not_found=zero_if_not_found
+        )
         response = await self._queue_call(mq, RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext())
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return None

@@ -252,8 +252,8 @@ class BlockingAdminClient(_Facade):
     def min_offset(self, mq: MessageQueue) -> int:
         return self._runner.run(self._admin.min_offset(mq))
 
-    def committed_offset(self, group: str, mq: MessageQueue) -> int | None:
-        return self._runner.run(self._admin.committed_offset(group, mq))
+    def committed_offset(self, group: str, mq: MessageQueue, *, zero_if_not_found: bool = True) -> int | None:
+        return self._runner.run(self._admin.committed_offset(group, mq, zero_if_not_found=zero_if_not_found))
 
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
         self._runner.run(self._admin.update_consumer_offset(group, mq, offset))

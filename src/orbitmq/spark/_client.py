@@ -1,0 +1,149 @@
+"""The seam between the Spark connector and ``orbitmq.client``.
+
+Readers and writers talk to OrbitMQ only through the three small protocols below, so unit
+tests can hand them a fake client, and so the one place that knows the blocking client's
+lifecycle is :class:`OrbitClientFactory`.
+
+Spark reuses executor Python workers across tasks and micro-batches, so the factory keeps one
+pull consumer and one producer per nameserver address for the life of the worker process
+(closed at interpreter exit); connecting once per task would cost more than a small task's
+reading. The driver-side admin client is owned by whichever reader opened it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from orbitmq.model.message import Message, MessageQueue
+
+READER_GROUP = "orbitmq-spark-reader"
+"""Consumer group of the executors' pull consumers (they never commit offsets under it)."""
+
+
+class QueueBounds(Protocol):
+    """A queue's first and next-to-write offsets (``QueueStatus`` of the admin client)."""
+
+    @property
+    def min_offset(self) -> int: ...
+
+    @property
+    def max_offset(self) -> int: ...
+
+
+class AdminPort(Protocol):
+    """What the driver-side planner asks of OrbitMQ."""
+
+    def fetch_queues(self, topic: str) -> list[MessageQueue]: ...
+
+    def topic_status(self, topic: str) -> Mapping[MessageQueue, QueueBounds]: ...
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int: ...
+
+    def list_topics(self) -> list[str]: ...
+
+    def committed_offset(
+        self, group: str, mq: MessageQueue, *, zero_if_not_found: bool = True
+    ) -> int | None: ...
+
+    def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class PullBody(Protocol):
+    """Undecoded stored records of one queue (``RawBatch`` of the pull consumer)."""
+
+    @property
+    def body(self) -> bytes: ...
+
+
+class RangePort(Protocol):
+    """What a read task asks of OrbitMQ: the records of ``[start_offset, end_offset)``.
+
+    Bodies come in queue order; the last may hold records at or past ``end_offset``.
+    """
+
+    def pull_range_raw(
+        self,
+        mq: MessageQueue,
+        start_offset: int,
+        end_offset: int,
+        *,
+        expression: str = "*",
+        max_msg_nums: int = 32,
+    ) -> Iterator[PullBody]: ...
+
+
+class ProducerPort(Protocol):
+    """What a write task asks of OrbitMQ."""
+
+    def send_batch(self, msgs: Sequence[Message]) -> Any: ...
+
+    def send_orderly(self, msg: Message, sharding_key: str) -> Any: ...
+
+
+class ClientFactory(Protocol):
+    """Builds (or reuses) client objects; must pickle, since readers and writers ship it."""
+
+    def admin(self, namesrv_addr: str, request_timeout_ms: int) -> AdminPort: ...
+
+    def puller(self, namesrv_addr: str, request_timeout_ms: int) -> RangePort: ...
+
+    def producer(self, group: str, namesrv_addr: str, request_timeout_ms: int) -> ProducerPort: ...
+
+
+_lock = threading.Lock()
+_pullers: dict[str, Any] = {}
+_producers: dict[tuple[str, str], Any] = {}
+
+
+class OrbitClientFactory:
+    """The real client: ``orbitmq.client.blocking`` objects, cached per worker process."""
+
+    def admin(self, namesrv_addr: str, request_timeout_ms: int) -> AdminPort:
+        from orbitmq.client.blocking import BlockingAdminClient
+
+        admin = BlockingAdminClient(namesrv_addr, request_timeout_ms=request_timeout_ms)
+        admin.start()
+        return admin
+
+    def puller(self, namesrv_addr: str, request_timeout_ms: int) -> RangePort:
+        from orbitmq.client.blocking import BlockingPullConsumer
+
+        with _lock:
+            consumer = _pullers.get(namesrv_addr)
+            if consumer is None:
+                consumer = BlockingPullConsumer(
+                    READER_GROUP, namesrv_addr, auto_commit=False, request_timeout_ms=request_timeout_ms
+                )
+                consumer.start()
+                _pullers[namesrv_addr] = consumer
+            return consumer
+
+    def producer(self, group: str, namesrv_addr: str, request_timeout_ms: int) -> ProducerPort:
+        from orbitmq.client.blocking import BlockingProducer
+
+        with _lock:
+            producer = _producers.get((group, namesrv_addr))
+            if producer is None:
+                producer = BlockingProducer(group, namesrv_addr, request_timeout_ms=request_timeout_ms)
+                producer.start()
+                _producers[(group, namesrv_addr)] = producer
+            return producer
+
+
+@atexit.register
+def _close_cached_clients() -> None:
+    """Shut cached clients down when the worker exits (their loop threads are daemons)."""
+    with _lock:
+        clients = [*_pullers.values(), *_producers.values()]
+        _pullers.clear()
+        _producers.clear()
+    for client in clients:
+        try:
+            client.shutdown()
+        except Exception:  # noqa: BLE001 - best effort at exit; the broker forgets idle clients
+            pass

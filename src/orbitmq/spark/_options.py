@@ -1,0 +1,388 @@
+"""Options of the ``orbitmq`` Spark data source: parsing and validation, no I/O.
+
+Spark hands a data source a case-insensitive map of strings. This module turns it into
+frozen dataclasses once, on the driver, so every mistake is reported before a query starts
+and the error names the option. Names follow Spark's Kafka source where they mean the same
+thing (``startingOffsets``, ``maxOffsetsPerTrigger``, ``failOnDataLoss``) and RocketMQ's
+otherwise (``namesrvAddr``, ``subExpression``, ``consumerGroup``).
+
+Exactly one of ``topic``, ``topicPattern`` and ``assign`` selects the queues to read.
+``assign`` is JSON in one of two shapes::
+
+    {"TopicA": [0, 1, 2]}                        queue ids on every broker of TopicA
+    {"TopicA": {"broker-a": [0, 1], "broker-b": [3]}}   queue ids per broker name
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from orbitmq.errors import ConfigError
+
+# Keys Spark itself may add to a source's options (lower-cased); they are never errors.
+_SPARK_INJECTED = frozenset({"path", "paths", "checkpointlocation", "queryname"})
+
+_COMMON_KEYS = frozenset({"namesrvaddr", "requesttimeoutms"})
+_READ_KEYS = _COMMON_KEYS | {
+    "topic",
+    "topicpattern",
+    "assign",
+    "subexpression",
+    "startingoffsets",
+    "startingtimestamp",
+    "endingoffsets",
+    "maxoffsetspertrigger",
+    "minoffsetspertrigger",
+    "maxtriggerdelay",
+    "failondataloss",
+    "consumergroup",
+    "pullbatchsize",
+}
+_WRITE_KEYS = _COMMON_KEYS | {"topic", "producergroup", "writebatchsize"}
+_STREAM_ONLY_KEYS = frozenset({"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"})
+_BATCH_ONLY_KEYS = frozenset({"endingoffsets"})
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_ADDR = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
+
+EARLIEST_SENTINEL = -2
+"""In offset JSON, ``-2`` means the queue's earliest offset (as in Spark's Kafka source)."""
+
+LATEST_SENTINEL = -1
+"""In offset JSON, ``-1`` means the queue's latest offset (its max offset)."""
+
+
+class StartKind(Enum):
+    """How a brand-new query picks its first offset per queue."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    EXPLICIT = "explicit"
+    TIMESTAMP = "timestamp"
+
+
+class SelectKind(Enum):
+    """Which option chose the queues."""
+
+    TOPICS = "topic"
+    PATTERN = "topicPattern"
+    ASSIGN = "assign"
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSpec:
+    """Per-queue offsets from JSON: ``{topic: {broker or "*": {queue_id: queue_offset}}}``.
+
+    ``"*"`` as broker name stands for every broker (the JSON gave no broker level).
+    Values may be :data:`EARLIEST_SENTINEL` or :data:`LATEST_SENTINEL`.
+    """
+
+    offsets: dict[str, dict[str, dict[int, int]]]
+
+    def lookup(self, topic: str, broker_name: str, queue_id: int) -> int | None:
+        brokers = self.offsets.get(topic)
+        if brokers is None:
+            return None
+        for key in (broker_name, "*"):
+            queues = brokers.get(key)
+            if queues is not None and queue_id in queues:
+                return queues[queue_id]
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSelection:
+    """The queues a read covers: topics, a regex over topic names, or assigned queues."""
+
+    kind: SelectKind
+    topics: tuple[str, ...] = ()
+    pattern: str = ""
+    assigned: dict[str, dict[str, frozenset[int]]] = field(default_factory=dict)
+
+    def topic_matches(self, topic: str) -> bool:
+        if self.kind is SelectKind.PATTERN:
+            return re.fullmatch(self.pattern, topic) is not None
+        if self.kind is SelectKind.ASSIGN:
+            return topic in self.assigned
+        return topic in self.topics
+
+    def queue_selected(self, topic: str, broker_name: str, queue_id: int) -> bool:
+        if self.kind is not SelectKind.ASSIGN:
+            return self.topic_matches(topic)
+        brokers = self.assigned.get(topic, {})
+        return any(queue_id in brokers.get(key, frozenset()) for key in (broker_name, "*"))
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """Validated options of a batch or streaming read."""
+
+    namesrv_addr: str
+    selection: QueueSelection
+    sub_expression: str = "*"
+    start_kind: StartKind = StartKind.LATEST
+    starting_offsets: OffsetSpec | None = None
+    starting_timestamp_ms: int | None = None
+    ending_offsets: OffsetSpec | None = None  # None = latest at planning time (batch only)
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60_000
+    fail_on_data_loss: bool = True
+    consumer_group: str | None = None
+    pull_batch_size: int = 1024
+    request_timeout_ms: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """Validated options of a batch or streaming write."""
+
+    namesrv_addr: str
+    topic: str | None = None  # None: every row must carry a topic
+    producer_group: str = "orbitmq-spark-writer"
+    write_batch_size: int = 256
+    request_timeout_ms: int = 10_000
+
+
+def parse_read_options(options: dict[str, str], *, streaming: bool) -> ReadOptions:
+    """Validate a read's options (keys in any case).
+
+    Raises:
+        ConfigError: an unknown option, a missing or contradictory one, or a bad value;
+            the message names the option.
+    """
+    opts = _lower(options)
+    _reject_unknown(opts, _READ_KEYS - (_BATCH_ONLY_KEYS if streaming else _STREAM_ONLY_KEYS), streaming)
+    start_kind, start_spec, start_ts = _parse_start(opts, streaming)
+    min_rows = _positive_int(opts, "minOffsetsPerTrigger")
+    if "maxtriggerdelay" in opts and min_rows is None:
+        raise ConfigError("option maxTriggerDelay needs minOffsetsPerTrigger")
+    max_rows = _positive_int(opts, "maxOffsetsPerTrigger")
+    if max_rows is not None and min_rows is not None and min_rows > max_rows:
+        raise ConfigError(f"option minOffsetsPerTrigger={min_rows} exceeds maxOffsetsPerTrigger={max_rows}")
+    return ReadOptions(
+        namesrv_addr=_namesrv(opts),
+        selection=_parse_selection(opts),
+        sub_expression=opts.get("subexpression", "*").strip() or "*",
+        start_kind=start_kind,
+        starting_offsets=start_spec,
+        starting_timestamp_ms=start_ts,
+        ending_offsets=_parse_ending(opts),
+        max_offsets_per_trigger=max_rows,
+        min_offsets_per_trigger=min_rows,
+        max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", 15 * 60_000),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        consumer_group=opts.get("consumergroup") or None,
+        pull_batch_size=_positive_int(opts, "pullBatchSize") or 1024,
+        request_timeout_ms=_positive_int(opts, "requestTimeoutMs") or 10_000,
+    )
+
+
+def parse_write_options(options: dict[str, str]) -> WriteOptions:
+    """Validate a write's options (keys in any case).
+
+    Raises:
+        ConfigError: an unknown option or a bad value; the message names the option.
+    """
+    opts = _lower(options)
+    _reject_unknown(opts, _WRITE_KEYS, streaming=None)
+    topic = opts.get("topic", "").strip() or None
+    if topic is not None and "," in topic:
+        raise ConfigError(
+            f"option topic={topic!r}: a write goes to one topic (or to each row's topic column)"
+        )
+    return WriteOptions(
+        namesrv_addr=_namesrv(opts),
+        topic=topic,
+        producer_group=opts.get("producergroup", "").strip() or "orbitmq-spark-writer",
+        write_batch_size=_positive_int(opts, "writeBatchSize") or 256,
+        request_timeout_ms=_positive_int(opts, "requestTimeoutMs") or 10_000,
+    )
+
+
+# -- pieces ----------------------------------------------------------------------------------
+
+
+def _lower(options: dict[str, str]) -> dict[str, str]:
+    return {str(key).lower(): str(value) for key, value in options.items() if value is not None}
+
+
+def _reject_unknown(opts: dict[str, str], known: frozenset[str] | set[str], streaming: bool | None) -> None:
+    for key in sorted(opts):
+        if key in known or key in _SPARK_INJECTED:
+            continue
+        if streaming is True and key in _BATCH_ONLY_KEYS:
+            raise ConfigError(f"option {key} applies to batch reads only")
+        if streaming is False and key in _STREAM_ONLY_KEYS:
+            raise ConfigError(f"option {key} applies to streaming reads only")
+        raise ConfigError(f"unknown option {key!r} for format orbitmq")
+
+
+def _namesrv(opts: dict[str, str]) -> str:
+    raw = opts.get("namesrvaddr", "").strip()
+    if not raw:
+        raise ConfigError("option namesrvAddr is required (host:port;host:port)")
+    addrs = [part.strip() for part in raw.split(";") if part.strip()]
+    for addr in addrs:
+        if not _ADDR.match(addr):
+            raise ConfigError(f"option namesrvAddr: {addr!r} is not host:port")
+    return ";".join(addrs)
+
+
+def _parse_selection(opts: dict[str, str]) -> QueueSelection:
+    given = [name for name in ("topic", "topicpattern", "assign") if opts.get(name, "").strip()]
+    if len(given) != 1:
+        named = " and ".join(given) if given else "none"
+        raise ConfigError(f"exactly one of options topic, topicPattern, assign is required (got {named})")
+    if given[0] == "topic":
+        topics = tuple(sorted({part.strip() for part in opts["topic"].split(",") if part.strip()}))
+        return QueueSelection(SelectKind.TOPICS, topics=topics)
+    if given[0] == "topicpattern":
+        pattern = opts["topicpattern"].strip()
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"option topicPattern {pattern!r} is not a valid regex: {exc}") from exc
+        return QueueSelection(SelectKind.PATTERN, pattern=pattern)
+    return QueueSelection(SelectKind.ASSIGN, assigned=_parse_assign(opts["assign"]))
+
+
+def _parse_assign(text: str) -> dict[str, dict[str, frozenset[int]]]:
+    doc = _json_object("assign", text)
+    assigned: dict[str, dict[str, frozenset[int]]] = {}
+    for topic, value in doc.items():
+        if isinstance(value, list):
+            assigned[topic] = {"*": _queue_ids("assign", topic, value)}
+        elif isinstance(value, dict):
+            assigned[topic] = {str(broker): _queue_ids("assign", topic, ids) for broker, ids in value.items()}
+        else:
+            raise ConfigError(
+                f"option assign: topic {topic!r} needs a list of queue ids or {{broker: [ids]}}"
+            )
+    if not assigned:
+        raise ConfigError("option assign names no topic")
+    return assigned
+
+
+def _queue_ids(option: str, topic: str, value: Any) -> frozenset[int]:
+    if not isinstance(value, list) or not all(_is_int(item) and item >= 0 for item in value):
+        raise ConfigError(
+            f"option {option}: topic {topic!r} needs a list of queue ids (ints >= 0), got {value!r}"
+        )
+    return frozenset(value)
+
+
+def _parse_start(opts: dict[str, str], streaming: bool) -> tuple[StartKind, OffsetSpec | None, int | None]:
+    if "startingtimestamp" in opts:
+        if "startingoffsets" in opts:
+            raise ConfigError("options startingOffsets and startingTimestamp contradict each other; give one")
+        timestamp_ms = _int_value("startingTimestamp", opts["startingtimestamp"])
+        if timestamp_ms < 0:
+            raise ConfigError(f"option startingTimestamp={timestamp_ms} must be >= 0 (ms since the epoch)")
+        return StartKind.TIMESTAMP, None, timestamp_ms
+    raw = opts.get("startingoffsets", "latest" if streaming else "earliest").strip()
+    if raw.lower() == "earliest":
+        return StartKind.EARLIEST, None, None
+    if raw.lower() == "latest":
+        if not streaming:
+            raise ConfigError("option startingOffsets=latest is not allowed for a batch read")
+        return StartKind.LATEST, None, None
+    return StartKind.EXPLICIT, parse_offset_spec("startingOffsets", raw), None
+
+
+def _parse_ending(opts: dict[str, str]) -> OffsetSpec | None:
+    raw = opts.get("endingoffsets", "latest").strip()
+    if raw.lower() == "latest":
+        return None
+    if raw.lower() == "earliest":
+        raise ConfigError("option endingOffsets=earliest is not allowed (use latest or JSON)")
+    spec = parse_offset_spec("endingOffsets", raw)
+    for brokers in spec.offsets.values():
+        for queues in brokers.values():
+            if EARLIEST_SENTINEL in queues.values():
+                raise ConfigError("option endingOffsets: -2 (earliest) is not allowed")
+    return spec
+
+
+def parse_offset_spec(option: str, text: str) -> OffsetSpec:
+    """Parse offset JSON: ``{topic: {queue_id: off}}`` or ``{topic: {broker: {queue_id: off}}}``.
+
+    Raises:
+        ConfigError: not JSON of either shape, or an offset below -2; names ``option``.
+    """
+    doc = _json_object(option, text)
+    offsets: dict[str, dict[str, dict[int, int]]] = {}
+    for topic, value in doc.items():
+        if not isinstance(value, dict) or not value:
+            raise ConfigError(
+                f"option {option}: topic {topic!r} needs {{queue_id: offset}} or {{broker: {{...}}}}"
+            )
+        if all(isinstance(item, dict) for item in value.values()):
+            offsets[topic] = {str(broker): _queue_offsets(option, topic, q) for broker, q in value.items()}
+        else:
+            offsets[topic] = {"*": _queue_offsets(option, topic, value)}
+    return OffsetSpec(offsets)
+
+
+def _queue_offsets(option: str, topic: str, value: dict[str, Any]) -> dict[int, int]:
+    result: dict[int, int] = {}
+    for key, offset in value.items():
+        if not str(key).isdigit() or not _is_int(offset) or offset < EARLIEST_SENTINEL:
+            raise ConfigError(f"option {option}: topic {topic!r} queue {key!r} has bad offset {offset!r}")
+        result[int(key)] = int(offset)
+    return result
+
+
+def _json_object(option: str, text: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"option {option} is not valid JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ConfigError(f"option {option} must be a JSON object")
+    return doc
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_value(name: str, raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError as exc:
+        raise ConfigError(f"option {name}={raw!r} is not an integer") from exc
+
+
+def _positive_int(opts: dict[str, str], name: str) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None or not raw.strip():
+        return None
+    value = _int_value(name, raw)
+    if value <= 0:
+        raise ConfigError(f"option {name}={value} must be > 0")
+    return value
+
+
+def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise ConfigError(f"option {name}={raw!r} must be true or false")
+
+
+def _duration_ms(opts: dict[str, str], name: str, default_ms: int) -> int:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default_ms
+    match = _DURATION.match(raw.lower())
+    if match is None:
+        raise ConfigError(f"option {name}={raw!r} is not a duration such as 500ms, 30s, 15m")
+    return int(match.group(1)) * _DURATION_UNIT_MS[match.group(2) or "ms"]

@@ -1,0 +1,1 @@
+"""Reference pipelines built on the orbitmq data source (run each with python -m)."""

@@ -1,0 +1,187 @@
+"""A fake OrbitMQ client for the Spark connector's unit tests.
+
+FakeBroker holds queues as plain lists of MessageExt indexed by queue offset, with a movable
+min offset to simulate retention; FakeFactory hands out admin/puller/producer views of it with
+the same methods the connector calls on orbitmq.client's blocking objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from orbitmq.model.message import Message, MessageConst, MessageExt, MessageQueue
+from orbitmq.protocol.message_codec import encode_stored_message
+from orbitmq.protocol.tags import TagFilter, tags_code
+
+# The connector needs the ``spark`` extra (pyspark, pyarrow); without it, skip rather than fail.
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+
+@dataclass
+class FakeStatus:
+    min_offset: int
+    max_offset: int
+    last_update_timestamp_ms: int = 0
+
+
+@dataclass
+class FakeBroker:
+    queues: dict[MessageQueue, list[MessageExt]] = field(default_factory=dict)
+    min_offsets: dict[MessageQueue, int] = field(default_factory=dict)
+    group_offsets: dict[tuple[str, MessageQueue], int] = field(default_factory=dict)
+    sent: list[tuple[str, Message, str | None]] = field(default_factory=list)
+    admin_calls: int = 0
+
+    def add_topic(self, topic: str, brokers: Sequence[str] = ("broker-a",), queues: int = 4) -> None:
+        for broker in brokers:
+            for queue_id in range(queues):
+                self.queues[MessageQueue(topic, broker, queue_id)] = []
+
+    def append(self, mq: MessageQueue, count: int, tags: str | None = None, born_ms: int = 1_000) -> None:
+        queue = self.queues[mq]
+        for _ in range(count):
+            offset = len(queue)
+            props = {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"{mq.topic}-{mq.queue_id}-{offset}"}
+            if tags:
+                props[MessageConst.TAGS] = tags
+            queue.append(
+                MessageExt(
+                    topic=mq.topic,
+                    body=f"{mq.queue_id}:{offset}".encode(),
+                    properties=props,
+                    queue_id=mq.queue_id,
+                    queue_offset=offset,
+                    born_timestamp=born_ms + offset,
+                    store_timestamp=born_ms + offset + 1,
+                )
+            )
+
+
+class FakeAdmin:
+    def __init__(self, broker: FakeBroker) -> None:
+        self.broker = broker
+        self.closed = False
+
+    def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        return sorted(mq for mq in self.broker.queues if mq.topic == topic)
+
+    def topic_status(self, topic: str) -> dict[MessageQueue, FakeStatus]:
+        self.broker.admin_calls += 1
+        return {
+            mq: FakeStatus(self.broker.min_offsets.get(mq, 0), len(msgs))
+            for mq, msgs in self.broker.queues.items()
+            if mq.topic == topic
+        }
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        for msg in self.broker.queues[mq]:
+            if msg.store_timestamp >= timestamp_ms:
+                return msg.queue_offset
+        return len(self.broker.queues[mq])
+
+    def list_topics(self) -> list[str]:
+        return sorted({mq.topic for mq in self.broker.queues} | {"%RETRY%g", "TBW102"})
+
+    def committed_offset(self, group: str, mq: MessageQueue, *, zero_if_not_found: bool = True) -> int | None:
+        # As the broker: 0 for a group that never committed on a queue never truncated,
+        # unless the caller asks for "not found" (setZeroIfNotFound=false).
+        committed = self.broker.group_offsets.get((group, mq))
+        if committed is None and zero_if_not_found and self.broker.min_offsets.get(mq, 0) == 0:
+            return 0
+        return committed
+
+    def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        self.broker.group_offsets[(group, mq)] = offset
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class FakeRawBatch:
+    body: bytes
+
+
+class FakePuller:
+    """Serves stored-record bytes like the broker: tag filtering by hash code only, and whole
+    pulls that may run past the requested end (the reader must trim both)."""
+
+    def __init__(self, broker: FakeBroker) -> None:
+        self.broker = broker
+
+    def pull_range_raw(
+        self,
+        mq: MessageQueue,
+        start_offset: int,
+        end_offset: int,
+        *,
+        expression: str = "*",
+        max_msg_nums: int = 32,
+    ) -> Iterator[FakeRawBatch]:
+        tag_filter = TagFilter.parse(expression)
+        queue = self.broker.queues[mq]
+        for first in range(start_offset, min(end_offset, len(queue)), max_msg_nums):
+            chunk = queue[first : first + max_msg_nums]
+            kept = [m for m in chunk if tag_filter.matches_code(tags_code(m.tags))]
+            yield FakeRawBatch(b"".join(encode_stored_message(m) for m in kept))
+
+    def pull_range(
+        self,
+        mq: MessageQueue,
+        start_offset: int,
+        end_offset: int,
+        *,
+        expression: str = "*",
+        max_msg_nums: int = 32,
+    ) -> Iterator[list[MessageExt]]:
+        tag_filter = TagFilter.parse(expression)
+        for first in range(start_offset, end_offset, max_msg_nums):
+            chunk = self.broker.queues[mq][first : min(first + max_msg_nums, end_offset)]
+            yield [msg for msg in chunk if tag_filter.matches_tag(msg.tags)]
+
+
+class FakeProducer:
+    def __init__(self, broker: FakeBroker) -> None:
+        self.broker = broker
+
+    def send_batch(self, msgs: Sequence[Message]) -> Any:
+        if len({m.topic for m in msgs}) != 1:
+            raise AssertionError("a batch must hold one topic")
+        self.broker.sent.extend((m.topic, m, None) for m in msgs)
+
+    def send_orderly(self, msg: Message, sharding_key: str) -> Any:
+        self.broker.sent.append((msg.topic, msg, sharding_key))
+
+
+class FakeFactory:
+    def __init__(self, broker: FakeBroker) -> None:
+        self.broker = broker
+        self.admins: list[FakeAdmin] = []
+
+    def admin(self, namesrv_addr: str, request_timeout_ms: int) -> FakeAdmin:
+        admin = FakeAdmin(self.broker)
+        self.admins.append(admin)
+        return admin
+
+    def puller(self, namesrv_addr: str, request_timeout_ms: int) -> FakePuller:
+        return FakePuller(self.broker)
+
+    def producer(self, group: str, namesrv_addr: str, request_timeout_ms: int) -> FakeProducer:
+        return FakeProducer(self.broker)
+
+
+@pytest.fixture
+def broker() -> FakeBroker:
+    fake = FakeBroker()
+    fake.add_topic("Orders", queues=4)
+    return fake
+
+
+@pytest.fixture
+def factory(broker: FakeBroker) -> FakeFactory:
+    return FakeFactory(broker)
