@@ -48,6 +48,9 @@ class BatchItem(NamedTuple):
 def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchItem]:
     """Split a batch body into its messages.
 
+    Works on one memoryview of the body: each record's head is unpacked once and only its
+    body and property string are copied out.
+
     Raises:
         RemoteProtocolError: a record is truncated, its sizes are inconsistent, or its
             properties are not UTF-8; the message names the record's index and byte position.
@@ -56,39 +59,39 @@ def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchItem]:
     size = len(view)
     items: list[BatchItem] = []
     position = 0
+    unpack_head = _HEAD.unpack_from
     while position < size:
-        items.append(_decode_item(view, position, len(items)))
-        position += _HEAD.unpack_from(view, position)[0]
+        index = len(items)
+        remaining = size - position
+        if remaining < _FIXED_BYTES:
+            raise RemoteProtocolError(
+                f"batch message #{index} at byte {position}: {remaining} bytes, fewer than {_FIXED_BYTES}"
+            )
+        total_size, _magic, _crc, flag, body_len = unpack_head(view, position)
+        if body_len < 0 or body_len > remaining - _FIXED_BYTES:
+            raise RemoteProtocolError(
+                f"batch message #{index} at byte {position}: bad body length {body_len}"
+            )
+        body_start = position + _HEAD.size
+        properties_at = body_start + body_len
+        (properties_len,) = _PROPERTIES_LEN.unpack_from(view, properties_at)
+        expected_total = _FIXED_BYTES + body_len + properties_len
+        if properties_len < 0 or expected_total > remaining:
+            raise RemoteProtocolError(
+                f"batch message #{index} at byte {position}: bad properties length {properties_len}"
+            )
+        if total_size != expected_total:
+            raise RemoteProtocolError(
+                f"batch message #{index} at byte {position}: total size {total_size} != {expected_total}"
+            )
+        properties_start = properties_at + _PROPERTIES_LEN.size
+        try:
+            properties = decode_properties_bytes(view[properties_start : properties_start + properties_len])
+        except RemoteProtocolError as exc:
+            raise RemoteProtocolError(f"batch message #{index} at byte {position}: {exc}") from exc
+        items.append(BatchItem(flag, bytes(view[body_start:properties_at]), properties))
+        position += total_size
     return items
-
-
-def _decode_item(view: memoryview, position: int, index: int) -> BatchItem:
-    remaining = len(view) - position
-    if remaining < _FIXED_BYTES:
-        raise RemoteProtocolError(
-            f"batch message #{index} at byte {position}: {remaining} bytes, fewer than {_FIXED_BYTES}"
-        )
-    total_size, _magic, _crc, flag, body_len = _HEAD.unpack_from(view, position)
-    if body_len < 0 or body_len > remaining - _FIXED_BYTES:
-        raise RemoteProtocolError(f"batch message #{index} at byte {position}: bad body length {body_len}")
-    body_start = position + _HEAD.size
-    properties_at = body_start + body_len
-    (properties_len,) = _PROPERTIES_LEN.unpack_from(view, properties_at)
-    expected_total = _FIXED_BYTES + body_len + properties_len
-    if properties_len < 0 or expected_total > remaining:
-        raise RemoteProtocolError(
-            f"batch message #{index} at byte {position}: bad properties length {properties_len}"
-        )
-    if total_size != expected_total:
-        raise RemoteProtocolError(
-            f"batch message #{index} at byte {position}: total size {total_size} != {expected_total}"
-        )
-    properties_start = properties_at + _PROPERTIES_LEN.size
-    try:
-        properties = decode_properties_bytes(view[properties_start : properties_start + properties_len])
-    except RemoteProtocolError as exc:
-        raise RemoteProtocolError(f"batch message #{index} at byte {position}: {exc}") from exc
-    return BatchItem(flag, bytes(view[body_start:properties_at]), properties)
 
 
 def encode_batch_item(flag: int, body: bytes, properties: Mapping[str, str]) -> bytes:

@@ -335,14 +335,29 @@ def iterate_commit_log(
                     file_position += record_size
 
 
+class _FlushGroup:
+    """Puts waiting for one flush: the highest end offset among them, the first's deadline."""
+
+    __slots__ = ("deadline", "end_offset", "future")
+
+    def __init__(self, end_offset: int, deadline: float, future: Future[bool]) -> None:
+        self.end_offset = end_offset
+        self.deadline = deadline
+        self.future = future
+
+
 class CommitLogFlusher:
     """The flush thread: periodic fdatasync (ASYNC_FLUSH) or group commit (SYNC_FLUSH).
 
-    Under SYNC_FLUSH each put registers (end offset, deadline, future). The thread takes
-    every request waiting at that moment, runs one flush, which covers them all (group
-    commit), and resolves each future True; a request still not covered by its deadline
-    resolves False (FLUSH_DISK_TIMEOUT). Under ASYNC_FLUSH the thread flushes every
-    ``interval_ms`` and puts get no future.
+    Under SYNC_FLUSH puts join the open *flush group*: (highest end offset, deadline,
+    future), the deadline and future being those of its first put. The thread takes every
+    group waiting at that moment, runs one flush, which covers them all (group commit), and
+    resolves each group's future True; a group still not covered by its deadline resolves
+    False (FLUSH_DISK_TIMEOUT). Sharing one future per group makes a put's cost one lock
+    round trip instead of a future, a wake-up and a resolution per put; the price is that a
+    put joining a group late may time out up to one flush round (normally about a
+    millisecond) before its own timeout would have passed. Under ASYNC_FLUSH the thread
+    flushes every ``interval_ms`` and puts get no future.
     """
 
     def __init__(self, commit_log: CommitLog, sync: bool, interval_ms: int, timeout_ms: int) -> None:
@@ -351,7 +366,8 @@ class CommitLogFlusher:
         self._interval_s = interval_ms / 1000
         self._timeout_s = timeout_ms / 1000
         self._condition = threading.Condition()
-        self._requests: list[tuple[int, float, Future[bool]]] = []
+        self._requests: list[_FlushGroup] = []
+        self._open_group: _FlushGroup | None = None  # the group new puts join (not yet taken)
         self._stopping = False
         self._stopped = False  # the thread has finished; requests resolve at once
         self._thread = threading.Thread(target=self._run, name="orbitmq-commit-log-flush", daemon=True)
@@ -360,14 +376,26 @@ class CommitLogFlusher:
         self._thread.start()
 
     def request(self, end_offset: int) -> Future[bool]:
-        """A future resolved once ``end_offset`` is flushed (True) or the timeout passes (False)."""
-        future: Future[bool] = Future()
+        """A future resolved once ``end_offset`` is flushed (True) or the timeout passes (False).
+
+        Puts waiting for the same flush share one future (see the class docstring).
+        """
         with self._condition:
+            group = self._open_group
+            if group is not None:
+                if end_offset > group.end_offset:
+                    group.end_offset = end_offset
+                return group.future
+            future: Future[bool] = Future()
             if self._stopped:
                 # A put that raced with close(): the final flush already ran (or failed).
                 future.set_result(end_offset <= self._commit_log.flushed_offset)
                 return future
-            self._requests.append((end_offset, time.monotonic() + self._timeout_s, future))
+            # Running futures cannot be cancelled: one waiter giving up (asyncio.wrap_future
+            # propagates a cancelled await) must not cancel the answer of the whole group.
+            future.set_running_or_notify_cancel()
+            group = self._open_group = _FlushGroup(end_offset, time.monotonic() + self._timeout_s, future)
+            self._requests.append(group)
             self._condition.notify()
         return future
 
@@ -378,6 +406,7 @@ class CommitLogFlusher:
                     self._condition.wait(self._interval_s if not self._sync else 0.01)
                 stopping = self._stopping
                 requests, self._requests = self._requests, []
+                self._open_group = None
             try:
                 flushed = self._commit_log.flush()
             except OSError:
@@ -390,23 +419,23 @@ class CommitLogFlusher:
                 with self._condition:
                     self._stopped = True
                     late, self._requests = self._requests, []
+                    self._open_group = None
                 self._resolve(late, self._commit_log.flushed_offset)
                 return
 
-    def _resolve(self, requests: list[tuple[int, float, Future[bool]]], flushed: int) -> bool:
+    def _resolve(self, requests: list[_FlushGroup], flushed: int) -> bool:
         now = time.monotonic()
         waiting = []
-        for request in requests:
-            end_offset, deadline, future = request
-            if now >= deadline:
+        for group in requests:
+            if now >= group.deadline:
                 # Answer as RocketMQ does: late is a timeout even if the flush then succeeded.
-                future.set_result(False)
-            elif end_offset <= flushed:
-                future.set_result(True)
+                group.future.set_result(False)
+            elif group.end_offset <= flushed:
+                group.future.set_result(True)
             elif self._stopping:
-                future.set_result(False)
+                group.future.set_result(False)
             else:
-                waiting.append(request)
+                waiting.append(group)
         if waiting:
             with self._condition:
                 self._requests[:0] = waiting

@@ -18,7 +18,13 @@ packs the entry into an in-memory tail buffer, and the flush thread later writes
 buffer to its file with one pwrite (:meth:`ConsumeQueueTable.write_pending`). Readers
 see file entries below ``written_queue_offset`` and buffered ones above it. Only a
 bounded number of files is open at once (:class:`FileHandles`, LRU), so 50,000 queues
-cost no more descriptors than 8. Everything here runs under the store's lock except the
+cost no more descriptors than 8.
+
+File creation is the dominant cost of a first write to many queues (one directory and
+one file each, which the filesystem's metadata work bounds), so the write-out keeps it
+to the minimum: each queue makes its directory once, and creates a file with one
+``open(O_CREAT)`` plus an extension to full size on that same descriptor; later writes
+to a file it created or extended skip both. Everything here runs under the store's lock except the
 file I/O of the flush thread, which holds ``flush_lock`` instead; structural changes
 (truncate, delete) take both.
 """
@@ -31,11 +37,11 @@ import os
 import shutil
 import struct
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from orbitmq.store._fs import failpoints, list_segments
+from orbitmq.store._queue_files import FileHandles, make_queue_directory
 
 _log = logging.getLogger(__name__)
 
@@ -45,89 +51,6 @@ _PENDING_GROWTH_ENTRIES = 64
 _SYNC_EACH_FILE_MAX = 256
 WRITE_BATCH_ENTRIES = 64
 WRITE_DELAY_ROUNDS = 5
-
-
-class FileHandles:
-    """An LRU of open ConsumeQueue file descriptors; every use happens under its lock.
-
-    Paths are plain strings here: this sits on the write-out path of every queue, where
-    pathlib's object churn would cost more than the system calls.
-    """
-
-    def __init__(self, max_open: int) -> None:
-        self._max_open = max_open
-        self._fds: OrderedDict[str, int] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def _fd(self, path: str, file_bytes: int) -> int:
-        fd = self._fds.get(path)
-        if fd is not None:
-            self._fds.move_to_end(path)
-            return fd
-        if file_bytes:
-            fd = _open_sized(path, file_bytes)
-        else:
-            fd = os.open(path, os.O_RDWR)
-        self._fds[path] = fd
-        if len(self._fds) > self._max_open:
-            _, oldest = self._fds.popitem(last=False)
-            os.close(oldest)
-        return fd
-
-    def pread(self, path: str, size_bytes: int, file_position: int) -> bytes:
-        """Bytes of an existing file (b"" when the file does not exist)."""
-        with self.lock:
-            try:
-                return os.pread(self._fd(path, 0), size_bytes, file_position)
-            except FileNotFoundError:
-                return b""
-
-    def pwrite(self, path: str, file_bytes: int, data: bytes, file_position: int) -> None:
-        """Write into a file, creating it (and its directory) at ``file_bytes`` when missing.
-
-        A file the LRU does not hold is opened just for this write and closed again, so the
-        write-out of many queues neither evicts the readers' descriptors nor holds the lock
-        across its system calls.
-        """
-        with self.lock:
-            fd = self._fds.get(path)
-            if fd is not None:
-                os.pwrite(fd, data, file_position)
-                return
-        fd = _open_sized(path, file_bytes)
-        try:
-            os.pwrite(fd, data, file_position)
-        finally:
-            os.close(fd)
-
-    def forget(self, path: str) -> None:
-        """Close ``path``'s descriptor if open (before the file is deleted or cut)."""
-        with self.lock:
-            fd = self._fds.pop(path, None)
-            if fd is not None:
-                os.close(fd)
-
-    @property
-    def open_count(self) -> int:
-        return len(self._fds)
-
-    def close_all(self) -> None:
-        with self.lock:
-            for fd in self._fds.values():
-                os.close(fd)
-            self._fds.clear()
-
-
-def _open_sized(path: str, file_bytes: int) -> int:
-    """Open a queue file read-write, creating it sparse at full size (and its directory)."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except FileNotFoundError:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    if os.fstat(fd).st_size < file_bytes:
-        os.ftruncate(fd, file_bytes)
-    return fd
 
 
 class ConsumeQueue:
@@ -146,6 +69,10 @@ class ConsumeQueue:
         self._pending = bytearray()
         self.dirty_paths: set[str] = set()  # written, not yet fsync'd
         self.first_dirty_round = 0  # write-out round that first saw entries waiting (0: none)
+        # What the write-out knows exists, so that it skips the checks: the directory, and
+        # the first queue offset of the one file it last created or extended to full size.
+        self._directory_ready = False
+        self._sized_file_start = -1
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -164,6 +91,7 @@ class ConsumeQueue:
         starts = self.file_starts()
         if not starts:
             return
+        self._directory_ready = True
         last = starts[-1]
         end = self._search_end(last)
         self.max_queue_offset = self.written_queue_offset = end
@@ -243,14 +171,20 @@ class ConsumeQueue:
 
     def write_entries(self, queue_offset: int, data: bytes) -> None:
         """Write entries to their files (flush thread; no store lock, holds flush_lock)."""
+        if not self._directory_ready:
+            make_queue_directory(self.directory)
+            self._directory_ready = True
         position = 0
         while position < len(data):
             current = queue_offset + position // ENTRY_BYTES
-            in_file = (current % self.entries_per_file) * ENTRY_BYTES
+            file_start = current - current % self.entries_per_file
+            in_file = (current - file_start) * ENTRY_BYTES
             count = min(self.file_bytes - in_file, len(data) - position)
             path = self.path_of(current)
             failpoints.hit("consume_queue.before_write")
-            self._files.pwrite(path, self.file_bytes, data[position : position + count], in_file)
+            create = file_start != self._sized_file_start
+            self._files.pwrite(path, self.file_bytes, data[position : position + count], in_file, create)
+            self._sized_file_start = file_start
             self.dirty_paths.add(path)
             position += count
 
@@ -294,6 +228,8 @@ class ConsumeQueue:
         self.min_queue_offset = min(self.min_queue_offset, queue_offset)
 
     def _delete_file(self, file_start: int) -> None:
+        if file_start == self._sized_file_start:
+            self._sized_file_start = -1
         path = self.path_of(file_start)
         self._files.forget(path)
         self.dirty_paths.discard(path)

@@ -19,7 +19,6 @@ from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
 from orbitmq.protocol.message_codec import BLANK_RECORD_MIN_BYTES, decode_stored_message
 from orbitmq.protocol.tags import tags_code
-from orbitmq.store._fs import failpoints
 from orbitmq.store.commit_log import CommitLog, RecordCheck, check_record
 from orbitmq.store.consume_queue import ConsumeQueueTable
 from orbitmq.store.index_service import IndexService
@@ -90,12 +89,6 @@ class Dispatcher:
                 self._tag_codes.clear()
             code = self._tag_codes[tag] = tags_code(tag)
         return code
-
-    def index_put(self, topic: str, keys: list[str], commit_log_offset: int, store_timestamp_ms: int) -> None:
-        """Index a freshly written record (the put path; dispatch.after_cq_write comes first)."""
-        failpoints.hit("dispatch.after_cq_write")
-        if keys and self.index is not None:
-            self.index.put_keys(topic, keys, commit_log_offset, store_timestamp_ms)
 
     def redispatch(self, message: MessageExt, commit_log_offset: int, size: int) -> Redispatch:
         """Dispatch a record decoded from the log (recovery, rebuild, replication); idempotent."""

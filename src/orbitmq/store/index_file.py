@@ -55,11 +55,17 @@ import mmap
 import os
 import struct
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import mul
 from pathlib import Path
 
 from orbitmq.errors import CorruptRecordError
-from orbitmq.protocol.tags import java_string_hash
+from orbitmq.protocol.tags import (
+    descending_powers_31,
+    java_string_hash_concat,
+    java_string_hash_unsigned,
+)
 
 HEADER_SIZE_BYTES = 40
 SLOT_SIZE_BYTES = 4
@@ -133,9 +139,25 @@ def decode_entry(data: bytes) -> IndexEntry:
     return IndexEntry(*_ENTRY.unpack(data))
 
 
+# Unsigned hashCode of "<topic>#" per topic: every key of a topic shares that prefix.
+_topic_prefix_hashes: dict[str, int] = {}
+_TOPIC_PREFIX_CACHE_MAX = 4096
+
+
 def index_key_hash(topic: str, key: str) -> int:
     """The key hash RocketMQ stores for ``key`` of ``topic``: abs(hashCode("<topic>#<key>"))."""
-    key_hash = java_string_hash(f"{topic}#{key}")
+    prefix_hash = _topic_prefix_hashes.get(topic)
+    if prefix_hash is None:
+        if len(_topic_prefix_hashes) >= _TOPIC_PREFIX_CACHE_MAX:
+            _topic_prefix_hashes.clear()
+        prefix_hash = _topic_prefix_hashes[topic] = java_string_hash_unsigned(f"{topic}#")
+    if key.isascii():
+        # The common case inlined: ASCII code units are the bytes (see java_string_hash_concat).
+        powers, shift = descending_powers_31(len(key))
+        value = (prefix_hash * shift + sum(map(mul, key.encode("ascii"), powers))) & 0xFFFFFFFF
+        key_hash = value - 0x100000000 if value & 0x80000000 else value
+    else:
+        key_hash = java_string_hash_concat(prefix_hash, key)
     # Java's Math.abs(Integer.MIN_VALUE) stays negative; RocketMQ then uses 0.
     return 0 if key_hash == -0x80000000 else abs(key_hash)
 
@@ -250,38 +272,50 @@ class IndexFile:
 
         ``key_hash`` must come from :func:`index_key_hash` (non-negative).
         """
-        entry_number = self.index_count
-        if entry_number >= self._index_num:
-            return False
+        return self.put_keys([(key_hash, commit_log_offset)], 0, store_timestamp_ms) == 1
+
+    def put_keys(self, keyed: Sequence[tuple[int, int]], start: int, store_timestamp_ms: int) -> int:
+        """Append an entry per (key hash, commit-log offset) of ``keyed[start:]``, all stored at
+        ``store_timestamp_ms``; return the position in ``keyed`` of the first one not written
+        (``len(keyed)`` unless the file filled up).
+
+        Each entry is written as the module docstring says (entry, header, slot), so a kill
+        between any two writes leaves at most the newest entry to relink.
+        """
         mapped = self._mapped
-        slot_position = HEADER_SIZE_BYTES + (key_hash % self._hash_slot_num) * SLOT_SIZE_BYTES
-        prev_entry_number = _SLOT.unpack_from(mapped, slot_position)[0]
-        if prev_entry_number <= 0 or prev_entry_number >= entry_number:
-            prev_entry_number = 0
-            self.hash_slot_count += 1
-        if entry_number == 1:
+        hash_slot_num = self._hash_slot_num
+        entries_base = self._entries_base
+        entry_number = self.index_count
+        position = start
+        end = len(keyed)
+        if position < end and entry_number == 1:
             self.begin_timestamp_ms = store_timestamp_ms
-            self.begin_commit_log_offset = commit_log_offset
-        time_delta_s = (store_timestamp_ms - self.begin_timestamp_ms) // 1000
-        if time_delta_s < 0:
-            time_delta_s = 0
-        elif time_delta_s > _INT_MAX:
-            time_delta_s = _INT_MAX
-        _ENTRY.pack_into(
-            mapped,
-            self._entries_base + entry_number * ENTRY_SIZE_BYTES,
-            key_hash,
-            commit_log_offset,
-            time_delta_s,
-            prev_entry_number,
-        )
-        self.index_count = entry_number + 1
-        self.end_timestamp_ms = store_timestamp_ms
-        self.end_commit_log_offset = commit_log_offset
-        self._write_header()
-        _SLOT.pack_into(mapped, slot_position, entry_number)
-        self.dirty = True
-        return True
+            self.begin_commit_log_offset = keyed[position][1]
+        time_delta_s = min(max((store_timestamp_ms - self.begin_timestamp_ms) // 1000, 0), _INT_MAX)
+        while position < end and entry_number < self._index_num:
+            key_hash, commit_log_offset = keyed[position]
+            slot_position = HEADER_SIZE_BYTES + (key_hash % hash_slot_num) * SLOT_SIZE_BYTES
+            prev_entry_number = _SLOT.unpack_from(mapped, slot_position)[0]
+            if prev_entry_number <= 0 or prev_entry_number >= entry_number:
+                prev_entry_number = 0
+                self.hash_slot_count += 1
+            _ENTRY.pack_into(
+                mapped,
+                entries_base + entry_number * ENTRY_SIZE_BYTES,
+                key_hash,
+                commit_log_offset,
+                time_delta_s,
+                prev_entry_number,
+            )
+            entry_number += 1
+            self.index_count = entry_number
+            self.end_timestamp_ms = store_timestamp_ms
+            self.end_commit_log_offset = commit_log_offset
+            self._write_header()
+            _SLOT.pack_into(mapped, slot_position, entry_number - 1)
+            self.dirty = True
+            position += 1
+        return position
 
     def truncate_after(self, commit_log_offset: int) -> int:
         """Remove the entries whose commit-log offset is >= ``commit_log_offset``; returns how many.

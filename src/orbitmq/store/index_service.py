@@ -26,7 +26,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -172,28 +172,46 @@ class IndexService:
         Raises:
             StoreClosedError: before load() or after close().
         """
+        if isinstance(keys, str):
+            keys = (keys,)
+        self.put_keys_batch(topic, [(keys, commit_log_offset)], store_timestamp_ms)
+
+    def put_keys_batch(
+        self, topic: str, keyed: Sequence[tuple[Iterable[str], int]], store_timestamp_ms: int
+    ) -> None:
+        """:meth:`put_keys` for several messages of one put: (keys, commit-log offset), in log order.
+
+        Raises:
+            StoreClosedError: before load() or after close().
+        """
+        hashed: list[tuple[int, int]] = []
+        add = hashed.append
         with self._lock:
             if not self._loaded:
                 raise StoreClosedError(f"index service {self._index_dir} is not loaded")
-            if commit_log_offset < self._max_commit_log_offset:
-                return
-            if isinstance(keys, str):
-                keys = (keys,)
-            for key in keys:
-                if _KEY_SEPARATOR in key:
-                    for token in key.split(_KEY_SEPARATOR):
-                        if token:
-                            self._put_key(index_key_hash(topic, token), commit_log_offset, store_timestamp_ms)
-                elif key:
-                    self._put_key(index_key_hash(topic, key), commit_log_offset, store_timestamp_ms)
+            newest_offset = self._max_commit_log_offset
+            for keys, commit_log_offset in keyed:
+                if commit_log_offset < newest_offset:
+                    continue
+                for key in keys:
+                    if _KEY_SEPARATOR in key:
+                        for token in key.split(_KEY_SEPARATOR):
+                            if token:
+                                add((index_key_hash(topic, token), commit_log_offset))
+                    elif key:
+                        add((index_key_hash(topic, key), commit_log_offset))
+            if hashed:
+                self._put_hashed(hashed, store_timestamp_ms)
 
-    def _put_key(self, key_hash: int, commit_log_offset: int, store_timestamp_ms: int) -> None:
+    def _put_hashed(self, hashed: list[tuple[int, int]], store_timestamp_ms: int) -> None:
+        """Append (key hash, commit-log offset) entries, rolling to new files as they fill."""
         files = self._files
-        if not files or not files[-1].put_key(key_hash, commit_log_offset, store_timestamp_ms):
+        position = files[-1].put_keys(hashed, 0, store_timestamp_ms) if files else 0
+        while position < len(hashed):
             # Either no file yet or the newest one is full; a fresh file always has room.
-            self._files.append(self._create_file())
-            self._files[-1].put_key(key_hash, commit_log_offset, store_timestamp_ms)
-        self._max_commit_log_offset = commit_log_offset
+            files.append(self._create_file())
+            position = files[-1].put_keys(hashed, position, store_timestamp_ms)
+        self._max_commit_log_offset = hashed[-1][1]
         self._last_update_timestamp_ms = store_timestamp_ms
 
     def _create_file(self) -> IndexFile:

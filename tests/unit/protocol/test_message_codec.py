@@ -172,9 +172,7 @@ def test_message_codec_packs_blank_header() -> None:
     assert struct.unpack_from(">ii", buffer, 4) == (12, BLANK_MAGIC_CODE)
 
 
-_text = st.text(
-    alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=20
-)
+_text = st.text(alphabet=st.characters(exclude_characters="\x01\x02", exclude_categories=["Cs"]), max_size=20)
 
 
 @settings(max_examples=60, deadline=None)

@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orbitmq.protocol.tags import SUB_ALL, TagFilter, java_string_hash, tags_code
+from orbitmq.protocol.tags import (
+    SUB_ALL,
+    TagFilter,
+    java_string_hash,
+    java_string_hash_concat,
+    java_string_hash_unsigned,
+    tags_code,
+)
 
 
 @pytest.mark.parametrize(
@@ -64,3 +71,28 @@ def test_tag_filter_parses_or_list_with_spaces() -> None:
     assert not tag_filter.matches_tag(None)
     assert tag_filter.matches_code(java_string_hash("tagB"))
     assert not tag_filter.matches_code(0)
+
+
+def _reference_hash(text: str) -> int:
+    """Java's loop, h = 31*h + unit over UTF-16 code units, wrapped to a signed 32-bit int."""
+    units = text.encode("utf-16-be")
+    value = 0
+    for index in range(0, len(units), 2):
+        value = (value * 31 + int.from_bytes(units[index : index + 2], "big")) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+@settings(max_examples=120, deadline=None)
+@given(prefix=st.text(max_size=20), suffix=st.text(max_size=60))
+def test_java_string_hash_concat_matches_reference_loop(prefix: str, suffix: str) -> None:
+    assert java_string_hash_concat(java_string_hash_unsigned(prefix), suffix) == _reference_hash(
+        prefix + suffix
+    )
+    assert java_string_hash_unsigned(prefix) == _reference_hash(prefix) & 0xFFFFFFFF
+
+
+@pytest.mark.parametrize("length", [0, 1, 31, 32, 4096, 4097, 10_000])
+def test_java_string_hash_long_text_matches_reference_loop(length: int) -> None:
+    text = "".join(chr(33 + index % 90) for index in range(length))
+    assert java_string_hash(text) == _reference_hash(text)
+    assert java_string_hash(text + "\u00e9") == _reference_hash(text + "\u00e9")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from orbitmq.protocol.tags import tags_code
 from orbitmq.store.consume_queue import ENTRY, ConsumeQueueTable, iterate_consume_queue
@@ -112,3 +116,47 @@ def test_consume_queue_delete_files_below_moves_min(tmp_path: Path) -> None:
     assert queue.min_queue_offset == 22
     assert queue.file_starts() == [20, 30]
     table.close()
+
+
+def test_consume_queue_write_out_creates_directory_and_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = _table(tmp_path)
+    made: list[str] = []
+    real_mkdir = os.mkdir
+
+    def counting_mkdir(path: str, *args: Any, **kwargs: Any) -> None:
+        made.append(str(path))
+        real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", counting_mkdir)
+    _fill(table, "T", 0, 4)
+    table.write_pending(threading.Lock())
+    queue_dir = tmp_path / "consumequeue" / "T" / "0"
+    assert str(queue_dir) in made
+    made.clear()
+    for _ in range(2):  # the second round rolls to a new file in the same directory
+        _fill(table, "T", 0, 4)
+        table.write_pending(threading.Lock())
+    assert made == []
+    files = sorted(queue_dir.iterdir())
+    assert [path.stat().st_size for path in files] == [ENTRIES * ENTRY.size] * 2
+    assert [entry[0] for entry in iterate_consume_queue(tmp_path, "T", 0)] == list(range(12))
+    table.close()
+
+
+def test_consume_queue_write_out_extends_a_short_file_after_reload(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    _fill(table, "T", 0, 3)
+    table.write_pending(threading.Lock())
+    table.close()
+    path = tmp_path / "consumequeue" / "T" / "0" / "00000000000000000000"
+    os.truncate(path, 3 * ENTRY.size)  # a file whose extension was lost in a crash
+    reloaded = _table(tmp_path)
+    queue = reloaded.get("T", 0)
+    assert queue is not None and queue.max_queue_offset == 3
+    _fill(reloaded, "T", 0, 2)
+    reloaded.write_pending(threading.Lock())
+    assert path.stat().st_size == ENTRIES * ENTRY.size
+    assert [entry[0] for entry in iterate_consume_queue(tmp_path, "T", 0)] == list(range(5))
+    reloaded.close()

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orbitmq.errors import CorruptRecordError
 from orbitmq.store.index_file import (
@@ -75,6 +77,21 @@ def test_index_key_hash_is_abs_java_hash_code() -> None:
     assert index_key_hash("TopicTest", "order-42") == 870_421_153
     # "T#k78853_oi".hashCode() == Integer.MIN_VALUE, whose Math.abs stays negative: RocketMQ uses 0.
     assert index_key_hash("T", "k78853_oi") == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(topic=st.text(min_size=1, max_size=20), key=st.text(max_size=40))
+def test_index_key_hash_matches_reference_loop(topic: str, key: str) -> None:
+    # The topic prefix's hash is cached and extended by the key's; the result must equal
+    # abs() of Java's loop over the whole "<topic>#<key>".
+    units = f"{topic}#{key}".encode("utf-16-be")
+    value = 0
+    for index in range(0, len(units), 2):
+        value = (value * 31 + int.from_bytes(units[index : index + 2], "big")) & 0xFFFFFFFF
+    signed = value - (1 << 32) if value >= 1 << 31 else value
+    expected = 0 if signed == -(1 << 31) else abs(signed)
+    assert index_key_hash(topic, key) == expected
+    assert index_key_hash(topic, key) == expected  # again, from the cached prefix
 
 
 def test_index_file_create_default_size_is_sparse(tmp_path: Path) -> None:

@@ -155,6 +155,21 @@ def test_message_store_query_by_key_and_unique_id(open_store: OpenStore) -> None
     assert store.query_messages_by_key("TopicB", "U7", 32, 0, 2**62) == []
 
 
+def test_message_store_batch_put_indexes_every_key_across_index_files(open_store: OpenStore) -> None:
+    # 7 usable entries per index file; 10 messages x 3 keys roll over files inside the batch.
+    store = open_store(max_hash_slot_num=4, max_index_num=8)
+    batch = [request(properties={"KEYS": "alpha beta", "UNIQ_KEY": f"U{index}"}) for index in range(10)]
+    result = put_ok(store, *batch)
+    assert len(result.commit_log_offsets) == 10
+    for index, commit_log_offset in enumerate(result.commit_log_offsets):
+        found = store.query_messages_by_key("TopicA", f"U{index}", 4, 0, 2**62)
+        assert [decode_stored_message(r)[0].commit_log_offset for r in found] == [commit_log_offset]
+    assert len(store.query_messages_by_key("TopicA", "beta", 32, 0, 2**62)) == 10
+    single = store.put_message(request(properties={"UNIQ_KEY": "U-single"}))
+    assert single.status is PutStatus.PUT_OK and single.queue_offset == 10
+    assert len(store.query_messages_by_key("TopicA", "U-single", 4, 0, 2**62)) == 1
+
+
 def test_message_store_transaction_types_skip_consume_queue(open_store: OpenStore) -> None:
     store = open_store()
     prepared = put_ok(store, request(sys_flag=SysFlag.TRANSACTION_PREPARED_TYPE))
@@ -194,6 +209,29 @@ def test_message_store_sync_flush_futures_resolve_with_group_commit(
     assert all(future.result(timeout=5) for future in futures)
     assert store.flushed_commit_log_offset == store.max_commit_log_offset
     assert len(syncs) < len(futures)
+
+
+def test_message_store_sync_flush_puts_waiting_for_one_flush_share_its_future(open_store: OpenStore) -> None:
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    in_fsync, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        in_fsync.set()
+        release.wait(5)
+
+    failpoints.arm("commit_log.before_fsync", hold)
+    first = put_ok(store, request())
+    assert in_fsync.wait(5)  # the flush thread took the first put and is inside its flush
+    waiting = [put_ok(store, request(body=b"w" * 100)) for _ in range(3)]
+    futures = {id(result.flush_future) for result in waiting}
+    assert len(futures) == 1 and first.flush_future is not waiting[0].flush_future
+    assert waiting[0].flush_future is not None and not waiting[0].flush_future.done()
+    assert waiting[0].flush_future.cancel() is False  # one waiter giving up cancels nobody's answer
+    failpoints.disarm("commit_log.before_fsync")
+    release.set()
+    assert waiting[0].flush_future.result(timeout=5) is True
+    last_end = waiting[-1].commit_log_offsets[0] + waiting[-1].wrote_bytes
+    assert store.flushed_commit_log_offset >= last_end
 
 
 def test_message_store_sync_flush_times_out(open_store: OpenStore) -> None:

@@ -391,8 +391,9 @@ def test_verify_store_bench_quick_mode_prints_every_figure(
         "get_messages x32",
         "64 writers",
         "64 in flight",
-        "next pass",
+        "1st pass, new queues: puts + flush",
+        "steady state, files exist: puts + close",
     ):
         assert label in out
-    assert out.count("target >=") == 6
+    assert out.count("target >=") == 7
     assert list(tmp_path.iterdir()) == [], "the benchmark must delete its directory"

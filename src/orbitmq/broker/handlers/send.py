@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from functools import lru_cache
 
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.schedule import delay_level_of, to_schedule
@@ -51,7 +52,7 @@ from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from orbitmq.protocol.message_codec import decode_stored_message
 from orbitmq.protocol.message_id import encode_offset_msg_id
-from orbitmq.protocol.properties import decode_properties, encode_properties
+from orbitmq.protocol.properties import decode_properties
 from orbitmq.store.config import FlushDiskType
 from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
 from orbitmq.transport.server import RequestContext
@@ -253,9 +254,10 @@ class SendHandlers:
                 return request.response(
                     ResponseCode.MESSAGE_ILLEGAL, f"batch message {index} to topic[{topic}] has a delay level"
                 )
-            rejection = check_message_size(
-                topic, len(item.body), len(encode_properties(item.properties).encode()), max_bytes
-            )
+            # Only the body can break a limit here: a property string re-encoded from the wire
+            # is never longer than the wire's, whose length field cannot exceed the maximum.
+            # The store measures the final string (with CLUSTER) once it encodes it.
+            rejection = check_message_size(topic, len(item.body), 0, max_bytes)
             if rejection is not None:
                 return request.response(rejection.code, f"batch message {index}: {rejection.remark}")
             if is_transactional(item.properties):
@@ -264,7 +266,7 @@ class SendHandlers:
                     f"batch message {index} to topic[{topic}] is transactional; send it alone",
                 )
             wait_store_ok = wait_store_ok or _wait_store_ok(item.properties)
-            properties = dict(item.properties)
+            properties = item.properties  # decoded for this request alone: extend it in place
             properties[MessageConst.CLUSTER] = cluster
             requests.append(
                 PutMessageRequest(
@@ -320,11 +322,9 @@ class SendHandlers:
         code, remark = put_response_code(status, result.remark)
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
             return request.response(code, remark, {})
-        host, port = self._state.store_host
+        prefix = _offset_msg_id_prefix(*self._state.store_host)
         ext = {
-            "msgId": ",".join(
-                encode_offset_msg_id(host, port, offset) for offset in result.commit_log_offsets
-            ),
+            "msgId": ",".join([f"{prefix}{offset:016X}" for offset in result.commit_log_offsets]),
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
             MessageConst.MSG_REGION: MSG_REGION_DEFAULT,
@@ -393,6 +393,15 @@ class SendHandlers:
         result = state.store.put_message(put)
         code, remark = put_response_code(result.status, result.remark)
         return request.response(code, remark, {})
+
+
+@lru_cache(maxsize=16)
+def _offset_msg_id_prefix(host: str, port: int) -> str:
+    """The store host and port part of this broker's offsetMsgIds (all but the 16 offset digits).
+
+    Validated once through :func:`encode_offset_msg_id`; a batch then formats only its offsets.
+    """
+    return encode_offset_msg_id(host, port, 0)[:-16]
 
 
 def _read_send_header(request: RemotingCommand) -> SendMessageRequestHeader:

@@ -1,0 +1,191 @@
+"""The append half of a put: validate and pre-encode messages, then pack them into the log.
+
+A put runs in two steps so that the store lock covers memory work only:
+
+1. :meth:`RecordBuilder.prepare` (no lock) checks sizes and names and encodes what does not
+   depend on offsets: each record's length, sysFlag and tail (topic + property string).
+2. :meth:`RecordBuilder.pack` (store lock held) writes every record of the batch straight into
+   the mapped segment, in one pass, patching in the offsets and the store time.
+
+3. :func:`dispatch_new` (store lock held) buffers the ConsumeQueue entries and hands the
+   whole batch's keys to the index in one call, rather than one call per message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from orbitmq.errors import LocalProtocolError
+from orbitmq.model.message import SysFlag
+from orbitmq.protocol.message_codec import (
+    MAX_TOPIC_BYTES,
+    WritableBuffer,
+    body_crc32,
+    host_bytes,
+    pack_stored_message_into,
+    stored_message_size,
+)
+from orbitmq.protocol.properties import MAX_PROPERTIES_BYTES, encode_properties
+from orbitmq.store._fs import failpoints
+from orbitmq.store.consume_queue import ConsumeQueue
+from orbitmq.store.dispatch import Dispatcher, index_keys, is_indexed
+from orbitmq.store.results import PutMessageRequest, PutResult, PutStatus, failed_put
+
+# PREPARED (0x4) and ROLLBACK (0xC) share bit 0x4; NOT (0) and COMMIT (0x8) lack it.
+PREPARED_OR_ROLLBACK = SysFlag.TRANSACTION_PREPARED_TYPE
+_HOST_CACHE_MAX = 4096
+
+# (born host bytes, store host bytes, IPv6 sysFlag bits) of one host pair.
+Hosts = tuple[bytes, bytes, int]
+
+
+# One validated message, encoded up to its offsets: (request, record length in bytes,
+# tail = TOPICLEN + topic + PROPERTIESLEN + properties, sysFlag, hosts). A plain tuple:
+# one is built per message on the hot path.
+Prepared = tuple[PutMessageRequest, int, bytes, int, Hosts]
+
+
+class RecordBuilder:
+    """Validates, pre-encodes and packs the records of puts (one per store)."""
+
+    def __init__(self, max_message_size_bytes: int) -> None:
+        self._body_max = max_message_size_bytes
+        self._hosts: dict[tuple[tuple[str, int], tuple[str, int]], Hosts] = {}
+
+    def prepare(self, requests: Sequence[PutMessageRequest]) -> list[Prepared] | PutResult:
+        """The batch encoded up to its offsets, or a refusal (MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED)."""
+        first = requests[0]
+        topic, queue_id = first.topic, first.queue_id
+        topic_bytes = topic.encode("utf-8")
+        topic_len = len(topic_bytes)
+        if topic_len > MAX_TOPIC_BYTES or not topic_bytes:
+            return failed_put(PutStatus.MESSAGE_ILLEGAL, f"topic {topic!r} must be 1..127 bytes")
+        topic_head = bytes((topic_len,)) + topic_bytes
+        prepared: list[Prepared] = []
+        append = prepared.append
+        for request in requests:
+            if request.topic != topic or request.queue_id != queue_id:
+                return failed_put(PutStatus.MESSAGE_ILLEGAL, f"a batch must target one queue ({topic})")
+            body_len = len(request.body)
+            if body_len > self._body_max:
+                return failed_put(
+                    PutStatus.MESSAGE_ILLEGAL,
+                    f"body of {body_len} bytes exceeds {self._body_max} ({topic}/{queue_id})",
+                )
+            try:
+                properties_bytes = encode_properties(request.properties).encode("utf-8")
+                hosts = self._hosts.get((request.born_host, request.store_host))
+                if hosts is None:
+                    hosts = self._resolve_hosts(request.born_host, request.store_host)
+            except LocalProtocolError as exc:
+                return failed_put(PutStatus.MESSAGE_ILLEGAL, f"{topic}: {exc}")
+            properties_len = len(properties_bytes)
+            if properties_len > MAX_PROPERTIES_BYTES:
+                return failed_put(
+                    PutStatus.PROPERTIES_SIZE_EXCEEDED,
+                    f"properties of {properties_len} bytes exceed {MAX_PROPERTIES_BYTES} ({topic})",
+                )
+            sys_flag = request.sys_flag | hosts[2]
+            append(
+                (
+                    request,
+                    stored_message_size(body_len, topic_len, properties_len, sys_flag),
+                    topic_head + properties_len.to_bytes(2, "big") + properties_bytes,
+                    sys_flag,
+                    hosts,
+                )
+            )
+        return prepared
+
+    def _resolve_hosts(self, born_host: tuple[str, int], store_host: tuple[str, int]) -> Hosts:
+        born_bytes, store_bytes = host_bytes(born_host[0]), host_bytes(store_host[0])
+        flags = (SysFlag.BORNHOST_V6 if len(born_bytes) == 16 else 0) | (
+            SysFlag.STOREHOST_V6 if len(store_bytes) == 16 else 0
+        )
+        hosts = (born_bytes, store_bytes, flags)
+        if len(self._hosts) > _HOST_CACHE_MAX:
+            self._hosts.clear()
+        self._hosts[(born_host, store_host)] = hosts
+        return hosts
+
+
+def pack_one(
+    buffer: WritableBuffer,
+    position: int,
+    commit_log_offset: int,
+    record: Prepared,
+    queue_offset: int,
+    store_timestamp: int,
+) -> int:
+    """:func:`pack` for a single record at ``commit_log_offset``; returns the position after it."""
+    request, size, tail, sys_flag, hosts = record
+    return pack_stored_message_into(
+        buffer, position, size, body_crc32(request.body), request.queue_id, request.flag,
+        0 if sys_flag & PREPARED_OR_ROLLBACK else queue_offset, commit_log_offset, sys_flag,
+        request.born_timestamp, hosts[0], request.born_host[1], store_timestamp, hosts[1],
+        request.store_host[1], request.reconsume_times, request.prepared_transaction_offset,
+        request.body, tail,
+    )  # fmt: skip
+
+
+def pack(
+    buffer: WritableBuffer,
+    position: int,
+    base_offset: int,
+    prepared: list[Prepared],
+    queue_offset: int,
+    store_timestamp: int,
+) -> tuple[int, list[int]]:
+    """Write the records at ``position`` of a segment starting at commit-log ``base_offset``.
+
+    Records that take a queue offset get consecutive ones from ``queue_offset``. Returns the
+    position after the last record and each record's commit-log offset.
+    """
+    commit_log_offsets: list[int] = []
+    add_offset = commit_log_offsets.append
+    for request, size, tail, sys_flag, hosts in prepared:
+        commit_log_offset = base_offset + position
+        add_offset(commit_log_offset)
+        in_queue = not sys_flag & PREPARED_OR_ROLLBACK
+        position = pack_stored_message_into(
+            buffer, position, size, body_crc32(request.body), request.queue_id, request.flag,
+            queue_offset if in_queue else 0, commit_log_offset, sys_flag, request.born_timestamp,
+            hosts[0], request.born_host[1], store_timestamp, hosts[1], request.store_host[1],
+            request.reconsume_times, request.prepared_transaction_offset, request.body, tail,
+        )  # fmt: skip
+        if in_queue:
+            queue_offset += 1
+    return position, commit_log_offsets
+
+
+def dispatch_new(
+    dispatcher: Dispatcher,
+    queue: ConsumeQueue,
+    prepared: list[Prepared],
+    commit_log_offsets: list[int],
+    store_timestamp: int,
+) -> None:
+    """Buffer the ConsumeQueue entries and index the keys of records :func:`pack` just wrote.
+
+    Entries take consecutive queue offsets from the queue's current maximum, as ``pack``
+    assigned them. The whole batch goes to the index in one call (one lock round trip).
+    """
+    topic = queue.topic
+    queue_offset = queue.max_queue_offset
+    keyed: list[tuple[list[str], int]] = []
+    for (request, size, _, sys_flag, _), commit_log_offset in zip(prepared, commit_log_offsets, strict=True):
+        properties = request.properties
+        if not sys_flag & PREPARED_OR_ROLLBACK:
+            tags = request.tags_code
+            if tags is None:
+                tags = dispatcher.tags_code_for(topic, properties, store_timestamp)
+            queue.put(queue_offset, commit_log_offset, size, tags)
+            queue_offset += 1
+        if is_indexed(sys_flag):
+            keys = index_keys(properties)
+            if keys:
+                keyed.append((keys, commit_log_offset))
+    failpoints.hit("dispatch.after_cq_write")
+    index = dispatcher.index
+    if keyed and index is not None:
+        index.put_keys_batch(topic, keyed, store_timestamp)

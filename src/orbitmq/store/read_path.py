@@ -1,0 +1,55 @@
+"""The read half of a pull: turn ConsumeQueue entries into raw stored records."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from orbitmq.store.commit_log import CommitLog
+from orbitmq.store.consume_queue import ENTRY
+from orbitmq.store.results import GetResult, GetStatus
+
+
+def collect_records(
+    commit_log: CommitLog,
+    result: GetResult,
+    entries: bytes,
+    queue_offset: int,
+    max_msg_nums: int,
+    max_total_bytes: int,
+    tag_filter: Callable[[int], bool] | None,
+) -> None:
+    """Fill ``result`` with the records that consume-queue ``entries`` point at (store lock held).
+
+    Stops at ``max_msg_nums`` records or before passing ``max_total_bytes`` (the first record
+    always fits); entries below the commit-log minimum count as removed, and ``tag_filter``
+    sees each entry's tags code.
+    """
+    commit_log_min = commit_log.min_offset
+    buffers, queue_offsets, commit_log_offsets = (
+        result.buffers,
+        result.queue_offsets,
+        result.commit_log_offsets,
+    )
+    scanned = removed = filtered = 0
+    total_bytes = 0
+    for commit_log_offset, size, tags in ENTRY.iter_unpack(entries):
+        if len(buffers) >= max_msg_nums or (buffers and total_bytes + size > max_total_bytes):
+            break
+        scanned += 1
+        if commit_log_offset < commit_log_min or size <= 0:
+            removed += 1
+            continue
+        if tag_filter is not None and not tag_filter(tags):
+            filtered += 1
+            continue
+        record = commit_log.read(commit_log_offset, size)
+        if record is None:
+            removed += 1
+            continue
+        buffers.append(record)
+        queue_offsets.append(queue_offset + scanned - 1)
+        commit_log_offsets.append(commit_log_offset)
+        total_bytes += size
+    result.next_begin_offset = queue_offset + scanned
+    if not buffers:
+        result.status = GetStatus.NO_MATCHED_MESSAGE if filtered else GetStatus.MESSAGE_WAS_REMOVING
