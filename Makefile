@@ -21,6 +21,7 @@ standalone: $(BIN)/.installed
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 

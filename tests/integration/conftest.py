@@ -70,9 +70,20 @@ class CppClient:
         env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         return env
 
-    def produce(self, namesrv: str, topic: str, *args: str, timeout_s: float = 60.0) -> list[dict[str, object]]:
-        cmd = [sys.executable, "-m", "tests.support.cpp_client", "produce", "--namesrv", namesrv,
-               "--topic", topic, *args]
+    def produce(
+        self, namesrv: str, topic: str, *args: str, timeout_s: float = 60.0
+    ) -> list[dict[str, object]]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "tests.support.cpp_client",
+            "produce",
+            "--namesrv",
+            namesrv,
+            "--topic",
+            topic,
+            *args,
+        ]
         done = subprocess.run(cmd, env=self.env(), cwd=REPO_ROOT, capture_output=True, timeout=timeout_s)
         events = [json.loads(line) for line in done.stdout.decode().splitlines() if line.startswith("{")]
         if done.returncode != 0:
@@ -83,8 +94,19 @@ class CppClient:
         self._count += 1
         out = self.home / f"consumer-{self._count}.jsonl"
         err = self.home / f"consumer-{self._count}.err"
-        cmd = [sys.executable, "-m", "tests.support.cpp_client", "consume", "--namesrv", namesrv,
-               "--topic", topic, "--group", group, *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tests.support.cpp_client",
+            "consume",
+            "--namesrv",
+            namesrv,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            *args,
+        ]
         with open(out, "wb") as stdout, open(err, "wb") as stderr:
             proc = subprocess.Popen(cmd, env=self.env(), cwd=REPO_ROOT, stdout=stdout, stderr=stderr)
         self.children.append(proc)
@@ -119,7 +141,9 @@ class CppConsumer:
             if predicate(events):  # type: ignore[operator]
                 return events
             if self.proc.poll() is not None:
-                raise AssertionError(f"consumer exited {self.proc.returncode}: {self.err.read_text()[-3000:]}")
+                raise AssertionError(
+                    f"consumer exited {self.proc.returncode}: {self.err.read_text()[-3000:]}"
+                )
             time.sleep(0.1)
         raise AssertionError(f"timed out after {timeout_s} s; got {len(self.received())} messages")
 

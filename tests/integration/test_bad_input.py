@@ -72,7 +72,9 @@ async def _read_queue(client: RemotingClient, addr: str, topic: str) -> list[byt
         offset = int(response.ext_fields["nextBeginOffset"])
 
 
-async def test_bad_input_is_refused_and_nothing_is_lost(standalone: ServerProcess, client: RemotingClient) -> None:
+async def test_bad_input_is_refused_and_nothing_is_lost(
+    standalone: ServerProcess, client: RemotingClient
+) -> None:
     addr = f"127.0.0.1:{_broker_port(standalone)}"
     port = _broker_port(standalone)
     acknowledged = [bytes([index % 250 + 1]) * (100 + index) for index in range(50)]
@@ -87,7 +89,9 @@ async def test_bad_input_is_refused_and_nothing_is_lost(standalone: ServerProces
     truncated = send_request("BadInputTopic", b"never stored").encode()[:-3]
     assert _connection_closed_without_answer(port, truncated)
     not_json = b"{not json"
-    assert _connection_closed_without_answer(port, struct.pack(">ii", 4 + len(not_json), len(not_json)) + not_json)
+    assert _connection_closed_without_answer(
+        port, struct.pack(">ii", 4 + len(not_json), len(not_json)) + not_json
+    )
     header_too_long = struct.pack(">ii", 8, 1000) + b"{}\x00\x00"
     assert _connection_closed_without_answer(port, header_too_long)
 
@@ -95,15 +99,25 @@ async def test_bad_input_is_refused_and_nothing_is_lost(standalone: ServerProces
     cases = [
         (send_request("bad topic!", b"x"), ResponseCode.SYSTEM_ERROR, "bad topic!"),
         (send_request("T" * 128, b"x"), ResponseCode.SYSTEM_ERROR, "max length 127"),
-        (send_request("BadInputTopic", b"x" * (4 * 1024 * 1024 + 1)), ResponseCode.MESSAGE_ILLEGAL, "4194304"),
-        (send_request("BadInputTopic", b"x", properties={"k": "v" * 40000}), ResponseCode.MESSAGE_ILLEGAL,
-         "propert"),
+        (
+            send_request("BadInputTopic", b"x" * (4 * 1024 * 1024 + 1)),
+            ResponseCode.MESSAGE_ILLEGAL,
+            "4194304",
+        ),
+        (
+            send_request("BadInputTopic", b"x", properties={"k": "v" * 40000}),
+            ResponseCode.MESSAGE_ILLEGAL,
+            "propert",
+        ),
         (send_request("BadInputTopic", b"x", queue_id=1000), ResponseCode.SYSTEM_ERROR, "queueId[1000]"),
         (send_request("SCHEDULE_TOPIC_XXXX", b"x"), ResponseCode.NO_PERMISSION, "SCHEDULE_TOPIC_XXXX"),
         (RemotingCommand.request(9999, {}), ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "9999"),
         (pull_request("BadInputTopic", "bad group!", 0), ResponseCode.SYSTEM_ERROR, "bad group!"),
-        (RemotingCommand.request(RequestCode.PULL_MESSAGE, {"topic": "BadInputTopic"}), ResponseCode.SYSTEM_ERROR,
-         "consumerGroup"),
+        (
+            RemotingCommand.request(RequestCode.PULL_MESSAGE, {"topic": "BadInputTopic"}),
+            ResponseCode.SYSTEM_ERROR,
+            "consumerGroup",
+        ),
     ]
     for request, code, named in cases:
         response = await client.invoke(addr, request, timeout_ms=10_000)

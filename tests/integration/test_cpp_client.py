@@ -56,7 +56,9 @@ def test_cpp_client_send_modes_round_trip(standalone: ServerProcess, cpp: CppCli
     assert len(sent) == 30
     if mode != "oneway":
         assert {event["status"] for event in sent} == {"OK"}
-    consumer.wait_for(lambda events: len({e["props"]["seq"] for e in events if e["event"] == "received"}) >= 30, 60)
+    consumer.wait_for(
+        lambda events: len({e["props"]["seq"] for e in events if e["event"] == "received"}) >= 30, 60
+    )
     received = consumer.received()
     assert sorted(set(_seqs(consumer))) == list(range(30))
     for event in received:
@@ -80,7 +82,9 @@ def test_cpp_client_large_body_is_compressed_and_restored(standalone: ServerProc
 def test_cpp_client_orderly_send_keeps_per_key_order(standalone: ServerProcess, cpp: CppClient) -> None:
     create_topic(_broker(standalone), "TopicOrder")
     consumer = cpp.start_consumer(standalone.addr, "TopicOrder", "CG_order", "--orderly")
-    sent = cpp.produce(standalone.addr, "TopicOrder", "--mode", "orderly", "--count", "40", "--order-keys", "4")
+    sent = cpp.produce(
+        standalone.addr, "TopicOrder", "--mode", "orderly", "--count", "40", "--order-keys", "4"
+    )
     assert {event["status"] for event in sent} == {"OK"}
     consumer.wait_for(lambda events: sum(e["event"] == "received" for e in events) >= 40, 60)
     by_key: dict[int, list[int]] = {}
@@ -124,13 +128,17 @@ def test_cpp_client_clustering_splits_queues_exactly_once(standalone: ServerProc
     assert not queues_first & queues_second
 
 
-def test_cpp_client_broadcasting_delivers_to_every_consumer(standalone: ServerProcess, cpp: CppClient) -> None:
+def test_cpp_client_broadcasting_delivers_to_every_consumer(
+    standalone: ServerProcess, cpp: CppClient
+) -> None:
     # Broadcasting consumers start at the queue's end, so the topic must exist first.
     cpp.produce(standalone.addr, "TopicBroadcast", "--count", "1")
-    first = cpp.start_consumer(standalone.addr, "TopicBroadcast", "CG_bc", "--model", "broadcasting",
-                               "--instance", "one")
-    second = cpp.start_consumer(standalone.addr, "TopicBroadcast", "CG_bc", "--model", "broadcasting",
-                                "--instance", "two")
+    first = cpp.start_consumer(
+        standalone.addr, "TopicBroadcast", "CG_bc", "--model", "broadcasting", "--instance", "one"
+    )
+    second = cpp.start_consumer(
+        standalone.addr, "TopicBroadcast", "CG_bc", "--model", "broadcasting", "--instance", "two"
+    )
     time.sleep(3.0)
     cpp.produce(standalone.addr, "TopicBroadcast", "--count", "30")
     for consumer in (first, second):

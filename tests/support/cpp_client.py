@@ -64,26 +64,56 @@ def produce(args: argparse.Namespace) -> int:
                 seqs = list(range(start, min(start + args.batch_size, args.count)))
                 result = producer.send_batch([build_message(args, seq) for seq in seqs])
                 for seq in seqs:
-                    emit({"event": "sent", "seq": seq, "status": result.status.name, "msg_id": result.msg_id,
-                          "offset": result.offset})
+                    emit(
+                        {
+                            "event": "sent",
+                            "seq": seq,
+                            "status": result.status.name,
+                            "msg_id": result.msg_id,
+                            "offset": result.offset,
+                        }
+                    )
             return 0
         for seq in range(args.count):
             msg = build_message(args, seq)
             if args.mode == "sync":
                 result = producer.send_sync(msg)
-                emit({"event": "sent", "seq": seq, "status": result.status.name, "msg_id": result.msg_id,
-                      "offset": result.offset})
+                emit(
+                    {
+                        "event": "sent",
+                        "seq": seq,
+                        "status": result.status.name,
+                        "msg_id": result.msg_id,
+                        "offset": result.offset,
+                    }
+                )
             elif args.mode == "orderly":
                 result = producer.send_orderly(msg, seq % args.order_keys)
-                emit({"event": "sent", "seq": seq, "status": result.status.name, "msg_id": result.msg_id,
-                      "offset": result.offset, "order_key": seq % args.order_keys})
+                emit(
+                    {
+                        "event": "sent",
+                        "seq": seq,
+                        "status": result.status.name,
+                        "msg_id": result.msg_id,
+                        "offset": result.offset,
+                        "order_key": seq % args.order_keys,
+                    }
+                )
             elif args.mode == "oneway":
                 producer.send_oneway(msg)
                 emit({"event": "sent", "seq": seq, "status": "ONEWAY"})
             elif args.mode == "async":
+
                 def on_success(result: object, seq: int = seq) -> None:
-                    emit({"event": "sent", "seq": seq, "status": result.status.name,  # type: ignore[attr-defined]
-                          "msg_id": result.msg_id, "offset": result.offset})  # type: ignore[attr-defined]
+                    emit(
+                        {
+                            "event": "sent",
+                            "seq": seq,
+                            "status": result.status.name,  # type: ignore[attr-defined]
+                            "msg_id": result.msg_id,
+                            "offset": result.offset,
+                        }
+                    )  # type: ignore[attr-defined]
                     pending.release()
 
                 def on_error(exc: Exception, seq: int = seq) -> None:
@@ -117,20 +147,22 @@ def consume(args: argparse.Namespace) -> int:
                 props[key] = value.decode() if isinstance(value, bytes) else value
         tags = msg.tags  # type: ignore[attr-defined]
         keys = msg.keys  # type: ignore[attr-defined]
-        emit({
-            "event": "received",
-            "topic": msg.topic,  # type: ignore[attr-defined]
-            "tags": tags.decode() if isinstance(tags, bytes) else tags,
-            "keys": keys.decode() if isinstance(keys, bytes) else keys,
-            "body_hex": bytes(msg.body).hex(),  # type: ignore[attr-defined]
-            "msg_id": msg.id,  # type: ignore[attr-defined]
-            "queue_id": msg.queue_id,  # type: ignore[attr-defined]
-            "queue_offset": msg.queue_offset,  # type: ignore[attr-defined]
-            "reconsume_times": msg.reconsume_times,  # type: ignore[attr-defined]
-            "store_timestamp": msg.store_timestamp,  # type: ignore[attr-defined]
-            "born_timestamp": msg.born_timestamp,  # type: ignore[attr-defined]
-            "props": props,
-        })
+        emit(
+            {
+                "event": "received",
+                "topic": msg.topic,  # type: ignore[attr-defined]
+                "tags": tags.decode() if isinstance(tags, bytes) else tags,
+                "keys": keys.decode() if isinstance(keys, bytes) else keys,
+                "body_hex": bytes(msg.body).hex(),  # type: ignore[attr-defined]
+                "msg_id": msg.id,  # type: ignore[attr-defined]
+                "queue_id": msg.queue_id,  # type: ignore[attr-defined]
+                "queue_offset": msg.queue_offset,  # type: ignore[attr-defined]
+                "reconsume_times": msg.reconsume_times,  # type: ignore[attr-defined]
+                "store_timestamp": msg.store_timestamp,  # type: ignore[attr-defined]
+                "born_timestamp": msg.born_timestamp,  # type: ignore[attr-defined]
+                "props": props,
+            }
+        )
 
     consumer.subscribe(args.topic, on_message, args.expression)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -111,12 +111,16 @@ def start_namesrv(tmp_path: Path, name: str = "namesrv") -> ServerProcess:
 
 
 def write_conf(path: Path, values: dict[str, object]) -> Path:
-    lines = [f"{key}={str(value).lower() if isinstance(value, bool) else value}" for key, value in values.items()]
+    lines = [
+        f"{key}={str(value).lower() if isinstance(value, bool) else value}" for key, value in values.items()
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def broker_conf(tmp_path: Path, name: str, namesrv_addr: str | None, port: int, **conf: object) -> dict[str, object]:
+def broker_conf(
+    tmp_path: Path, name: str, namesrv_addr: str | None, port: int, **conf: object
+) -> dict[str, object]:
     values: dict[str, object] = {
         "brokerClusterName": "DefaultCluster",
         "brokerName": name,
@@ -150,13 +154,21 @@ def start_standalone(tmp_path: Path, *extra: str, name: str = "standalone") -> S
     namesrv_port, broker_port = free_port(), free_port()
     workdir = tmp_path / name
     args = [
-        sys.executable, "-m", "orbitmq.cli", "standalone",
-        "--data-dir", str(workdir / "data"),
-        "--namesrv-port", str(namesrv_port),
-        "--broker-port", str(broker_port),
+        sys.executable,
+        "-m",
+        "orbitmq.cli",
+        "standalone",
+        "--data-dir",
+        str(workdir / "data"),
+        "--namesrv-port",
+        str(namesrv_port),
+        "--broker-port",
+        str(broker_port),
         *extra,
     ]
-    proc = ServerProcess(name, args, namesrv_port, workdir, tmp_path / f"{name}.log", extra_ports=[broker_port])
+    proc = ServerProcess(
+        name, args, namesrv_port, workdir, tmp_path / f"{name}.log", extra_ports=[broker_port]
+    )
     return proc.start()
 
 
@@ -172,7 +184,9 @@ def create_topic(broker_addr: str, topic: str, queues: int = 4, perm: int = 6) -
     async def create() -> None:
         client = RemotingClient()
         try:
-            header = CreateTopicRequestHeader(topic=topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm)
+            header = CreateTopicRequestHeader(
+                topic=topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm
+            )
             request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
             response = await client.invoke(broker_addr, request, timeout_ms=10_000)
         finally:

@@ -34,8 +34,12 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         description="Run a nameserver and a broker in one process, the broker registered with it.",
     )
     parser.add_argument("-c", "--config-file", help="a RocketMQ broker.conf; flags override it")
-    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"data directory (default ./{DEFAULT_DATA_DIR})")
-    parser.add_argument("--namesrv-port", type=int, default=DEFAULT_NAMESRV_PORT, help="nameserver port (9876)")
+    parser.add_argument(
+        "--data-dir", default=DEFAULT_DATA_DIR, help=f"data directory (default ./{DEFAULT_DATA_DIR})"
+    )
+    parser.add_argument(
+        "--namesrv-port", type=int, default=DEFAULT_NAMESRV_PORT, help="nameserver port (9876)"
+    )
     parser.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT, help="broker port (10911)")
     parser.add_argument("--broker-ip", default="127.0.0.1", help="address clients use to reach the broker")
     parser.add_argument("--flush", choices=("sync", "async"), help="flushDiskType SYNC_FLUSH or ASYNC_FLUSH")
@@ -51,7 +55,9 @@ def run_standalone(args: argparse.Namespace) -> int:
     from orbitmq.transport.runner import run_apps
 
     logging.basicConfig(
-        stream=sys.stderr, level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        stream=sys.stderr,
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     data_dir = Path(args.data_dir).resolve()
     overrides: dict[str, object] = {
@@ -71,7 +77,10 @@ def run_standalone(args: argparse.Namespace) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     logging.getLogger("orbitmq").info(
         "standalone: nameserver 127.0.0.1:%d, broker %s:%d, data in %s",
-        args.namesrv_port, args.broker_ip, args.broker_port, data_dir,
+        args.namesrv_port,
+        args.broker_ip,
+        args.broker_port,
+        data_dir,
     )
     return run_apps([NamesrvApp(namesrv_config), BrokerApp(broker_config, store_config)])
 

@@ -159,9 +159,7 @@ class RemotingCommand:
             entries += _INT.pack(len(value_bytes)) + value_bytes
         language = _LANGUAGE_CODE_BY_NAME.get(self.language, LanguageCode.OTHER)
         try:
-            fixed = _BINARY_FIXED.pack(
-                self.code, language, self.version, self.opaque, self.flag, len(remark)
-            )
+            fixed = _BINARY_FIXED.pack(self.code, language, self.version, self.opaque, self.flag, len(remark))
         except struct.error as exc:
             raise LocalProtocolError(f"header field out of range for the binary layout: {exc}") from exc
         return fixed + remark + _INT.pack(len(entries)) + bytes(entries)

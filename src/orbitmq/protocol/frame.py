@@ -59,9 +59,7 @@ class FrameDecoder:
             (length,) = _LENGTH.unpack_from(buffer, position)
             if length < 4 or length > self._max_frame_bytes:
                 self._broken = True
-                raise RemoteProtocolError(
-                    f"frame length {length} outside [4, {self._max_frame_bytes}]"
-                )
+                raise RemoteProtocolError(f"frame length {length} outside [4, {self._max_frame_bytes}]")
             if end - position - 4 < length:
                 break
             start = position + 4
