@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import ServerProcess, start_broker, start_namesrv, start_standalone
+from tests.support.processes import ServerProcess, start_broker, start_namesrv, start_standalone, wait_route
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,6 +49,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         started.append(namesrv)
         for name in ("broker-a", "broker-b"):
             started.append(start_broker(tmp_path, namesrv.addr, name=name))
+        wait_route(namesrv.addr, "TBW102", {"broker-a", "broker-b"})
         yield Cluster(namesrv, started[1:])
     finally:
         for proc in reversed(started):

@@ -52,6 +52,25 @@ def build_message(args: argparse.Namespace, seq: int) -> Message:
     return msg
 
 
+def send_sync_retry_client_race(producer: Producer, msg: Message, seq: int) -> object:
+    """send_sync, retried once when the client loses its own transport-lock race.
+
+    rocketmq-client-cpp 1.2.3 can fail a send with "No route info of this topic" although it
+    holds the route: the heartbeat it starts when a route changes holds the transport mutex,
+    and the send's GetTransport gives up after 3 ms (m_tcpTransportTryLockTimeout), on every
+    one of its retries (its log says "GetTransport ... get timed_mutex timeout"). No byte
+    reached a broker, so one retry cannot duplicate a message.
+    """
+    try:
+        return producer.send_sync(msg)
+    except Exception as exc:
+        if "No route info" not in str(exc):
+            raise
+        emit({"event": "client_retry", "seq": seq, "error": str(exc)})
+        time.sleep(1.0)
+        return producer.send_sync(msg)
+
+
 def produce(args: argparse.Namespace) -> int:
     producer = Producer(args.group, timeout=args.timeout_ms)
     producer.set_namesrv_addr(args.namesrv)
@@ -77,7 +96,7 @@ def produce(args: argparse.Namespace) -> int:
         for seq in range(args.count):
             msg = build_message(args, seq)
             if args.mode == "sync":
-                result = producer.send_sync(msg)
+                result = send_sync_retry_client_race(producer, msg, seq)
                 emit(
                     {
                         "event": "sent",

@@ -195,3 +195,38 @@ def create_topic(broker_addr: str, topic: str, queues: int = 4, perm: int = 6) -
             raise RuntimeError(f"creating {topic} on {broker_addr}: {response.code} {response.remark}")
 
     asyncio.run(create())
+
+
+def wait_route(namesrv_addr: str, topic: str, broker_names: set[str], timeout_s: float = 15.0) -> None:
+    """Wait until the nameserver's route of ``topic`` lists every broker in ``broker_names``.
+
+    A broker's port accepts connections a moment before its first registration reaches the
+    nameserver; a client asking for a route in that moment would find none.
+    """
+    import asyncio
+
+    from orbitmq.protocol.bodies import decode_topic_route
+    from orbitmq.protocol.codes import RequestCode, ResponseCode
+    from orbitmq.protocol.command import RemotingCommand
+    from orbitmq.transport.connection import RemotingClient
+
+    async def poll() -> set[str]:
+        client = RemotingClient()
+        seen: set[str] = set()
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+                response = await client.invoke(namesrv_addr, request)
+                if response.code == ResponseCode.SUCCESS:
+                    seen = {queue.broker_name for queue in decode_topic_route(response.body).queue_datas}
+                    if broker_names <= seen:
+                        return seen
+                await asyncio.sleep(0.05)
+        finally:
+            await client.close()
+        return seen
+
+    seen = asyncio.run(poll())
+    if not broker_names <= seen:
+        raise RuntimeError(f"route of {topic} lists {sorted(seen)}, not all of {sorted(broker_names)}")
