@@ -17,6 +17,7 @@ import logging
 import zlib
 from dataclasses import replace
 
+from orbitmq.broker._tasks import cancel_and_wait
 from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.errors import OrbitError
@@ -59,13 +60,8 @@ class NamesrvRegistration:
 
     async def stop(self) -> None:
         """Stop the periodic registration, unregister from every name server, close connections."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait([self._task])
+        self._task = None
         if self._config.namesrv_addr:
             await self.unregister_all()
         await self._client.close()

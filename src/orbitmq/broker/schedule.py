@@ -34,6 +34,7 @@ from pathlib import Path
 
 import orjson
 
+from orbitmq.broker._tasks import cancel_and_wait
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
 from orbitmq.protocol.message_codec import decode_stored_message
@@ -196,13 +197,7 @@ class ScheduleService:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         await self.persist(force=True)
 

@@ -35,6 +35,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from orbitmq.broker._tasks import cancel_and_wait
 from orbitmq.broker.schedule import restore_request
 from orbitmq.errors import CorruptRecordError, RemoteProtocolError
 from orbitmq.model.message import MessageConst
@@ -142,13 +143,7 @@ class TimerService:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         self.timers.close(self.enqueue_queue_offset, self.dequeue_ms)
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import orjson
 
+from orbitmq.broker._tasks import cancel_and_wait
 from orbitmq.broker.clients import ProducerTable
 from orbitmq.broker.schedule import restore_request
 from orbitmq.broker.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
@@ -158,13 +159,8 @@ class TransactionService:
         self._task = asyncio.create_task(self._run(), name="transaction-check")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait([self._task])
+        self._task = None
         await self._persist_check_offset()
 
     async def _run(self) -> None:

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from orbitmq.broker.app import BrokerApp
-from orbitmq.broker.config import load_broker_config
 from orbitmq.broker.schedule import (
     SCHEDULE_TOPIC,
     DelayOffsetTable,
@@ -33,6 +32,7 @@ from orbitmq.protocol.message_id import decode_offset_msg_id
 from orbitmq.protocol.properties import encode_properties
 from orbitmq.store.message_store import GetStatus, PutMessageRequest
 from orbitmq.transport.connection import RemotingClient
+from tests.unit.broker._apps import start_broker_app
 
 LEVELS_MS = [100, 200, 300]
 
@@ -72,21 +72,11 @@ async def broker(tmp_path: Path) -> AsyncIterator[BrokerApp]:
 
 
 async def start_app(tmp_path: Path) -> BrokerApp:
-    broker_config, store_config = load_broker_config(
-        None,
-        {
-            "storePathRootDir": str(tmp_path / "store"),
-            "listenPort": "0",
-            "brokerIP1": "127.0.0.1",
-            "bindAddress": "127.0.0.1",
-            "mapedFileSizeCommitLog": str(1 << 20),
-            "messageDelayLevel": " ".join(f"{ms}ms" for ms in LEVELS_MS),
-            "flushDelayOffsetInterval": "100",
-        },
+    return await start_broker_app(
+        tmp_path,
+        messageDelayLevel=" ".join(f"{ms}ms" for ms in LEVELS_MS),
+        flushDelayOffsetInterval="100",
     )
-    app = BrokerApp(broker_config, store_config)
-    await app.startup()
-    return app
 
 
 def send_command(topic: str, body: bytes, properties: dict[str, str], queue_id: int = 0) -> RemotingCommand:

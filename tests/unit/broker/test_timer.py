@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from orbitmq.broker.app import BrokerApp
-from orbitmq.broker.config import load_broker_config
 from orbitmq.broker.timer import TIMER_OUT_MS, TIMER_TOPIC, timer_due_ms
 from orbitmq.model.message import MessageConst, MessageExt
 from orbitmq.protocol.batch import encode_batch
@@ -26,6 +25,7 @@ from orbitmq.protocol.message_codec import decode_stored_message
 from orbitmq.protocol.properties import encode_properties
 from orbitmq.store.message_store import GetStatus
 from orbitmq.transport.connection import RemotingClient
+from tests.unit.broker._apps import start_broker_app
 
 
 def test_timer_due_ms_reads_every_timer_property() -> None:
@@ -42,23 +42,8 @@ def test_timer_due_ms_rejects_non_numbers() -> None:
 
 
 async def start_app(tmp_path: Path, **extra: str) -> BrokerApp:
-    broker_config, store_config = load_broker_config(
-        None,
-        {
-            "storePathRootDir": str(tmp_path / "store"),
-            "listenPort": "0",
-            "brokerIP1": "127.0.0.1",
-            "bindAddress": "127.0.0.1",
-            "mapedFileSizeCommitLog": str(1 << 20),
-            "timerPrecisionMs": "100",
-            "timerMaxDelaySec": "60",
-            "timerFlushIntervalMs": "100",
-            **extra,
-        },
-    )
-    app = BrokerApp(broker_config, store_config)
-    await app.startup()
-    return app
+    conf = {"timerPrecisionMs": "100", "timerMaxDelaySec": "60", "timerFlushIntervalMs": "100"}
+    return await start_broker_app(tmp_path, **{**conf, **extra})
 
 
 @pytest.fixture
@@ -68,15 +53,6 @@ async def broker(tmp_path: Path) -> AsyncIterator[BrokerApp]:
         yield app
     finally:
         await app.shutdown()
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[RemotingClient]:
-    remoting = RemotingClient()
-    try:
-        yield remoting
-    finally:
-        await remoting.close()
 
 
 def now_ms() -> int:

@@ -17,7 +17,6 @@ import orjson
 import pytest
 
 from orbitmq.broker.app import BrokerApp
-from orbitmq.broker.config import load_broker_config
 from orbitmq.broker.handlers.transaction import TransactionHandlers
 from orbitmq.broker.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
@@ -35,29 +34,15 @@ from orbitmq.protocol.properties import encode_properties
 from orbitmq.store.message_store import GetStatus
 from orbitmq.transport.connection import RemotingClient
 from orbitmq.transport.server import RequestContext
+from tests.unit.broker._apps import start_broker_app
 
 GROUP = "PG_TX"
 COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0
 
 
 async def start_app(tmp_path: Path, **extra: str) -> BrokerApp:
-    broker_config, store_config = load_broker_config(
-        None,
-        {
-            "storePathRootDir": str(tmp_path / "store"),
-            "listenPort": "0",
-            "brokerIP1": "127.0.0.1",
-            "bindAddress": "127.0.0.1",
-            "mapedFileSizeCommitLog": str(1 << 20),
-            "transactionTimeOut": "100",
-            "transactionCheckInterval": "150",
-            "transactionCheckMax": "3",
-            **extra,
-        },
-    )
-    app = BrokerApp(broker_config, store_config)
-    await app.startup()
-    return app
+    conf = {"transactionTimeOut": "100", "transactionCheckInterval": "150", "transactionCheckMax": "3"}
+    return await start_broker_app(tmp_path, **{**conf, **extra})
 
 
 @pytest.fixture
@@ -67,15 +52,6 @@ async def broker(tmp_path: Path) -> AsyncIterator[BrokerApp]:
         yield app
     finally:
         await app.shutdown()
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[RemotingClient]:
-    remoting = RemotingClient()
-    try:
-        yield remoting
-    finally:
-        await remoting.close()
 
 
 def half_command(topic: str, body: bytes, extra: dict[str, str] | None = None) -> RemotingCommand:
