@@ -63,6 +63,7 @@ class CppClient:
         self.home = home
         self.home.mkdir(parents=True, exist_ok=True)
         self.children: list[subprocess.Popen[bytes]] = []
+        self.client_retries = 0
         self._count = 0
 
     def env(self) -> dict[str, str]:
@@ -89,7 +90,9 @@ class CppClient:
         events = [json.loads(line) for line in done.stdout.decode().splitlines() if line.startswith("{")]
         if done.returncode != 0:
             raise AssertionError(f"producer exited {done.returncode}: {done.stderr.decode()[-3000:]}")
-        return events
+        # "client_retry" events record the C++ client's own lock race (see cpp_client.py).
+        self.client_retries += sum(event["event"] == "client_retry" for event in events)
+        return [event for event in events if event["event"] == "sent"]
 
     def start_consumer(self, namesrv: str, topic: str, group: str, *args: str) -> CppConsumer:
         self._count += 1

@@ -28,13 +28,15 @@ from typing import NamedTuple
 from orbitmq.errors import LocalProtocolError, RemoteProtocolError
 from orbitmq.protocol.properties import (
     MAX_PROPERTIES_BYTES,
-    decode_properties_bytes,
+    decode_properties,
     encode_properties,
 )
 
 _HEAD = struct.Struct(">iiiii")  # total_size, magic_code, body_crc, flag, body_len
 _PROPERTIES_LEN = struct.Struct(">h")
-_FIXED_BYTES = _HEAD.size + _PROPERTIES_LEN.size
+_HEAD_BYTES = _HEAD.size
+_PROPERTIES_LEN_BYTES = _PROPERTIES_LEN.size
+_FIXED_BYTES = _HEAD_BYTES + _PROPERTIES_LEN_BYTES
 
 
 class BatchItem(NamedTuple):
@@ -48,48 +50,51 @@ class BatchItem(NamedTuple):
 def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchItem]:
     """Split a batch body into its messages.
 
-    Works on one memoryview of the body: each record's head is unpacked once and only its
-    body and property string are copied out.
+    Each record's head is unpacked once and only its body and property string are copied out.
 
     Raises:
         RemoteProtocolError: a record is truncated, its sizes are inconsistent, or its
             properties are not UTF-8; the message names the record's index and byte position.
     """
-    view = memoryview(data)
-    size = len(view)
+    # Slices of bytes are one copy each, cheaper than memoryview slices copied out again.
+    buffer = data if isinstance(data, bytes) else bytes(data)
+    size = len(buffer)
     items: list[BatchItem] = []
+    add_item = items.append
     position = 0
     unpack_head = _HEAD.unpack_from
+    unpack_properties_len = _PROPERTIES_LEN.unpack_from
     while position < size:
-        index = len(items)
         remaining = size - position
         if remaining < _FIXED_BYTES:
             raise RemoteProtocolError(
-                f"batch message #{index} at byte {position}: {remaining} bytes, fewer than {_FIXED_BYTES}"
+                f"batch message #{len(items)} at byte {position}: {remaining} bytes, fewer than {_FIXED_BYTES}"
             )
-        total_size, _magic, _crc, flag, body_len = unpack_head(view, position)
+        total_size, _magic, _crc, flag, body_len = unpack_head(buffer, position)
         if body_len < 0 or body_len > remaining - _FIXED_BYTES:
             raise RemoteProtocolError(
-                f"batch message #{index} at byte {position}: bad body length {body_len}"
+                f"batch message #{len(items)} at byte {position}: bad body length {body_len}"
             )
-        body_start = position + _HEAD.size
+        body_start = position + _HEAD_BYTES
         properties_at = body_start + body_len
-        (properties_len,) = _PROPERTIES_LEN.unpack_from(view, properties_at)
+        (properties_len,) = unpack_properties_len(buffer, properties_at)
         expected_total = _FIXED_BYTES + body_len + properties_len
         if properties_len < 0 or expected_total > remaining:
             raise RemoteProtocolError(
-                f"batch message #{index} at byte {position}: bad properties length {properties_len}"
+                f"batch message #{len(items)} at byte {position}: bad properties length {properties_len}"
             )
         if total_size != expected_total:
             raise RemoteProtocolError(
-                f"batch message #{index} at byte {position}: total size {total_size} != {expected_total}"
+                f"batch message #{len(items)} at byte {position}: total size {total_size} != {expected_total}"
             )
-        properties_start = properties_at + _PROPERTIES_LEN.size
+        properties_start = properties_at + _PROPERTIES_LEN_BYTES
         try:
-            properties = decode_properties_bytes(view[properties_start : properties_start + properties_len])
-        except RemoteProtocolError as exc:
-            raise RemoteProtocolError(f"batch message #{index} at byte {position}: {exc}") from exc
-        items.append(BatchItem(flag, bytes(view[body_start:properties_at]), properties))
+            text = buffer[properties_start : properties_start + properties_len].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RemoteProtocolError(
+                f"batch message #{len(items)} at byte {position}: message properties are not valid UTF-8"
+            ) from exc
+        add_item(BatchItem(flag, buffer[body_start:properties_at], decode_properties(text)))
         position += total_size
     return items
 

@@ -188,6 +188,14 @@ def pack_stored_message_into(
     return end_position
 
 
+def fixed_part_struct(born_host_bytes: int, store_host_bytes: int) -> struct.Struct:
+    """The struct of a record's fields TOTALSIZE..BODYLEN for these host address widths (4 or 16).
+
+    For callers that pack many records inline; see :func:`pack_stored_message_into`.
+    """
+    return _FIXED_STRUCTS[(born_host_bytes, store_host_bytes)]
+
+
 def pack_blank_into(buffer: WritableBuffer, position: int, remaining_bytes: int) -> None:
     """Write the end-of-file blank header: TOTALSIZE = the bytes left, MAGICCODE = blank."""
     _BLANK.pack_into(buffer, position, remaining_bytes, BLANK_MAGIC_CODE)

@@ -48,6 +48,19 @@ _log = logging.getLogger(__name__)
 ENTRY = struct.Struct(">qiq")
 ENTRY_BYTES = ENTRY.size
 _PENDING_GROWTH_ENTRIES = 64
+_entries_structs: dict[int, struct.Struct] = {}
+
+
+def _entries_struct(count: int) -> struct.Struct:
+    """The struct of ``count`` consecutive entries (cached: a batch size recurs)."""
+    packer = _entries_structs.get(count)
+    if packer is None:
+        if len(_entries_structs) >= 1024:
+            _entries_structs.clear()
+        packer = _entries_structs[count] = struct.Struct(">" + "qiq" * count)
+    return packer
+
+
 _SYNC_EACH_FILE_MAX = 256
 WRITE_BATCH_ENTRIES = 64
 WRITE_DELAY_ROUNDS = 5
@@ -163,6 +176,20 @@ class ConsumeQueue:
             pending.extend(bytes(ENTRY_BYTES * _PENDING_GROWTH_ENTRIES))
         ENTRY.pack_into(pending, position, commit_log_offset, size, tags_code)
         self.max_queue_offset = queue_offset + 1
+
+    def put_many(self, queue_offset: int, fields: list[int]) -> None:
+        """Buffer consecutive entries from ``queue_offset`` (== ``max_queue_offset``) in one pack.
+
+        ``fields`` is flat: commit-log offset, size, tags code of each entry in turn.
+        """
+        count = len(fields) // 3
+        position = (queue_offset - self.written_queue_offset) * ENTRY_BYTES
+        pending = self._pending
+        end = position + count * ENTRY_BYTES
+        if len(pending) < end:
+            pending.extend(bytes(end - len(pending) + ENTRY_BYTES * _PENDING_GROWTH_ENTRIES))
+        _entries_struct(count).pack_into(pending, position, *fields)
+        self.max_queue_offset = queue_offset + count
 
     def take_pending(self) -> tuple[int, bytes]:
         """(first queue offset, bytes) of the buffered entries, for the flush thread."""

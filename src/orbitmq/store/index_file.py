@@ -57,15 +57,13 @@ import struct
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import mul
 from pathlib import Path
 
 from orbitmq.errors import CorruptRecordError
-from orbitmq.protocol.tags import (
-    descending_powers_31,
-    java_string_hash_concat,
-    java_string_hash_unsigned,
-)
+
+# The key hashes live with their vectorised form; importers may keep finding them here.
+from orbitmq.store._key_hash import index_key_hash as index_key_hash
+from orbitmq.store._key_hash import index_key_hashes as index_key_hashes
 
 HEADER_SIZE_BYTES = 40
 SLOT_SIZE_BYTES = 4
@@ -137,29 +135,6 @@ def decode_entry(data: bytes) -> IndexEntry:
     if len(data) != ENTRY_SIZE_BYTES:
         raise CorruptRecordError(f"index entry is {len(data)} bytes, expected {ENTRY_SIZE_BYTES}")
     return IndexEntry(*_ENTRY.unpack(data))
-
-
-# Unsigned hashCode of "<topic>#" per topic: every key of a topic shares that prefix.
-_topic_prefix_hashes: dict[str, int] = {}
-_TOPIC_PREFIX_CACHE_MAX = 4096
-
-
-def index_key_hash(topic: str, key: str) -> int:
-    """The key hash RocketMQ stores for ``key`` of ``topic``: abs(hashCode("<topic>#<key>"))."""
-    prefix_hash = _topic_prefix_hashes.get(topic)
-    if prefix_hash is None:
-        if len(_topic_prefix_hashes) >= _TOPIC_PREFIX_CACHE_MAX:
-            _topic_prefix_hashes.clear()
-        prefix_hash = _topic_prefix_hashes[topic] = java_string_hash_unsigned(f"{topic}#")
-    if key.isascii():
-        # The common case inlined: ASCII code units are the bytes (see java_string_hash_concat).
-        powers, shift = descending_powers_31(len(key))
-        value = (prefix_hash * shift + sum(map(mul, key.encode("ascii"), powers))) & 0xFFFFFFFF
-        key_hash = value - 0x100000000 if value & 0x80000000 else value
-    else:
-        key_hash = java_string_hash_concat(prefix_hash, key)
-    # Java's Math.abs(Integer.MIN_VALUE) stays negative; RocketMQ then uses 0.
-    return 0 if key_hash == -0x80000000 else abs(key_hash)
 
 
 def index_file_size_bytes(hash_slot_num: int, index_num: int) -> int:

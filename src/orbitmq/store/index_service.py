@@ -31,7 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from orbitmq.errors import CorruptRecordError, StoreClosedError
-from orbitmq.store.index_file import IndexFile, index_key_hash
+from orbitmq.store._key_hash import index_key_hash, index_key_hashes, load_numpy
+from orbitmq.store.index_file import IndexFile
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class IndexService:
         Raises:
             CorruptRecordError: after a clean shutdown, when a file is inconsistent.
         """
+        load_numpy()
         with self._lock:
             self._index_dir.mkdir(parents=True, exist_ok=True)
             self._close_files()
@@ -184,12 +186,13 @@ class IndexService:
         Raises:
             StoreClosedError: before load() or after close().
         """
-        hashed: list[tuple[int, int]] = []
-        add = hashed.append
         with self._lock:
             if not self._loaded:
                 raise StoreClosedError(f"index service {self._index_dir} is not loaded")
             newest_offset = self._max_commit_log_offset
+            tokens: list[str] = []
+            offsets: list[int] = []
+            add_token, add_offset = tokens.append, offsets.append
             for keys, commit_log_offset in keyed:
                 if commit_log_offset < newest_offset:
                     continue
@@ -197,10 +200,15 @@ class IndexService:
                     if _KEY_SEPARATOR in key:
                         for token in key.split(_KEY_SEPARATOR):
                             if token:
-                                add((index_key_hash(topic, token), commit_log_offset))
+                                add_token(token)
+                                add_offset(commit_log_offset)
                     elif key:
-                        add((index_key_hash(topic, key), commit_log_offset))
-            if hashed:
+                        add_token(key)
+                        add_offset(commit_log_offset)
+            if len(tokens) == 1:
+                self._put_hashed([(index_key_hash(topic, tokens[0]), offsets[0])], store_timestamp_ms)
+            elif tokens:
+                hashed = list(zip(index_key_hashes(topic, tokens), offsets, strict=True))
                 self._put_hashed(hashed, store_timestamp_ms)
 
     def _put_hashed(self, hashed: list[tuple[int, int]], store_timestamp_ms: int) -> None:

@@ -58,6 +58,15 @@ from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
 from orbitmq.transport.server import RequestContext
 
 MSG_REGION_DEFAULT = "DefaultRegion"
+# The properties timer_due_ms reads; a message carrying none of them is not timed.
+_TIMER_KEYS = frozenset(
+    (
+        MessageConst.TIMER_DELIVER_MS,
+        MessageConst.START_DELIVER_TIME,
+        MessageConst.TIMER_DELAY_MS,
+        MessageConst.TIMER_DELAY_SEC,
+    )
+)
 
 
 class SendHandlers:
@@ -248,37 +257,45 @@ class SendHandlers:
         max_bytes = self._state.store_config.max_message_size_bytes
         cluster = self._state.config.broker_cluster_name
         requests: list[PutMessageRequest] = []
+        add_request = requests.append
         wait_store_ok = False
+        # Loop invariants hoisted: this loop runs once per message of every batch.
+        born_host = (ctx.peer_host, ctx.peer_port)
+        store_host = self._state.store_host
+        sys_flag, born_timestamp = header.sys_flag, header.born_timestamp
         for index, item in enumerate(items):
-            if item.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
+            properties = item.properties  # decoded for this request alone: extend it in place
+            if properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
                 return request.response(
                     ResponseCode.MESSAGE_ILLEGAL, f"batch message {index} to topic[{topic}] has a delay level"
                 )
             # Only the body can break a limit here: a property string re-encoded from the wire
             # is never longer than the wire's, whose length field cannot exceed the maximum.
             # The store measures the final string (with CLUSTER) once it encodes it.
-            rejection = check_message_size(topic, len(item.body), 0, max_bytes)
-            if rejection is not None:
-                return request.response(rejection.code, f"batch message {index}: {rejection.remark}")
-            if is_transactional(item.properties):
+            body = item.body
+            if len(body) > max_bytes:
+                rejection = check_message_size(topic, len(body), 0, max_bytes)
+                if rejection is not None:
+                    return request.response(rejection.code, f"batch message {index}: {rejection.remark}")
+            if MessageConst.TRANSACTION_PREPARED in properties and is_transactional(properties):
                 return request.response(
                     ResponseCode.MESSAGE_ILLEGAL,
                     f"batch message {index} to topic[{topic}] is transactional; send it alone",
                 )
-            wait_store_ok = wait_store_ok or _wait_store_ok(item.properties)
-            properties = item.properties  # decoded for this request alone: extend it in place
+            if not wait_store_ok:
+                wait_store_ok = _wait_store_ok(properties)
             properties[MessageConst.CLUSTER] = cluster
-            requests.append(
+            add_request(
                 PutMessageRequest(
-                    topic=topic,
-                    queue_id=queue_id,
-                    body=item.body,
-                    flag=item.flag,
-                    properties=properties,
-                    sys_flag=header.sys_flag,
-                    born_timestamp=header.born_timestamp,
-                    born_host=(ctx.peer_host, ctx.peer_port),
-                    store_host=self._state.store_host,
+                    topic,
+                    queue_id,
+                    body,
+                    item.flag,
+                    properties,
+                    sys_flag,
+                    born_timestamp,
+                    born_host,
+                    store_host,
                 )
             )
         rejection = self._route_timed_batch(requests)
@@ -293,6 +310,9 @@ class SendHandlers:
         Untimed or past-due members then fall due at once and are delivered without waiting.
         """
         if not self._state.config.timer_wheel_enable:
+            return None
+        # A message without any timer property is never timed: skip the per-key parsing.
+        if all(_TIMER_KEYS.isdisjoint(put.properties) for put in requests):
             return None
         current_ms = now_ms()
         try:
