@@ -17,7 +17,7 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from orbitmq.client._send import SendResult
 from orbitmq.client.admin import AdminClient, QueueProgress, QueueStatus
@@ -113,11 +113,50 @@ class _LoopThread:
         return self.submit(coro).result(timeout_s)
 
 
-class _Facade:
-    """Owns one reference to the shared loop thread."""
+class _Lifecycle(Protocol):
+    async def start(self) -> None: ...
 
-    def __init__(self) -> None:
+
+_C = TypeVar("_C", bound=_Lifecycle)
+
+
+class _Facade(Generic[_C]):
+    """Owns one reference to the shared loop thread and the asyncio object it drives.
+
+    ``start``, the context manager and :meth:`_stop` are shared by every facade; a facade
+    names its public stop (``shutdown`` or ``close``) as a one-line call of :meth:`_stop`.
+    """
+
+    def __init__(self, build: Callable[[], _C]) -> None:
         self._loop_thread: _LoopThread | None = _LoopThread.acquire()
+        try:
+            # Built on the loop thread: the asyncio objects may need the running loop.
+            self._target: _C = self._runner.run(_construct(build))
+        except BaseException:
+            self._release()
+            raise
+
+    def start(self) -> None:
+        self._runner.run(self._target.start())
+
+    def _stop(self, stopping: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run the wrapped object's stop, then release the loop thread (idempotent)."""
+        if self._loop_thread is None:
+            return
+        try:
+            self._runner.run(stopping())
+        finally:
+            self._release()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._exit()
+
+    def _exit(self) -> None:
+        raise NotImplementedError
 
     @property
     def _runner(self) -> _LoopThread:
@@ -135,40 +174,23 @@ async def _construct(factory: Callable[[], _T]) -> _T:
     return factory()
 
 
-class BlockingProducer(_Facade):
+class BlockingProducer(_Facade[Producer]):
     """:class:`~orbitmq.client.producer.Producer` with synchronous methods (same arguments)."""
 
     def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
-        super().__init__()
-        try:
-            self._producer = self._runner.run(_construct(lambda: Producer(group, namesrv_addr, **options)))
-        except BaseException:
-            self._release()
-            raise
+        super().__init__(lambda: Producer(group, namesrv_addr, **options))
+        self._producer = self._target
 
     @property
     def producer(self) -> Producer:
         """The wrapped asyncio producer (use it only on the facade's loop)."""
         return self._producer
 
-    def start(self) -> None:
-        self._runner.run(self._producer.start())
-
     def shutdown(self) -> None:
         """Shut the producer down and release the loop thread (idempotent)."""
-        if self._loop_thread is None:
-            return
-        try:
-            self._runner.run(self._producer.shutdown())
-        finally:
-            self._release()
+        self._stop(self._producer.shutdown)
 
-    def __enter__(self) -> BlockingProducer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.shutdown()
+    _exit = shutdown
 
     def send(self, message: Message, timeout_ms: int | None = None) -> SendResult:
         return self._runner.run(self._producer.send(message, timeout_ms))
@@ -204,35 +226,18 @@ async def _await(future: asyncio.Future[_T]) -> _T:
     return await future
 
 
-class BlockingAdminClient(_Facade):
+class BlockingAdminClient(_Facade[AdminClient]):
     """:class:`~orbitmq.client.admin.AdminClient` with synchronous methods (same arguments)."""
 
     def __init__(self, namesrv_addr: str, **config: Any) -> None:
-        super().__init__()
-        try:
-            self._admin = self._runner.run(_construct(lambda: AdminClient(namesrv_addr, **config)))
-        except BaseException:
-            self._release()
-            raise
-
-    def start(self) -> None:
-        self._runner.run(self._admin.start())
+        super().__init__(lambda: AdminClient(namesrv_addr, **config))
+        self._admin = self._target
 
     def close(self) -> None:
         """Close the admin client and release the loop thread (idempotent)."""
-        if self._loop_thread is None:
-            return
-        try:
-            self._runner.run(self._admin.close())
-        finally:
-            self._release()
+        self._stop(self._admin.close)
 
-    def __enter__(self) -> BlockingAdminClient:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    _exit = close
 
     def topic_route(self, topic: str) -> TopicRouteData:
         return self._runner.run(self._admin.topic_route(topic))
@@ -288,7 +293,7 @@ class BlockingAdminClient(_Facade):
 # -- consumers -------------------------------------------------------------------------------
 
 
-class BlockingPushConsumer(_Facade):
+class BlockingPushConsumer(_Facade["PushConsumer"]):
     """A :class:`~orbitmq.client.push_consumer.PushConsumer` driven from synchronous code.
 
     A plain-function listener runs in the consumer's thread pool, never on the loop thread.
@@ -299,10 +304,8 @@ class BlockingPushConsumer(_Facade):
     ) -> None:
         from orbitmq.client.push_consumer import PushConsumer
 
-        super().__init__()
-        self._consumer = self._runner.run(
-            _construct(lambda: PushConsumer(group, namesrv_addr, listener, **config))
-        )
+        super().__init__(lambda: PushConsumer(group, namesrv_addr, listener, **config))
+        self._consumer = self._target
 
     @property
     def consumer(self) -> PushConsumer:
@@ -314,57 +317,31 @@ class BlockingPushConsumer(_Facade):
     def register_message_listener(self, listener: MessageListener) -> None:
         self._consumer.register_message_listener(listener)
 
-    def start(self) -> None:
-        self._runner.run(self._consumer.start())
-
     def shutdown(self) -> None:
         """Stop consuming and release the loop thread (idempotent)."""
-        if self._loop_thread is None:
-            return
-        try:
-            self._runner.run(self._consumer.shutdown())
-        finally:
-            self._release()
+        self._stop(self._consumer.shutdown)
 
-    def __enter__(self) -> BlockingPushConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.shutdown()
+    _exit = shutdown
 
 
-class BlockingPullConsumer(_Facade):
+class BlockingPullConsumer(_Facade["PullConsumer"]):
     """A :class:`~orbitmq.client.pull_consumer.PullConsumer` with synchronous methods."""
 
     def __init__(self, group: str, namesrv_addr: str, **config: Any) -> None:
         from orbitmq.client.pull_consumer import PullConsumer
 
-        super().__init__()
-        self._consumer = self._runner.run(_construct(lambda: PullConsumer(group, namesrv_addr, **config)))
+        super().__init__(lambda: PullConsumer(group, namesrv_addr, **config))
+        self._consumer = self._target
 
     @property
     def consumer(self) -> PullConsumer:
         return self._consumer
 
-    def start(self) -> None:
-        self._runner.run(self._consumer.start())
-
     def shutdown(self) -> None:
         """Commit (with auto_commit), leave the group and release the loop thread (idempotent)."""
-        if self._loop_thread is None:
-            return
-        try:
-            self._runner.run(self._consumer.shutdown())
-        finally:
-            self._release()
+        self._stop(self._consumer.shutdown)
 
-    def __enter__(self) -> BlockingPullConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.shutdown()
+    _exit = shutdown
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         return self._runner.run(self._consumer.fetch_message_queues(topic))
