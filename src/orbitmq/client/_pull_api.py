@@ -18,12 +18,14 @@ so :func:`decode_pull_body` re-checks the tag itself (a hash collision passes th
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
 from orbitmq.client._record_decode import decode_records
 from orbitmq.errors import ClientError, RemoteProtocolError, error_for_code
+from orbitmq.model.heartbeat import ConsumeFromWhere
 from orbitmq.model.message import MessageConst, MessageExt, MessageQueue
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -230,3 +232,40 @@ async def search_offset(invoker: BrokerInvoker, mq: MessageQueue, timestamp_ms: 
     request = RemotingCommand.request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header.to_ext())
     ext = await _offset_request(invoker, mq, request, f"offset at {timestamp_ms} ms")
     return SearchOffsetResponseHeader.from_ext(ext).queue_offset
+
+
+class OffsetLoader(Protocol):
+    async def load(self, mq: MessageQueue, *, zero_if_not_found: bool = True) -> int | None: ...
+
+
+DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60 * 1000
+"""CONSUME_FROM_TIMESTAMP without a time starts this long ago (RocketMQ's default: half an hour)."""
+
+
+async def resolve_start_offset(
+    store: OffsetLoader,
+    invoker: BrokerInvoker,
+    mq: MessageQueue,
+    where: ConsumeFromWhere,
+    timestamp_ms: int | None,
+    *,
+    retry_topics_from_zero: bool,
+) -> int:
+    """Where a consumer starts on ``mq``: its committed offset, else the group's start policy.
+
+    A group starting from a timestamp asks the broker not to hand it offset 0
+    (setZeroIfNotFound=false), so the policy really applies on an untruncated queue.
+    """
+    zero_if_not_found = where is not ConsumeFromWhere.CONSUME_FROM_TIMESTAMP
+    stored = await store.load(mq, zero_if_not_found=zero_if_not_found)
+    if stored is not None:
+        return stored
+    if retry_topics_from_zero and mq.topic.startswith("%RETRY%"):
+        return 0
+    if where in (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET):
+        return await query_min_offset(invoker, mq)
+    if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000) - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
+        return await search_offset(invoker, mq, timestamp_ms)
+    return await query_max_offset(invoker, mq)

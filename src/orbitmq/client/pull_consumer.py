@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from orbitmq.client._pull_api import (
     pull_queue,
     query_max_offset,
     query_min_offset,
+    resolve_start_offset,
     search_offset,
     wait_event,
 )
@@ -41,7 +41,6 @@ from orbitmq.client.offset_store import RemoteOffsetStore
 from orbitmq.client.rebalance import AllocateStrategy, strategy_by_name
 from orbitmq.errors import ClientError, ClientStateError, OrbitError, TopicNotExistError
 from orbitmq.model.heartbeat import (
-    ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
     MessageModel,
@@ -416,21 +415,14 @@ class PullConsumer:
 
     async def _start_offset(self, mq: MessageQueue) -> int:
         assert self._store is not None
-        where = self.config.consume_from_where
-        # A group starting from a timestamp must not be handed offset 0 by a 4.x-style broker.
-        zero_if_not_found = where is not ConsumeFromWhere.CONSUME_FROM_TIMESTAMP
-        stored = await self._store.load(mq, zero_if_not_found=zero_if_not_found)
-        if stored is not None:
-            return stored
-        instance = self._require_instance()
-        if where in (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET):
-            return await query_min_offset(instance, mq)
-        if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
-            timestamp_ms = self.config.consume_timestamp_ms
-            if timestamp_ms is None:
-                timestamp_ms = int(time.time() * 1000) - 30 * 60 * 1000
-            return await search_offset(instance, mq, timestamp_ms)
-        return await query_max_offset(instance, mq)
+        return await resolve_start_offset(
+            self._store,
+            self._require_instance(),
+            mq,
+            self.config.consume_from_where,
+            self.config.consume_timestamp_ms,
+            retry_topics_from_zero=False,
+        )
 
     async def _routed(self, mq: MessageQueue) -> ClientInstance:
         """The instance, with the route of ``mq``'s topic (hence its broker address) known."""

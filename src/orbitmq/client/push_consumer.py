@@ -41,11 +41,9 @@ from orbitmq.client._pull_api import (
     PullStatus,
     decode_pull_body,
     pull_queue,
-    query_max_offset,
-    query_min_offset,
+    resolve_start_offset,
     restore_retry_topic,
     retry_topic,
-    search_offset,
     wait_event,
 )
 from orbitmq.client.config import split_config
@@ -53,7 +51,6 @@ from orbitmq.client.offset_store import LocalFileOffsetStore, OffsetStore, Remot
 from orbitmq.client.rebalance import AllocateStrategy, strategy_by_name
 from orbitmq.errors import ClientStateError, OrbitError
 from orbitmq.model.heartbeat import (
-    ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
     MessageModel,
@@ -341,26 +338,14 @@ class PushConsumer:
         logger.info("group %s takes %s from queue offset %d", self.group, mq, start_offset)
 
     async def _start_offset(self, mq: MessageQueue, store: OffsetStore) -> int:
-        where = self.config.consume_from_where
-        # A group starting from a timestamp must not be handed offset 0 by a 4.x-style broker.
-        zero_if_not_found = where is not ConsumeFromWhere.CONSUME_FROM_TIMESTAMP
-        stored = await store.load(mq, zero_if_not_found=zero_if_not_found)
-        if stored is not None:
-            return stored
-        instance = self._require_instance()
-        if mq.topic.startswith("%RETRY%"):
-            return 0
-        if (
-            where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-            or where is ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET
-        ):
-            return await query_min_offset(instance, mq)
-        if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
-            timestamp_ms = self.config.consume_timestamp_ms
-            if timestamp_ms is None:
-                timestamp_ms = _now_ms() - 30 * 60 * 1000
-            return await search_offset(instance, mq, timestamp_ms)
-        return await query_max_offset(instance, mq)
+        return await resolve_start_offset(
+            store,
+            self._require_instance(),
+            mq,
+            self.config.consume_from_where,
+            self.config.consume_timestamp_ms,
+            retry_topics_from_zero=True,
+        )
 
     async def _drop(self, mq: MessageQueue, *, persist: bool) -> None:
         owned = self._owned.pop(mq, None)

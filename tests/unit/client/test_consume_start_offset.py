@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from orbitmq.client import push_consumer as push_module
+from orbitmq.client import _pull_api as pull_api
 from orbitmq.client.offset_store import OffsetTable
 from orbitmq.client.push_consumer import PushConsumer
 from orbitmq.errors import ConfigError
@@ -49,9 +49,9 @@ def lookups(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
         calls.append(("search", timestamp_ms))
         return 42
 
-    monkeypatch.setattr(push_module, "query_max_offset", max_offset)
-    monkeypatch.setattr(push_module, "query_min_offset", min_offset)
-    monkeypatch.setattr(push_module, "search_offset", search)
+    monkeypatch.setattr(pull_api, "query_max_offset", max_offset)
+    monkeypatch.setattr(pull_api, "query_min_offset", min_offset)
+    monkeypatch.setattr(pull_api, "search_offset", search)
     return calls
 
 
