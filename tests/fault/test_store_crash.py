@@ -134,7 +134,8 @@ def assert_verified(directory: Path) -> None:
 
 
 def assert_acks_readable(store: MessageStore, acks: dict[tuple[str, int, int], Ack]) -> None:
-    """Every acknowledged message is at its queue offset, at its commit-log offset, with its body."""
+    """Every acknowledged message is at its queue offset, at its commit-log offset, with its body,
+    and the index finds it by its unique key."""
     for (topic, queue_id, queue_offset), ack in acks.items():
         result = store.get_messages(topic, queue_id, queue_offset, 1)
         where = f"acknowledged {topic} queue {queue_id} queue offset {queue_offset}"
@@ -145,6 +146,9 @@ def assert_acks_readable(store: MessageStore, acks: dict[tuple[str, int, int], A
         )
         assert message.commit_log_offset == ack.commit_log_offset, where
         assert body_digest(message.body) == ack.digest, f"{where}: body differs"
+        unique_key = message.properties["UNIQ_KEY"]
+        by_key = decode_stored_messages(b"".join(store.query_messages_by_key(topic, unique_key, 4, 0, 2**62)))
+        assert ack.commit_log_offset in {found.commit_log_offset for found in by_key}, f"{where}: not indexed"
 
 
 def check_copy(directory: Path, copy: Path, acks: dict[tuple[str, int, int], Ack]) -> int:
@@ -205,6 +209,8 @@ FAILPOINT_HITS = {
     "dispatch.after_cq_write": (1, 80),
     "consume_queue.before_write": (1, 2),
     "checkpoint.before_write": (1, 1),
+    "index.after_entries": (1, 2),
+    "index.after_slots": (1, 2),
 }
 
 

@@ -11,6 +11,8 @@ commit_log.before_fsync        the flush thread is about to fsync a segment
 dispatch.after_cq_write        a put's entries are in its ConsumeQueue, not yet indexed
 consume_queue.before_write     the flush thread is about to write buffered entries to a file
 checkpoint.before_write        the checkpoint file is about to be rewritten
+index.after_entries            a run of index entries is written, no slot or header yet
+index.after_slots              a run's slots point at its entries, the header not yet updated
 =============================  ===========================================================
 """
 

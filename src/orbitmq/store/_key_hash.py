@@ -139,6 +139,72 @@ def index_key_hash(topic: str, key: str) -> int:
     return 0 if key_hash == -0x80000000 else abs(key_hash)
 
 
+def topic_prefix_hash(topic: str) -> int:
+    """The unsigned hashCode of ``"<topic>#"``, the prefix every index key of ``topic`` shares."""
+    prefix_hash = _topic_prefix_hashes.get(topic)
+    return _topic_prefix_hash(topic) if prefix_hash is None else prefix_hash
+
+
+def index_key_hashes_prefixed(
+    prefix_hashes: npt.NDArray[np.uint64], keys: Sequence[str]
+) -> npt.NDArray[np.int64]:
+    """The index hash of each key, key ``i`` belonging to the topic whose prefix hash is ``prefix_hashes[i]``.
+
+    The keys of many messages (of any topics) go through one matrix product per key length, so the
+    cost per key is a few array operations rather than a Python loop over its characters. Keys that
+    are not ASCII, or too few of one length, are hashed one at a time.
+    """
+    import numpy as np
+
+    count = len(keys)
+    result = np.empty(count, dtype=np.int64)
+    if count == 0:
+        return result
+    first_length = len(keys[0])
+    joined = "".join(keys)
+    if len(joined) == first_length * count and first_length and count >= VECTOR_MIN_KEYS and joined.isascii():
+        # The common case: every key the same length (UNIQ_KEYs are 32 hex digits).
+        result[:] = _prefixed_equal_length(
+            np.asarray(prefix_hashes, dtype=np.uint64), joined, count, first_length
+        )
+        return result
+    groups: dict[int, list[int]] = {}
+    for position, key in enumerate(keys):
+        groups.setdefault(len(key), []).append(position)
+    for length, positions in groups.items():
+        members = [keys[position] for position in positions]
+        member_joined = "".join(members)
+        if length and len(members) >= VECTOR_MIN_KEYS and member_joined.isascii():
+            result[positions] = _prefixed_equal_length(
+                prefix_hashes[positions], member_joined, len(members), length
+            )
+        else:
+            for position in positions:
+                result[position] = _one_prefixed(int(prefix_hashes[position]), keys[position])
+    return result
+
+
+def _prefixed_equal_length(
+    prefix_hashes: npt.NDArray[np.uint64], joined: str, count: int, length: int
+) -> npt.NDArray[np.int64]:
+    """Index hashes of ``count`` ASCII keys of ``length`` characters each, concatenated in ``joined``."""
+    import numpy as np
+
+    units = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(count, length)
+    hashes = units @ _descending_powers(length)  # uint32: wraps mod 2**32 like Java's int
+    # prefix * 31**length mod 2**32: the uint64 product wraps mod 2**64, a multiple of 2**32.
+    shifted = (prefix_hashes * np.uint64(pow(31, length, _TWO_32))) & np.uint64(_MASK_32)
+    hashes += shifted.astype(np.uint32)
+    absolute = np.abs(hashes.view(np.int32))
+    absolute &= 0x7FFFFFFF  # Math.abs(MIN_VALUE) stays negative; RocketMQ then stores 0
+    return absolute.astype(np.int64)
+
+
+def _one_prefixed(prefix_hash_unsigned: int, key: str) -> int:
+    key_hash = java_string_hash_concat(prefix_hash_unsigned, key)
+    return 0 if key_hash == -0x80000000 else abs(key_hash)
+
+
 def index_key_hashes(topic: str, keys: Sequence[str]) -> list[int]:
     """:func:`index_key_hash` of each of ``keys`` of ``topic``, in order (vectorised for batches)."""
     if len(keys) < VECTOR_MIN_KEYS:

@@ -47,6 +47,21 @@ def is_indexed(sys_flag: int) -> bool:
     return sys_flag & SysFlag.TRANSACTION_MASK != SysFlag.TRANSACTION_ROLLBACK_TYPE
 
 
+# Plain values for the put path's per-message checks.
+UNIQ_KEY: str = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+KEYS: str = MessageConst.KEYS
+TRANSACTION_MASK = int(SysFlag.TRANSACTION_MASK)
+ROLLBACK = int(SysFlag.TRANSACTION_ROLLBACK_TYPE)
+
+
+def add_key_tokens(user_keys: str, commit_log_offset: int, tokens: list[str], offsets: list[int]) -> None:
+    """Append each space-separated token of a KEYS value, with ``commit_log_offset`` beside it."""
+    for token in user_keys.split(" ") if " " in user_keys else (user_keys,):
+        if token:
+            tokens.append(token)
+            offsets.append(commit_log_offset)
+
+
 def index_keys(properties: dict[str, str]) -> list[str]:
     """UNIQ_KEY and the KEYS string (the index splits it into tokens); [] when neither is set."""
     keys = []

@@ -37,12 +37,17 @@ Entry, 20 bytes at ``40 + hash_slot_num * 4 + entry_number * 20``:
     16..19    int   prev_entry_number: the previous entry in the same bucket, 0 = end of chain
     ========  ====  ======================================================================
 
-Theory of operation. A put writes the entry, then the header, then the slot, each with one
-``pack_into``. That order makes a process kill at any point recoverable: before the header write the
-entry lies beyond ``index_count`` and is ignored; after it, the only gap is a slot that still points at
-the entry's predecessor, which :meth:`IndexFile.repair_tail` relinks. Readers treat any slot or chain
-link that is not below ``index_count`` as the end of the chain, and chains must strictly decrease, so a
-damaged file can return wrong offsets (the caller re-checks keys) but can never loop.
+Theory of operation. Keys arrive in runs (:meth:`IndexFile.put_hashes`, one run per write-out of
+the service's queue), and a run is written with array operations in three steps: all its entries
+(past ``index_count``, so no reader or reload counts them yet), then the slots of the buckets it
+touched, then the header with the new ``index_count``. A process kill at any point is recoverable:
+before the slot writes nothing visible changed; between the slot writes and the header some slots
+name entries the header does not count, and each such entry still holds its predecessor, so
+:meth:`IndexFile.repair_slots` follows the chain back to the bucket's previous head. Readers treat
+any slot or chain link that is not below ``index_count`` as the end of the chain, and chains must
+strictly decrease, so a damaged file can return wrong offsets (the caller re-checks keys) but can
+never loop. (Files written one entry at a time, entry then header then slot, may instead have lost
+only the newest entry's slot write: :meth:`IndexFile.repair_tail` relinks it.)
 
 Entries are appended in non-decreasing commit-log order (the service enforces it), so the entries at or
 after a commit-log offset are always a suffix of the file; :meth:`IndexFile.truncate_after` relies on it.
@@ -55,15 +60,20 @@ import mmap
 import os
 import struct
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orbitmq.errors import CorruptRecordError
+from orbitmq.store._fs import failpoints
 
 # The key hashes live with their vectorised form; importers may keep finding them here.
 from orbitmq.store._key_hash import index_key_hash as index_key_hash
 from orbitmq.store._key_hash import index_key_hashes as index_key_hashes
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 HEADER_SIZE_BYTES = 40
 SLOT_SIZE_BYTES = 4
@@ -82,6 +92,13 @@ _HEADER = struct.Struct(">qqqqii")
 _SLOT = struct.Struct(">i")
 _ENTRY = struct.Struct(">iqii")
 _ZERO_ENTRY = bytes(ENTRY_SIZE_BYTES)
+# One entry as a numpy record: packed, big-endian, the same 20 bytes as _ENTRY.
+_ENTRY_FIELDS = [
+    ("key_hash", ">i4"),
+    ("commit_log_offset", ">i8"),
+    ("time_delta_s", ">i4"),
+    ("prev_entry_number", ">i4"),
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,50 +264,84 @@ class IndexFile:
 
         ``key_hash`` must come from :func:`index_key_hash` (non-negative).
         """
-        return self.put_keys([(key_hash, commit_log_offset)], 0, store_timestamp_ms) == 1
+        import numpy as np
 
-    def put_keys(self, keyed: Sequence[tuple[int, int]], start: int, store_timestamp_ms: int) -> int:
-        """Append an entry per (key hash, commit-log offset) of ``keyed[start:]``, all stored at
-        ``store_timestamp_ms``; return the position in ``keyed`` of the first one not written
-        (``len(keyed)`` unless the file filled up).
+        written = self.put_hashes(
+            np.array([key_hash], dtype=np.int64),
+            np.array([commit_log_offset], dtype=np.int64),
+            np.array([store_timestamp_ms], dtype=np.int64),
+            0,
+        )
+        return written == 1
 
-        Each entry is written as the module docstring says (entry, header, slot), so a kill
-        between any two writes leaves at most the newest entry to relink.
+    def put_hashes(
+        self,
+        key_hashes: npt.NDArray[np.int64],
+        commit_log_offsets: npt.NDArray[np.int64],
+        store_timestamps_ms: npt.NDArray[np.int64],
+        start: int,
+    ) -> int:
+        """Append an entry per key from position ``start`` of the three parallel arrays.
+
+        Returns the position of the first key not written: the arrays' length unless the file
+        filled up. Keys must be in non-decreasing commit-log order (the service sees to it).
+
+        The whole run is written in three steps, in this order, as the module docstring says:
+        the entries (past ``index_count``, so invisible), the slots, then the header.
         """
-        mapped = self._mapped
-        hash_slot_num = self._hash_slot_num
-        entries_base = self._entries_base
-        entry_number = self.index_count
-        position = start
-        end = len(keyed)
-        if position < end and entry_number == 1:
-            self.begin_timestamp_ms = store_timestamp_ms
-            self.begin_commit_log_offset = keyed[position][1]
-        time_delta_s = min(max((store_timestamp_ms - self.begin_timestamp_ms) // 1000, 0), _INT_MAX)
-        while position < end and entry_number < self._index_num:
-            key_hash, commit_log_offset = keyed[position]
-            slot_position = HEADER_SIZE_BYTES + (key_hash % hash_slot_num) * SLOT_SIZE_BYTES
-            prev_entry_number = _SLOT.unpack_from(mapped, slot_position)[0]
-            if prev_entry_number <= 0 or prev_entry_number >= entry_number:
-                prev_entry_number = 0
-                self.hash_slot_count += 1
-            _ENTRY.pack_into(
-                mapped,
-                entries_base + entry_number * ENTRY_SIZE_BYTES,
-                key_hash,
-                commit_log_offset,
-                time_delta_s,
-                prev_entry_number,
-            )
-            entry_number += 1
-            self.index_count = entry_number
-            self.end_timestamp_ms = store_timestamp_ms
-            self.end_commit_log_offset = commit_log_offset
-            self._write_header()
-            _SLOT.pack_into(mapped, slot_position, entry_number - 1)
-            self.dirty = True
-            position += 1
-        return position
+        import numpy as np
+
+        count = min(len(key_hashes) - start, self._index_num - self.index_count)
+        if count <= 0:
+            return start
+        stop = start + count
+        hashes = key_hashes[start:stop]
+        offsets = commit_log_offsets[start:stop]
+        times_ms = store_timestamps_ms[start:stop]
+        first_entry = self.index_count
+        if first_entry == 1:
+            self.begin_timestamp_ms = int(times_ms[0])
+            self.begin_commit_log_offset = int(offsets[0])
+        entry_numbers = np.arange(first_entry, first_entry + count, dtype=np.int64)
+        buckets = hashes % self._hash_slot_num
+        slot_table = self._slot_table()
+        # Each entry links to the newest earlier entry of its bucket: inside this run when there is
+        # one (found by a stable sort on the bucket), else whatever the slot held before the run.
+        order = np.argsort(buckets, kind="stable")
+        sorted_buckets = buckets[order]
+        previous = slot_table[sorted_buckets].astype(np.int64)
+        previous[(previous <= 0) | (previous >= first_entry)] = 0
+        same_bucket = sorted_buckets[1:] == sorted_buckets[:-1]
+        previous[1:][same_bucket] = entry_numbers[order[:-1]][same_bucket]
+        prev_entry_numbers = np.empty(count, dtype=np.int64)
+        prev_entry_numbers[order] = previous
+        entries = np.empty(count, dtype=_ENTRY_FIELDS)
+        entries["key_hash"] = hashes
+        entries["commit_log_offset"] = offsets
+        entries["time_delta_s"] = np.clip((times_ms - self.begin_timestamp_ms) // 1000, 0, _INT_MAX)
+        entries["prev_entry_number"] = prev_entry_numbers
+        entries_position = self._entry_position(first_entry)
+        self._mapped[entries_position : entries_position + count * ENTRY_SIZE_BYTES] = entries.tobytes()
+        failpoints.hit("index.after_entries")
+        # The newest entry of each bucket touched becomes that bucket's slot.
+        newest_of_bucket = np.ones(count, dtype=bool)
+        newest_of_bucket[:-1] = ~same_bucket
+        slot_table[sorted_buckets[newest_of_bucket]] = entry_numbers[order[newest_of_bucket]]
+        del slot_table
+        failpoints.hit("index.after_slots")
+        self.hash_slot_count += int(np.count_nonzero(prev_entry_numbers == 0))
+        self.index_count = first_entry + count
+        self.end_timestamp_ms = int(times_ms[-1])
+        self.end_commit_log_offset = int(offsets[-1])
+        self._write_header()
+        self.dirty = True
+        return stop
+
+    def _slot_table(self) -> npt.NDArray[np.int32]:
+        """A writable big-endian view of the slot table (release it before the file closes)."""
+        import numpy as np
+
+        return np.frombuffer(self._mapped, dtype=">i4", count=self._hash_slot_num, offset=HEADER_SIZE_BYTES)
 
     def truncate_after(self, commit_log_offset: int) -> int:
         """Remove the entries whose commit-log offset is >= ``commit_log_offset``; returns how many.
@@ -445,6 +496,43 @@ class IndexFile:
                 f"slot table holds entry numbers in [{lowest}, {highest}], index_count is {self.index_count}"
             )
         return None
+
+    def repair_slots(self) -> int:
+        """Point slots that name entries past ``index_count`` back down their chains; returns how many.
+
+        A stop between a run's slot writes and its header write (see :meth:`put_hashes`) leaves
+        slots naming entries the header does not count yet. Each such entry still holds its own
+        predecessor, so following the chain down to the first counted entry restores the slot
+        exactly as it was before the run. Call after an unclean stop, before :meth:`find_problem`.
+        """
+        import numpy as np
+
+        if not 1 <= self.index_count <= self._index_num:
+            return 0  # a damaged header: find_problem reports it
+        slot_table = self._slot_table()
+        stale = np.flatnonzero(slot_table >= self.index_count)
+        if not stale.size:
+            return 0
+        entries = np.frombuffer(
+            self._mapped, dtype=_ENTRY_FIELDS, count=self._index_num, offset=self._entries_base
+        )
+        previous = entries["prev_entry_number"]
+        values = slot_table[stale].astype(np.int64)
+        while True:
+            ahead = np.flatnonzero(values >= self.index_count)
+            if not ahead.size:
+                break
+            current = values[ahead]
+            valid = current < self._index_num
+            following = np.zeros(ahead.size, dtype=np.int64)
+            following[valid] = previous[current[valid]]
+            # Chains only ever point at older entries: anything else ends the chain.
+            following[(following >= current) | (following < 0)] = 0
+            values[ahead] = following
+        slot_table[stale] = values
+        del slot_table, entries, previous
+        self.dirty = True
+        return int(stale.size)
 
     def repair_tail(self) -> bool:
         """Relink the newest entry if a stop between the header and slot writes left it unlinked.

@@ -16,6 +16,14 @@ newest file's whole slot table); the first inconsistent file and every file afte
 since the store re-indexes the commit log past :attr:`IndexService.max_commit_log_offset`. A newest
 entry whose slot write was lost is relinked instead of dropped.
 
+Write-behind. The put path hands each put's keys to :meth:`IndexService.put_tokens`, which only
+queues them; the queue is written to the files in one run when it holds ``PENDING_KEYS_MAX`` keys,
+and before any query, flush, truncation, retention or close, so no caller can observe it. A kill
+loses the queue, which is harmless: the files then end before the lost keys, and the store's
+recovery re-indexes the commit log from :attr:`IndexService.max_commit_log_offset` as read back
+from the files. Runs make a key cost a few array operations (hashing, linking, packing) instead of
+a Python loop of struct calls.
+
 Thread safety: every public method takes one lock, so puts (from the store's append path), queries
 and retention may come from different threads.
 """
@@ -29,12 +37,25 @@ import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orbitmq.errors import CorruptRecordError, StoreClosedError
-from orbitmq.store._key_hash import index_key_hash, index_key_hashes, load_numpy
+from orbitmq.store._key_hash import (
+    index_key_hash,
+    index_key_hashes_prefixed,
+    load_numpy,
+    topic_prefix_hash,
+)
 from orbitmq.store.index_file import IndexFile
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
 logger = logging.getLogger(__name__)
+
+# Queued keys are written out in one run once this many wait (bounds the memory they hold).
+PENDING_KEYS_MAX = 8192
 
 _FILE_NAME = re.compile(r"\d{17}")
 _KEY_SEPARATOR = " "
@@ -75,8 +96,12 @@ class IndexService:
         self._lock = threading.Lock()
         self._files: list[IndexFile] = []
         self._loaded = False
-        self._max_commit_log_offset = -1
+        self._max_commit_log_offset = -1  # the newest accepted, queued or written
         self._last_update_timestamp_ms = 0
+        # Keys accepted but not yet in the files, one item per put:
+        # (topic prefix hash, tokens, their commit-log offsets, store time).
+        self._pending: list[tuple[int, list[str], list[int], int]] = []
+        self._pending_keys = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -90,6 +115,7 @@ class IndexService:
         with self._lock:
             self._index_dir.mkdir(parents=True, exist_ok=True)
             self._close_files()
+            self._pending, self._pending_keys = [], 0
             paths = sorted(
                 p for p in self._index_dir.iterdir() if p.is_file() and _FILE_NAME.fullmatch(p.name)
             )
@@ -113,6 +139,8 @@ class IndexService:
                 raise
             logger.warning("dropping index file %s: wrong size after an unclean stop", path)
             return False
+        if not clean_shutdown and index_file.repair_slots():
+            logger.info("relinked slots of index file %s written past its header", path)
         problem = index_file.find_problem(check_slots=is_newest and not clean_shutdown)
         if problem is None:
             problem = self._order_problem(index_file)
@@ -146,12 +174,16 @@ class IndexService:
     def flush(self) -> None:
         """Write every file changed since the last flush to disk."""
         with self._lock:
+            if self._loaded:
+                self._drain()
             for index_file in self._files:
                 index_file.flush()
 
     def close(self) -> None:
         """Flush and unmap every file; the service can be loaded again afterwards."""
         with self._lock:
+            if self._loaded:
+                self._drain()
             self._close_files()
             self._loaded = False
 
@@ -186,41 +218,92 @@ class IndexService:
         Raises:
             StoreClosedError: before load() or after close().
         """
+        tokens: list[str] = []
+        offsets: list[int] = []
+        for keys, commit_log_offset in keyed:
+            for key in keys:
+                for token in key.split(_KEY_SEPARATOR) if _KEY_SEPARATOR in key else (key,):
+                    if token:
+                        tokens.append(token)
+                        offsets.append(commit_log_offset)
+        if tokens:
+            self.put_tokens(topic, tokens, offsets, store_timestamp_ms)
+        else:
+            self._require_loaded()
+
+    def put_tokens(self, topic: str, tokens: list[str], offsets: list[int], store_timestamp_ms: int) -> None:
+        """Index ``tokens[i]`` (non-empty, no spaces) at commit-log offset ``offsets[i]``, in log order.
+
+        The put path's entry point. The tokens are queued and written to the files in runs of
+        many puts (:meth:`_drain`): every read, flush and structural change writes the queue out
+        first, so callers never see the difference, and a run costs a few array operations per
+        key instead of a loop of struct calls. The lists are kept: the caller must not reuse them.
+
+        Raises:
+            StoreClosedError: before load() or after close().
+        """
         with self._lock:
             if not self._loaded:
                 raise StoreClosedError(f"index service {self._index_dir} is not loaded")
-            newest_offset = self._max_commit_log_offset
-            tokens: list[str] = []
-            offsets: list[int] = []
-            add_token, add_offset = tokens.append, offsets.append
-            for keys, commit_log_offset in keyed:
-                if commit_log_offset < newest_offset:
-                    continue
-                for key in keys:
-                    if _KEY_SEPARATOR in key:
-                        for token in key.split(_KEY_SEPARATOR):
-                            if token:
-                                add_token(token)
-                                add_offset(commit_log_offset)
-                    elif key:
-                        add_token(key)
-                        add_offset(commit_log_offset)
-            if len(tokens) == 1:
-                self._put_hashed([(index_key_hash(topic, tokens[0]), offsets[0])], store_timestamp_ms)
-            elif tokens:
-                hashed = list(zip(index_key_hashes(topic, tokens), offsets, strict=True))
-                self._put_hashed(hashed, store_timestamp_ms)
+            if offsets[0] < self._max_commit_log_offset:
+                kept = [
+                    (token, offset)
+                    for token, offset in zip(tokens, offsets, strict=True)
+                    if offset >= self._max_commit_log_offset
+                ]
+                if not kept:
+                    return
+                tokens, offsets = [token for token, _ in kept], [offset for _, offset in kept]
+            self._pending.append((topic_prefix_hash(topic), tokens, offsets, store_timestamp_ms))
+            self._pending_keys += len(tokens)
+            self._max_commit_log_offset = offsets[-1]
+            self._last_update_timestamp_ms = store_timestamp_ms
+            if self._pending_keys >= PENDING_KEYS_MAX:
+                self._drain()
 
-    def _put_hashed(self, hashed: list[tuple[int, int]], store_timestamp_ms: int) -> None:
-        """Append (key hash, commit-log offset) entries, rolling to new files as they fill."""
+    def write_queued(self) -> None:
+        """Write every queued key to the files now (reads and flushes do it anyway)."""
+        with self._lock:
+            self._require_loaded()
+            self._drain()
+
+    def _drain(self) -> None:
+        """Write every queued key to the files (lock held)."""
+        import numpy as np
+
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        self._pending_keys = 0
+        tokens: list[str] = []
+        offsets: list[int] = []
+        for _, put_tokens, put_offsets, _ in pending:
+            tokens.extend(put_tokens)
+            offsets.extend(put_offsets)
+        counts = [len(put[1]) for put in pending]
+        prefixes = np.repeat(np.array([put[0] for put in pending], dtype=np.uint64), counts)
+        times_ms = np.repeat(np.array([put[3] for put in pending], dtype=np.int64), counts)
+        self._put_hashed(index_key_hashes_prefixed(prefixes, tokens), offsets, times_ms)
+
+    def _put_hashed(
+        self,
+        key_hashes: npt.NDArray[np.int64],
+        offsets: list[int],
+        store_timestamps_ms: npt.NDArray[np.int64],
+    ) -> None:
+        """Append (key hash, commit-log offset, store time) entries, rolling to new files as they fill."""
+        import numpy as np
+
+        commit_log_offsets = np.asarray(offsets, dtype=np.int64)
         files = self._files
-        position = files[-1].put_keys(hashed, 0, store_timestamp_ms) if files else 0
-        while position < len(hashed):
+        position = (
+            files[-1].put_hashes(key_hashes, commit_log_offsets, store_timestamps_ms, 0) if files else 0
+        )
+        while position < len(key_hashes):
             # Either no file yet or the newest one is full; a fresh file always has room.
             files.append(self._create_file())
-            position = files[-1].put_keys(hashed, position, store_timestamp_ms)
-        self._max_commit_log_offset = hashed[-1][1]
-        self._last_update_timestamp_ms = store_timestamp_ms
+            position = files[-1].put_hashes(key_hashes, commit_log_offsets, store_timestamps_ms, position)
 
     def _create_file(self) -> IndexFile:
         timestamp_ms = time.time_ns() // 1_000_000
@@ -241,6 +324,7 @@ class IndexService:
         """
         with self._lock:
             self._require_loaded()
+            self._drain()
             for index_file in reversed(list(self._files)):
                 if index_file.entry_count == 0:
                     continue
@@ -260,6 +344,7 @@ class IndexService:
         """
         with self._lock:
             self._require_loaded()
+            self._drain()
             expired = [f for f in self._files[:-1] if f.end_commit_log_offset < commit_log_offset]
             for index_file in expired:
                 index_file.delete()
@@ -285,6 +370,7 @@ class IndexService:
         seen: set[int] = set()
         with self._lock:
             self._require_loaded()
+            self._drain()
             for index_file in reversed(self._files):
                 if len(found) >= max_num:
                     break
@@ -313,6 +399,8 @@ class IndexService:
     def file_paths(self) -> list[Path]:
         """The open index files, oldest first."""
         with self._lock:
+            if self._loaded:
+                self._drain()
             return [index_file.path for index_file in self._files]
 
     def _newest_with_entries(self) -> IndexFile | None:

@@ -8,7 +8,8 @@ A put runs in two steps so that the store lock covers memory work only:
    the mapped segment, in one pass, patching in the offsets and the store time.
 
 3. :func:`dispatch_new` (store lock held) buffers the ConsumeQueue entries and hands the
-   whole batch's keys to the index in one call, rather than one call per message.
+   whole batch's keys to the index in one call, rather than one call per message; the index
+   queues them and writes many puts' keys at once.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from orbitmq.protocol.message_codec import (
 from orbitmq.protocol.properties import MAX_PROPERTIES_BYTES, encode_properties
 from orbitmq.store._fs import failpoints
 from orbitmq.store.consume_queue import ConsumeQueue
-from orbitmq.store.dispatch import Dispatcher, index_keys, is_indexed
+from orbitmq.store.dispatch import KEYS, ROLLBACK, TRANSACTION_MASK, UNIQ_KEY, Dispatcher, add_key_tokens
 from orbitmq.store.results import PutMessageRequest, PutResult, PutStatus, failed_put
 
 # PREPARED (0x4) and ROLLBACK (0xC) share bit 0x4; NOT (0) and COMMIT (0x8) lack it.
@@ -202,13 +203,15 @@ def dispatch_new(
     """Buffer the ConsumeQueue entries and index the keys of records :func:`pack` just wrote.
 
     Entries take consecutive queue offsets from the queue's current maximum, as ``pack``
-    assigned them. The whole batch goes to the index in one call (one lock round trip).
+    assigned them. The whole batch's keys go to the index in one call (one lock round trip),
+    already split into tokens.
     """
     topic = queue.topic
     if len(prepared) == 1:
         _dispatch_one(dispatcher, queue, prepared[0], commit_log_offsets[0], store_timestamp)
         return
-    keyed: list[tuple[list[str], int]] = []
+    tokens: list[str] = []
+    token_offsets: list[int] = []
     fields: list[int] = []
     add_fields = fields.extend
     tags_code_for = dispatcher.tags_code_for
@@ -219,18 +222,22 @@ def dispatch_new(
             if tags is None:
                 tags = tags_code_for(topic, properties, store_timestamp)
             add_fields((commit_log_offset, size, tags))
-        if is_indexed(sys_flag):
-            keys = index_keys(properties)
-            if keys:
-                keyed.append((keys, commit_log_offset))
+        if sys_flag & TRANSACTION_MASK != ROLLBACK:
+            unique_key = properties.get(UNIQ_KEY)
+            if unique_key:
+                tokens.append(unique_key)
+                token_offsets.append(commit_log_offset)
+            user_keys = properties.get(KEYS)
+            if user_keys:
+                add_key_tokens(user_keys, commit_log_offset, tokens, token_offsets)
     if len(fields) == 3:
         queue.put(queue.max_queue_offset, fields[0], fields[1], fields[2])
     elif fields:
         queue.put_many(queue.max_queue_offset, fields)
     failpoints.hit("dispatch.after_cq_write")
     index = dispatcher.index
-    if keyed and index is not None:
-        index.put_keys_batch(topic, keyed, store_timestamp)
+    if tokens and index is not None:
+        index.put_tokens(topic, tokens, token_offsets, store_timestamp)
 
 
 def _dispatch_one(
@@ -250,7 +257,15 @@ def _dispatch_one(
         queue.put(queue.max_queue_offset, commit_log_offset, size, tags)
     failpoints.hit("dispatch.after_cq_write")
     index = dispatcher.index
-    if index is not None and is_indexed(sys_flag):
-        keys = index_keys(properties)
-        if keys:
-            index.put_keys_batch(queue.topic, [(keys, commit_log_offset)], store_timestamp)
+    if index is None or sys_flag & TRANSACTION_MASK == ROLLBACK:
+        return
+    unique_key = properties.get(UNIQ_KEY)
+    user_keys = properties.get(KEYS)
+    if user_keys:
+        tokens = [unique_key] if unique_key else []
+        offsets = [commit_log_offset] * len(tokens)
+        add_key_tokens(user_keys, commit_log_offset, tokens, offsets)
+        if tokens:
+            index.put_tokens(queue.topic, tokens, offsets, store_timestamp)
+    elif unique_key:
+        index.put_tokens(queue.topic, [unique_key], [commit_log_offset], store_timestamp)

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from orbitmq.protocol.tags import java_string_hash
-from orbitmq.store._key_hash import VECTOR_MIN_KEYS, abs_hashes, abs_hashes_of_equal_length
+from orbitmq.store._key_hash import (
+    VECTOR_MIN_KEYS,
+    abs_hashes,
+    abs_hashes_of_equal_length,
+    index_key_hashes_prefixed,
+    topic_prefix_hash,
+)
 from orbitmq.store.index_file import index_key_hash, index_key_hashes
 
 
@@ -51,3 +60,25 @@ def test_abs_hashes_falls_back_for_small_or_non_ascii_batches() -> None:
     unicode_keys = ["\u00e9" * 3] * VECTOR_MIN_KEYS
     assert abs_hashes(0, unicode_keys, one_key) == [3] * VECTOR_MIN_KEYS
     assert len(calls) == 2 + VECTOR_MIN_KEYS
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    keyed=st.lists(
+        st.tuples(
+            st.sampled_from(["T", "BenchTopic", "Topic\u00e9"]),
+            st.one_of(
+                st.text(alphabet="0123456789ABCDEF", min_size=32, max_size=32),
+                st.text(min_size=1, max_size=12),
+            ),
+        ),
+        max_size=40,
+    )
+)
+def test_index_key_hashes_prefixed_matches_one_key_at_a_time(keyed: list[tuple[str, str]]) -> None:
+    """Keys of several topics and lengths (ASCII or not) hashed in one call, as one by one."""
+    import numpy as np
+
+    prefixes = np.array([topic_prefix_hash(topic) for topic, _ in keyed], dtype=np.uint64)
+    hashed = index_key_hashes_prefixed(prefixes, [key for _, key in keyed])
+    assert hashed.tolist() == [index_key_hash(topic, key) for topic, key in keyed]
