@@ -335,6 +335,51 @@ def iterate_commit_log(
                     file_position += record_size
 
 
+class FlushFuture(Future[bool]):
+    """The future of a flush group, whose blocking :meth:`result` scales to many waiting threads.
+
+    ``Future.result`` sleeps on the future's one shared Condition, so when a group commit
+    resolves the future that 64 threads wait on, every woken thread must re-take that lock in
+    turn before it can return: a convoy that costs more than the fsync it waited for. Here
+    each waiting thread sleeps on a lock of its own, released by the resolution, and finds the
+    result already final when it wakes. Callbacks and ``asyncio.wrap_future`` work as for any
+    Future.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sleepers: list[threading.Lock] = []
+        self._sleepers_lock = threading.Lock()
+
+    def result(self, timeout: float | None = None) -> bool:
+        if not self.done():
+            sleeper = threading.Lock()
+            sleeper.acquire()
+            with self._sleepers_lock:
+                # Checked again under the lock: a resolution that already woke the sleepers
+                # must not leave this one waiting.
+                sleeping = not self.done()
+                if sleeping:
+                    self._sleepers.append(sleeper)
+            if sleeping:
+                sleeper.acquire(timeout=-1 if timeout is None else timeout)
+        return super().result(timeout=0)
+
+    def set_result(self, result: bool) -> None:
+        super().set_result(result)
+        self._wake_sleepers()
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        super().set_exception(exception)
+        self._wake_sleepers()
+
+    def _wake_sleepers(self) -> None:
+        with self._sleepers_lock:
+            sleepers, self._sleepers = self._sleepers, []
+        for sleeper in sleepers:
+            sleeper.release()
+
+
 class _FlushGroup:
     """Puts waiting for one flush: the highest end offset among them, the first's deadline."""
 
@@ -386,7 +431,7 @@ class CommitLogFlusher:
                 if end_offset > group.end_offset:
                     group.end_offset = end_offset
                 return group.future
-            future: Future[bool] = Future()
+            future: Future[bool] = FlushFuture()
             if self._stopped:
                 # A put that raced with close(): the final flush already ran (or failed).
                 future.set_result(end_offset <= self._commit_log.flushed_offset)
