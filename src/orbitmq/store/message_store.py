@@ -38,6 +38,7 @@ from orbitmq.store.consume_queue import ConsumeQueueTable
 from orbitmq.store.dispatch import Dispatcher, record_has_key
 from orbitmq.store.index_service import IndexService
 from orbitmq.store.put_path import Prepared, RecordBuilder, dispatch_new, pack, pack_one
+from orbitmq.store.queue_manifest import ManifestKeeper
 from orbitmq.store.read_path import collect_records
 from orbitmq.store.recovery import RecoveryReport, recover
 from orbitmq.store.results import (
@@ -92,6 +93,7 @@ class MessageStore:
         self._flusher: CommitLogFlusher | None = None
         self._housekeeper: Housekeeper | None = None
         self._checkpoint = Checkpoint()
+        self._manifest = ManifestKeeper(Path(config.store_path_root_dir))
         self.recovery_report: RecoveryReport | None = None
 
     def _queue_load_bounds(self) -> tuple[int, int]:
@@ -109,6 +111,7 @@ class MessageStore:
         clean_shutdown = not self.config.abort_path.exists()
         self.config.abort_path.touch()
         checkpoint = read_checkpoint(self.config.checkpoint_path)
+        manifest = self._manifest.load()
         rebuild_all = not self.config.consume_queue_dir.is_dir()
         self.config.consume_queue_dir.mkdir(exist_ok=True)
         self._commit_log.load()
@@ -117,10 +120,19 @@ class MessageStore:
             self._index.load(clean_shutdown)
         with self._queues.flush_lock, self._lock:
             self.recovery_report = recover(
-                self._commit_log, self._dispatcher, checkpoint, clean_shutdown, rebuild_all
+                self._commit_log, self._dispatcher, checkpoint, clean_shutdown, rebuild_all, manifest
             )
             self._dispatched_offset = self._recovered_end_offset = self._commit_log.max_offset
+        # The manifest now describes what recovery left (queues rebuilt, cut or gone).
+        report = self.recovery_report
+        self._manifest.recovered(self._recovered_end_offset)
+        found_losses = report.lost_queues or report.rebuilt_queues or report.index_rebuilt
+        with self._queues.flush_lock:
+            self._manifest.save(self._queues, self._index, self._commit_log, self._lock, bool(found_losses))
         self._checkpoint = checkpoint or Checkpoint()
+        if report.rebuilt_queues or report.index_rebuilt:
+            # Make what was rebuilt durable now, not at the first thorough flush.
+            self.flush_consume_queues(thorough=True)
         self._flusher = CommitLogFlusher(
             self._commit_log,
             self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH,
@@ -145,8 +157,10 @@ class MessageStore:
         # Final commit-log flush; puts still waiting on it resolve.
         if self._flusher is not None:
             self._flusher.stop()
-        # Every buffered ConsumeQueue entry to disk, then the checkpoint.
+        # Every buffered ConsumeQueue entry to disk, then the checkpoint and the exact manifest.
         self.flush_consume_queues(thorough=True)
+        with self._queues.flush_lock:
+            self._manifest.save(self._queues, self._index, self._commit_log, self._lock, final=True)
         with self._lock:
             self._commit_log.close()
             self._queues.close()
@@ -410,6 +424,7 @@ class MessageStore:
         self._require_open()
         with self._queues.flush_lock, self._lock:
             self._queues.delete_topic(topic)
+            self._manifest.forget_topic(topic)
 
     # -- offsets and replication --------------------------------------------------------------
 
@@ -476,6 +491,7 @@ class MessageStore:
             checkpoint.commit_log_flushed_offset = self._commit_log.flushed_offset
             checkpoint.commit_log_flushed_timestamp_ms = now_ms
             write_checkpoint(self.config.checkpoint_path, checkpoint)
+            self._manifest.save(self._queues, self._index, self._commit_log, self._lock, final=False)
 
     def run_retention(self, now_ms: int, force: bool = False) -> int:
         """Delete expired CommitLog segments (module retention); return how many were deleted.

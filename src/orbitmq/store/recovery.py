@@ -16,19 +16,29 @@ steps, and differ only in how much they trust the bytes:
    files were lost) is deleted and rebuilt from the whole log in a second walk; a missing
    ``consumequeue`` directory rebuilds every queue the same way.
 4. ConsumeQueue entries and index entries that point past the new end are dropped.
+5. Files lost under an intact checkpoint are found and rebuilt. The queue manifest
+   (``queue_manifest.py``) lists every queue: one whose directory is gone, or whose files
+   hold fewer entries than the manifest counts, is rebuilt from the whole log, with the
+   queues of step 3 in the same walk; one none of whose records survive retention comes
+   back empty at its old end. An index that holds nothing although the checkpoint counts
+   keys is re-indexed in that walk too (keys only). A normal start skips this step's walk:
+   its checks list the directory of each queue not loaded by step 3, nothing more.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from orbitmq.model.message import MessageExt
 from orbitmq.store.checkpoint import Checkpoint
 from orbitmq.store.commit_log import CommitLog, RecordCheck, check_record, check_record_header
-from orbitmq.store.dispatch import Dispatcher, Redispatch
+from orbitmq.store.consume_queue import ConsumeQueueTable
+from orbitmq.store.dispatch import Dispatcher, Redispatch, index_keys, is_indexed
 from orbitmq.store.index_service import IndexService
+from orbitmq.store.queue_manifest import QueueManifest, missing_queues, short_queues
 
 _log = logging.getLogger(__name__)
 
@@ -44,7 +54,12 @@ class RecoveryReport:
     corrupt_offset: int | None = None  # where a record failed its checks (the torn tail)
     records_scanned: int = 0
     records_dispatched: int = 0
-    rebuilt_queues: int = 0
+    rebuilt_queues: int = 0  # queues rebuilt from the whole log: with a gap, or lost
+    lost_queues: int = 0  # queues the manifest lists whose files were missing or short
+    restored_empty_queues: int = 0  # lost queues without a surviving record, restored empty
+    index_rebuilt: bool = False  # the index had lost its files and was rebuilt from the whole log
+    rebuild_records_scanned: int = 0  # records read by the rebuild walk
+    rebuild_ms: int = 0  # time the rebuild walk took
 
 
 def recover(
@@ -53,16 +68,40 @@ def recover(
     checkpoint: Checkpoint | None,
     clean_shutdown: bool,
     rebuild_all_queues: bool,
+    manifest: QueueManifest | None = None,
 ) -> RecoveryReport:
-    """Recover the loaded ``commit_log`` and the derived files; return what was done."""
+    """Recover the loaded ``commit_log`` and the derived files; return what was done.
+
+    ``manifest`` (None for stores without one) names the queues that must exist; those whose
+    files went missing are rebuilt from the log (see the module docstring, step 5).
+    """
     report = RecoveryReport(clean_shutdown)
     if not commit_log.segments.files:
         return report
     index = dispatcher.index
+    # Judged before recovery touches anything: an index that holds nothing although the
+    # checkpoint says it was dispatched past the log's start has lost its files.
+    index_lost = _index_lost(commit_log, index, checkpoint, manifest)
+    missing = missing_queues(manifest, dispatcher.queues.names()) if manifest is not None else set()
     if index is not None and not clean_shutdown and index.max_commit_log_offset >= 0:
         # A crash may have indexed only some keys of the newest record: drop it and redo it.
         index.truncate_after(index.max_commit_log_offset)
     dispatch_from = _dispatch_from(commit_log, index, checkpoint, rebuild_all_queues)
+    gaps = _recover_log(commit_log, dispatcher, checkpoint, dispatch_from, report)
+    _recover_lost_files(commit_log, dispatcher, manifest, missing, gaps, index_lost, report)
+    _log.info("store recovery: %s", report)
+    return report
+
+
+def _recover_log(
+    commit_log: CommitLog,
+    dispatcher: Dispatcher,
+    checkpoint: Checkpoint | None,
+    dispatch_from: int,
+    report: RecoveryReport,
+) -> set[tuple[str, int]]:
+    """Steps 1-4: find the log's end, re-dispatch from ``dispatch_from``; return queues with a gap."""
+    index = dispatcher.index
     scan_point = dispatch_from
     if checkpoint is not None:
         scan_point = min(scan_point, checkpoint.commit_log_flushed_offset)
@@ -83,8 +122,8 @@ def recover(
             report.records_dispatched += 1
 
     # After a clean shutdown, records below the dispatch point only need a header check.
-    skim_below = dispatch_from if clean_shutdown else segment.start_offset
-    end = _walk(commit_log, segment.start_offset, not clean_shutdown, dispatch, report, skim_below)
+    skim_below = dispatch_from if report.clean_shutdown else segment.start_offset
+    end = _walk(commit_log, segment.start_offset, not report.clean_shutdown, dispatch, report, skim_below)
     report.end_offset = end
     commit_log.truncate_after(end)
     commit_log.set_flushed_offset(min(end, segment.start_offset))
@@ -93,10 +132,7 @@ def recover(
         queue.truncate_past(end)
     if index is not None:
         index.truncate_after(end)
-    if gaps:
-        _rebuild_queues(commit_log, dispatcher, gaps, report)
-    _log.info("store recovery: %s", report)
-    return report
+    return gaps
 
 
 def _dispatch_from(
@@ -165,20 +201,154 @@ def _walk(
     return start_offset
 
 
-def _rebuild_queues(
-    commit_log: CommitLog, dispatcher: Dispatcher, queues: set[tuple[str, int]], report: RecoveryReport
+def _recover_lost_files(
+    commit_log: CommitLog,
+    dispatcher: Dispatcher,
+    manifest: QueueManifest | None,
+    missing: set[tuple[str, int]],
+    gaps: set[tuple[str, int]],
+    index_lost: bool,
+    report: RecoveryReport,
 ) -> None:
-    """Delete the given queues and rebuild them from the first segment."""
-    _log.warning("rebuilding %d consume queues with missing entries from the commit log", len(queues))
+    """Step 5, after the log's end is known: rebuild lost queues, queues with a gap, a lost index."""
+    lost = set(missing)
+    # A manifest counting entries past the recovered end predates a lost log tail: its
+    # counts no longer hold, only its list of queues does.
+    counts_hold = manifest is not None and manifest.commit_log_end_offset <= report.end_offset
+    if report.dispatch_from_offset > commit_log.min_offset:
+        # (Otherwise the first walk re-dispatched the whole log and nothing can be missing.)
+        if manifest is not None and counts_hold:
+            lost |= short_queues(manifest, dispatcher.queues, missing)
+        _rebuild_lost(commit_log, dispatcher, gaps, lost, index_lost, manifest, report)
+    elif gaps:
+        _rebuild_from_log(commit_log, dispatcher, gaps, set(), False, report)
+    if manifest is not None and counts_hold:
+        report.restored_empty_queues = _restore_empty(dispatcher.queues, manifest, lost)
+    if report.corrupt_offset is not None or (manifest is not None and not counts_hold):
+        # The log lost records that queues not loaded yet may still point at; loading cuts
+        # them now, before a later session's records reuse those commit-log offsets.
+        for topic, queue_id in dispatcher.queues.names():
+            dispatcher.queues.get(topic, queue_id)
+
+
+def _index_lost(
+    commit_log: CommitLog,
+    index: IndexService | None,
+    checkpoint: Checkpoint | None,
+    manifest: QueueManifest | None,
+) -> bool:
+    """Whether the index lost its files: it holds nothing, yet the checkpoint counts keys in it."""
+    if index is None or checkpoint is None or index.max_commit_log_offset >= 0:
+        return False
+    if checkpoint.index_dispatched_offset <= commit_log.min_offset:
+        return False
+    # A log without keys leaves the index empty too; a manifest tells the two apart.
+    return manifest is None or manifest.index_has_entries
+
+
+def _rebuild_lost(
+    commit_log: CommitLog,
+    dispatcher: Dispatcher,
+    gaps: set[tuple[str, int]],
+    lost: set[tuple[str, int]],
+    index_lost: bool,
+    manifest: QueueManifest | None,
+    report: RecoveryReport,
+) -> None:
+    """Step 5: one walk over the whole log for queues with a gap, lost queues and a lost index."""
+    report.lost_queues = len(lost)
+    known = manifest.queues if manifest is not None else {}
+    # A lost queue that held no entries has nothing in the log to rebuild: it is restored
+    # empty afterwards, and walks only along with the others.
+    lost_with_entries = [key for key in lost if (bounds := known.get(key)) is None or bounds.holds_entries]
+    reindex = index_lost and report.end_offset > commit_log.min_offset
+    if gaps or lost_with_entries or reindex:
+        _rebuild_from_log(commit_log, dispatcher, gaps, lost, reindex, report)
+
+
+def _names(queues: set[tuple[str, int]], shown_max: int = 20) -> str:
+    names = [f"{topic}/{queue_id}" for topic, queue_id in sorted(queues)]
+    if len(names) > shown_max:
+        return ", ".join(names[:shown_max]) + f" and {len(names) - shown_max} more"
+    return ", ".join(names)
+
+
+def _rebuild_from_log(
+    commit_log: CommitLog,
+    dispatcher: Dispatcher,
+    gaps: set[tuple[str, int]],
+    lost: set[tuple[str, int]],
+    reindex: bool,
+    report: RecoveryReport,
+) -> None:
+    """Delete the given queues and rebuild them, and the index if ``reindex``, from the first segment.
+
+    Only the records of those queues reach a ConsumeQueue: the others are complete.
+    """
+    started_ns = time.monotonic_ns()
+    if gaps:
+        _log.warning("consume queues missing entries below the checkpoint: %s", _names(gaps))
+    if lost:
+        _log.warning("consume queues lost while the checkpoint was intact: %s", _names(lost))
+    if reindex:
+        _log.warning(
+            "the index lost its files although the checkpoint counts keys past commit-log offset %d",
+            commit_log.min_offset,
+        )
+    queues = gaps | lost
     for topic, queue_id in queues:
         dispatcher.queues.drop(topic, queue_id)
     report.rebuilt_queues = len(queues)
-    selected = dispatcher.queues
+    index = dispatcher.index if reindex else None
+    if index is not None:
+        # The first walk indexed the records past the checkpoint; index them again in log order.
+        index.truncate_after(commit_log.min_offset)
+        report.index_rebuilt = True
 
     def dispatch(message_offset: int, size: int, message: MessageExt) -> None:
-        key = (message.topic, message.queue_id)
-        if key in queues:
-            selected.get_or_create(*key)
+        if (message.topic, message.queue_id) in queues:
             dispatcher.redispatch(message, message_offset, size)
+        elif (
+            index is not None
+            and is_indexed(message.sys_flag)
+            and message_offset > index.max_commit_log_offset
+        ):
+            keys = index_keys(message.properties)
+            if keys:
+                index.put_keys(message.topic, keys, message_offset, message.store_timestamp)
 
-    _walk(commit_log, commit_log.min_offset, False, dispatch, RecoveryReport(report.clean_shutdown))
+    walked = RecoveryReport(report.clean_shutdown)
+    _walk(commit_log, commit_log.min_offset, False, dispatch, walked)
+    report.rebuild_records_scanned = walked.records_scanned
+    report.rebuild_ms = (time.monotonic_ns() - started_ns) // 1_000_000
+    _log.warning(
+        "rebuilt %d consume queues%s from the whole commit log (%d records) in %d ms",
+        len(queues),
+        " and the index" if index is not None else "",
+        walked.records_scanned,
+        report.rebuild_ms,
+    )
+
+
+def _restore_empty(table: ConsumeQueueTable, manifest: QueueManifest, lost: set[tuple[str, int]]) -> int:
+    """Recreate lost queues none of whose records survive, empty at their old end; return how many.
+
+    Retention can take every record of a queue; the queue still counts its history, so that
+    consumers' offsets stay valid and the next put continues the numbering.
+    """
+    restored = 0
+    for topic, queue_id in sorted(lost):
+        bounds = manifest.queues.get((topic, queue_id))
+        if bounds is None or bounds.max_queue_offset == 0 or table.get(topic, queue_id) is not None:
+            continue
+        queue = table.get_or_create(topic, queue_id)
+        queue.min_queue_offset = queue.max_queue_offset = bounds.max_queue_offset
+        queue.written_queue_offset = bounds.max_queue_offset
+        restored += 1
+        _log.warning(
+            "consume queue %s/%d has no record left in the commit log; restored empty at queue offset %d",
+            topic,
+            queue_id,
+            bounds.max_queue_offset,
+        )
+    return restored
