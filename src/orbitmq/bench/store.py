@@ -48,6 +48,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -246,9 +247,15 @@ class StoreBench:
         return Row(label, sum(counts), elapsed, sum(wrote))
 
     def sync_in_flight(self, in_flight: int) -> Row:
-        """One thread keeps ``in_flight`` puts waiting for their flush, as the broker's event loop does."""
+        """One thread keeps ``in_flight`` puts waiting for their flush, as the broker's event loop does.
+
+        Like the broker's send handler, the puts of one flush group share one wake-up: the
+        group's future gets one callback, and the thread answers every put of the group when
+        it fires.
+        """
         store = self._store(FlushDiskType.SYNC_FLUSH)
-        done: queue.SimpleQueue[bool] = queue.SimpleQueue()
+        done: queue.SimpleQueue[Future[bool]] = queue.SimpleQueue()
+        waiting: dict[Future[bool], int] = {}  # group future -> puts waiting on it (this thread only)
         request = PutMessageRequest(topic="BenchSync", queue_id=0, body=os.urandom(LARGE_BODY_BYTES))
         messages = wrote = timeouts = 0
 
@@ -256,21 +263,28 @@ class StoreBench:
             nonlocal wrote
             result = _checked(store.put_message(request))
             wrote += result.wrote_bytes
-            if result.flush_future is None:
+            future = result.flush_future
+            if future is None:
                 raise RuntimeError("a SYNC_FLUSH put returned no flush future")
-            result.flush_future.add_done_callback(lambda future: done.put(future.result()))
+            count = waiting.get(future)
+            if count is None:
+                waiting[future] = 1
+                future.add_done_callback(done.put)
+            else:
+                waiting[future] = count + 1
 
         started = time.perf_counter()
         deadline = started + self.sync_seconds
         for _ in range(in_flight):
             put()
-        while time.perf_counter() < deadline:
-            timeouts += not done.get(timeout=30)
-            messages += 1
-            put()
-        for _ in range(in_flight):
-            timeouts += not done.get(timeout=30)
-            messages += 1
+        while waiting:
+            future = done.get(timeout=30)
+            count = waiting.pop(future)
+            messages += count
+            timeouts += 0 if future.result() else count
+            if time.perf_counter() < deadline:
+                for _ in range(count):
+                    put()
         elapsed = time.perf_counter() - started
         self.discard(store)
         label = f"SYNC_FLUSH 1 KiB, {in_flight} in flight from one thread (broker-like)"

@@ -410,7 +410,9 @@ class CommitLogFlusher:
         self._sync = sync
         self._interval_s = interval_ms / 1000
         self._timeout_s = timeout_ms / 1000
-        self._condition = threading.Condition()
+        # Puts take the plain lock (a C-level context manager); the thread waits on the condition.
+        self._lock = threading.Lock()
+        self._condition = threading.Condition(self._lock)
         self._requests: list[_FlushGroup] = []
         self._open_group: _FlushGroup | None = None  # the group new puts join (not yet taken)
         self._stopping = False
@@ -425,7 +427,7 @@ class CommitLogFlusher:
 
         Puts waiting for the same flush share one future (see the class docstring).
         """
-        with self._condition:
+        with self._lock:
             group = self._open_group
             if group is not None:
                 if end_offset > group.end_offset:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from concurrent.futures import Future
 from functools import lru_cache
 
 from orbitmq.broker.handlers import BrokerState, now_ms
@@ -74,6 +75,9 @@ class SendHandlers:
 
     def __init__(self, state: BrokerState) -> None:
         self._state = state
+        # Flush-group futures already bridged to the event loop: the puts of one group commit
+        # share one store future, so they share one loop future and one cross-thread wake-up.
+        self._flush_waits: dict[Future[bool], asyncio.Future[bool]] = {}
 
     # -- send ----------------------------------------------------------------------------------
 
@@ -337,7 +341,7 @@ class SendHandlers:
         future = result.flush_future
         must_wait = status is PutStatus.PUT_OK and future is not None and wait_store_ok and sync_flush
         # The store's flush thread resolves the future; the event loop keeps serving meanwhile.
-        if must_wait and future is not None and not await asyncio.wrap_future(future):
+        if must_wait and future is not None and not await self._flushed(future):
             status = PutStatus.FLUSH_DISK_TIMEOUT
         code, remark = put_response_code(status, result.remark)
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
@@ -351,6 +355,18 @@ class SendHandlers:
             MessageConst.TRACE_SWITCH: "true",
         }
         return request.response(code, remark, ext)
+
+    def _flushed(self, future: Future[bool]) -> asyncio.Future[bool]:
+        """An awaitable of a flush-group future, shared by every put of the group.
+
+        Shielded per awaiter: a handler cancelled while waiting (its connection closed) must
+        not cancel the loop future the rest of its group awaits.
+        """
+        shared = self._flush_waits.get(future)
+        if shared is None:
+            shared = self._flush_waits[future] = asyncio.wrap_future(future)
+            shared.add_done_callback(lambda _: self._flush_waits.pop(future, None))
+        return asyncio.shield(shared)
 
     # -- send back -----------------------------------------------------------------------------
 
