@@ -158,9 +158,7 @@ class MessageStore:
         if self._flusher is not None:
             self._flusher.stop()
         # Every buffered ConsumeQueue entry to disk, then the checkpoint and the exact manifest.
-        self.flush_consume_queues(thorough=True)
-        with self._queues.flush_lock:
-            self._manifest.save(self._queues, self._index, self._commit_log, self._lock, final=True)
+        self.flush_consume_queues(thorough=True, final=True)
         with self._lock:
             self._commit_log.close()
             self._queues.close()
@@ -472,8 +470,12 @@ class MessageStore:
 
     # -- background work ----------------------------------------------------------------------
 
-    def flush_consume_queues(self, thorough: bool) -> None:
-        """Write buffered ConsumeQueue entries; ``thorough`` also fsyncs and moves the checkpoint."""
+    def flush_consume_queues(self, thorough: bool, final: bool = False) -> None:
+        """Write buffered ConsumeQueue entries; ``thorough`` also fsyncs and moves the checkpoint.
+
+        ``final`` (close) writes the exact manifest, bounds included; a routine thorough flush
+        rewrites it only when the store's shape changed.
+        """
         with self._queues.flush_lock:
             dispatched = self._dispatched_offset
             self._queues.write_pending(self._lock, force=thorough)
@@ -491,7 +493,7 @@ class MessageStore:
             checkpoint.commit_log_flushed_offset = self._commit_log.flushed_offset
             checkpoint.commit_log_flushed_timestamp_ms = now_ms
             write_checkpoint(self.config.checkpoint_path, checkpoint)
-            self._manifest.save(self._queues, self._index, self._commit_log, self._lock, final=False)
+            self._manifest.save(self._queues, self._index, self._commit_log, self._lock, final=final)
 
     def run_retention(self, now_ms: int, force: bool = False) -> int:
         """Delete expired CommitLog segments (module retention); return how many were deleted.

@@ -90,12 +90,10 @@ class QueueManifest:
     commit_log_end_offset: int = 0
 
     def encode(self) -> bytes:
-        items = []
-        for (topic, queue_id), bounds in sorted(self.queues.items()):
-            if bounds is None:
-                items.append([topic, queue_id, None, None])
-            else:
-                items.append([topic, queue_id, bounds.min_queue_offset, bounds.max_queue_offset])
+        items = [
+            (topic, queue_id, None, None) if bounds is None else (topic, queue_id, bounds[0], bounds[1])
+            for (topic, queue_id), bounds in sorted(self.queues.items())
+        ]
         document = {
             "version": _VERSION,
             "commit_log_end_offset": self.commit_log_end_offset,
@@ -300,8 +298,8 @@ class ManifestKeeper:
         # Read without the store lock: a racing put can show min above max for a moment.
         loaded_bounds = {
             (queue.topic, queue.queue_id): (
-                min(queue.min_queue_offset, queue.max_queue_offset),
-                queue.max_queue_offset,
+                low if (low := queue.min_queue_offset) <= (high := queue.max_queue_offset) else high,
+                high,
             )
             for queue in loaded
         }
@@ -326,10 +324,12 @@ class ManifestKeeper:
         ):
             self._loaded_keys = set(loaded_bounds)
             return False
+        # Plain tuples are QueueBounds' layout; building 50,000 named ones would cost more.
+        make_bounds = tuple.__new__
         queues: dict[QueueKey, QueueBounds | None] = {}
         for key in names:
             bounds = loaded_bounds.get(key)
-            queues[key] = QueueBounds(*bounds) if bounds is not None else previous.get(key)
+            queues[key] = make_bounds(QueueBounds, bounds) if bounds is not None else previous.get(key)
         manifest = QueueManifest(queues, index_has_entries, end_offset)
         try:
             write_file_durably(self.path, manifest.encode())
