@@ -15,24 +15,26 @@ and are named by the 20-digit byte offset of their first entry, under
 Theory of operation. A ConsumeQueue is derived data: the CommitLog alone can rebuild it.
 That lets the put path stay O(1) however many queues exist: :meth:`ConsumeQueue.put`
 packs the entry into an in-memory tail buffer, and the flush thread later writes each
-buffer to its file with one pwrite (:meth:`ConsumeQueueTable.write_pending`). Readers
-see file entries below ``written_queue_offset`` and buffered ones above it. Only a
-bounded number of files is open at once (:class:`FileHandles`, LRU), so 50,000 queues
-cost no more descriptors than 8.
+buffer to its file with one pwrite (:meth:`ConsumeQueueTable.write_pending`; the file work
+is in ``_queue_writeout``, which spreads file creation over a few threads). Readers see
+file entries below ``written_queue_offset`` and buffered ones above it. The tail buffer is
+kept and reused once written (only its capacity matters: bytes past ``max_queue_offset``
+are never read), so a queue's steady state allocates nothing per put or per write-out.
+Only a bounded number of files is open at once (:class:`FileHandles`, LRU), so 50,000
+queues cost no more descriptors than 8.
 
 File creation is the dominant cost of a first write to many queues (one directory and
 one file each, which the filesystem's metadata work bounds), so the write-out keeps it
 to the minimum: each queue makes its directory once, and creates a file with one
-``open(O_CREAT)`` plus an extension to full size on that same descriptor; later writes
-to a file it created or extended skip both. Everything here runs under the store's lock except the
-file I/O of the flush thread, which holds ``flush_lock`` instead; structural changes
-(truncate, delete) take both.
+``open(O_CREAT | O_EXCL)`` plus an extension to full size on that same descriptor; later
+writes to a file it created or extended skip both. Everything here runs under the store's
+lock except the file I/O of the write-out, whose caller holds ``flush_lock`` instead;
+structural changes (truncate, delete) take both.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import struct
@@ -40,14 +42,16 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from orbitmq.store._fs import failpoints, list_segments
-from orbitmq.store._queue_files import FileHandles, make_queue_directory
+from orbitmq.store._fs import list_segments
+from orbitmq.store._queue_files import ENTRY as ENTRY
+from orbitmq.store._queue_files import ENTRY_BYTES as ENTRY_BYTES
+from orbitmq.store._queue_files import FileHandles
+from orbitmq.store._queue_writeout import DEFAULT_THREAD_COUNT, QueueWriter
 
-_log = logging.getLogger(__name__)
-
-ENTRY = struct.Struct(">qiq")
-ENTRY_BYTES = ENTRY.size
-_PENDING_GROWTH_ENTRIES = 64
+# A tail buffer grows by this much (zeros, never read) when a put finds it full; a written
+# buffer larger than _PENDING_KEEP_BYTES_MAX (a burst's) is released rather than kept.
+_PENDING_GROWTH = bytes(ENTRY_BYTES * 16)
+_PENDING_KEEP_BYTES_MAX = 64 * 1024
 _entries_structs: dict[int, struct.Struct] = {}
 
 
@@ -61,13 +65,26 @@ def _entries_struct(count: int) -> struct.Struct:
     return packer
 
 
-_SYNC_EACH_FILE_MAX = 256
-WRITE_BATCH_ENTRIES = 64
-WRITE_DELAY_ROUNDS = 5
-
-
 class ConsumeQueue:
     """One queue's entries: files below ``written_queue_offset``, a memory tail above it."""
+
+    # Slots: 50,000 queues are 50,000 of these, touched on every put.
+    __slots__ = (
+        "topic",
+        "queue_id",
+        "directory",
+        "entries_per_file",
+        "file_bytes",
+        "files",
+        "min_queue_offset",
+        "max_queue_offset",
+        "written_queue_offset",
+        "_pending",
+        "first_dirty_round",
+        "directory_ready",
+        "sized_file_start",
+        "sized_file_path",
+    )
 
     def __init__(self, topic: str, queue_id: int, directory: str, entries_per_file: int, files: FileHandles):
         self.topic = topic
@@ -75,17 +92,19 @@ class ConsumeQueue:
         self.directory = directory
         self.entries_per_file = entries_per_file
         self.file_bytes = entries_per_file * ENTRY_BYTES
-        self._files = files
+        self.files = files
         self.min_queue_offset = 0
         self.max_queue_offset = 0  # next queue offset to be written
         self.written_queue_offset = 0  # entries below this are in files
+        # Entries from written_queue_offset to max_queue_offset; its capacity may be larger.
         self._pending = bytearray()
-        self.dirty_paths: set[str] = set()  # written, not yet fsync'd
         self.first_dirty_round = 0  # write-out round that first saw entries waiting (0: none)
-        # What the write-out knows exists, so that it skips the checks: the directory, and
-        # the first queue offset of the one file it last created or extended to full size.
-        self._directory_ready = False
-        self._sized_file_start = -1
+        # What the write-out (``_queue_writeout``) knows exists, so that it skips the checks:
+        # the directory, and the one file (first queue offset, path) it last created or
+        # extended to full size.
+        self.directory_ready = False
+        self.sized_file_start = -1
+        self.sized_file_path = ""
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -104,7 +123,7 @@ class ConsumeQueue:
         starts = self.file_starts()
         if not starts:
             return
-        self._directory_ready = True
+        self.directory_ready = True
         last = starts[-1]
         end = self._search_end(last)
         self.max_queue_offset = self.written_queue_offset = end
@@ -116,7 +135,7 @@ class ConsumeQueue:
         self.min_queue_offset = self._search_min(starts[0], commit_log_min)
 
     def _read_entry(self, queue_offset: int) -> tuple[int, int, int]:
-        data = self._files.pread(
+        data = self.files.pread(
             self.path_of(queue_offset), ENTRY_BYTES, (queue_offset % self.entries_per_file) * ENTRY_BYTES
         )
         if len(data) < ENTRY_BYTES:
@@ -128,7 +147,7 @@ class ConsumeQueue:
         """The first non-zero entry of a file (a rebuilt queue may start mid-file)."""
         if self._read_entry(file_start)[1]:
             return file_start
-        data = self._files.pread(self.path_of(file_start), self.file_bytes, 0)
+        data = self.files.pread(self.path_of(file_start), self.file_bytes, 0)
         for index, (_, size, _) in enumerate(ENTRY.iter_unpack(data[: len(data) - len(data) % ENTRY_BYTES])):
             if size:
                 return file_start + index
@@ -173,7 +192,7 @@ class ConsumeQueue:
         position = (queue_offset - self.written_queue_offset) * ENTRY_BYTES
         pending = self._pending
         if len(pending) < position + ENTRY_BYTES:
-            pending.extend(bytes(ENTRY_BYTES * _PENDING_GROWTH_ENTRIES))
+            pending += _PENDING_GROWTH
         ENTRY.pack_into(pending, position, commit_log_offset, size, tags_code)
         self.max_queue_offset = queue_offset + 1
 
@@ -187,40 +206,34 @@ class ConsumeQueue:
         pending = self._pending
         end = position + count * ENTRY_BYTES
         if len(pending) < end:
-            pending.extend(bytes(end - len(pending) + ENTRY_BYTES * _PENDING_GROWTH_ENTRIES))
+            pending += bytes(end - len(pending))
+            pending += _PENDING_GROWTH
         _entries_struct(count).pack_into(pending, position, *fields)
         self.max_queue_offset = queue_offset + count
 
-    def take_pending(self) -> tuple[int, bytes]:
-        """(first queue offset, bytes) of the buffered entries, for the flush thread."""
+    def take_pending(self) -> tuple[int, bytearray]:
+        """(first queue offset, bytes) of the buffered entries, for the write-out (store lock held).
+
+        A copy: puts go on growing the buffer while the write-out runs without the lock.
+        """
         count = self.max_queue_offset - self.written_queue_offset
-        return self.written_queue_offset, bytes(self._pending[: count * ENTRY_BYTES])
+        return self.written_queue_offset, self._pending[: count * ENTRY_BYTES]
 
-    def write_entries(self, queue_offset: int, data: bytes) -> None:
-        """Write entries to their files (flush thread; no store lock, holds flush_lock)."""
-        if not self._directory_ready:
-            make_queue_directory(self.directory)
-            self._directory_ready = True
-        position = 0
-        while position < len(data):
-            current = queue_offset + position // ENTRY_BYTES
-            file_start = current - current % self.entries_per_file
-            in_file = (current - file_start) * ENTRY_BYTES
-            count = min(self.file_bytes - in_file, len(data) - position)
-            path = self.path_of(current)
-            failpoints.hit("consume_queue.before_write")
-            create = file_start != self._sized_file_start
-            self._files.pwrite(path, self.file_bytes, data[position : position + count], in_file, create)
-            self._sized_file_start = file_start
-            self.dirty_paths.add(path)
-            position += count
+    def mark_written(self, queue_offset: int, data_bytes: int) -> int:
+        """The write-out wrote ``data_bytes`` of entries from ``queue_offset``; return their count.
 
-    def mark_written(self, queue_offset: int, entry_count: int) -> None:
-        """The flush thread wrote ``entry_count`` entries from ``queue_offset`` (store lock held)."""
+        Store lock held. Nothing changes (and 0 is returned) when the queue was cut since.
+        """
         if queue_offset != self.written_queue_offset:
-            return
-        del self._pending[: entry_count * ENTRY_BYTES]
+            return 0
+        entry_count = data_bytes // ENTRY_BYTES
         self.written_queue_offset += entry_count
+        if self.written_queue_offset < self.max_queue_offset:
+            del self._pending[: entry_count * ENTRY_BYTES]  # entries arrived meanwhile: shift them
+        elif len(self._pending) > _PENDING_KEEP_BYTES_MAX:
+            self._pending = bytearray()
+        # Otherwise the buffer is kept as it is: the next put overwrites it from its start.
+        return entry_count
 
     def truncate_past(self, commit_log_max: int) -> None:
         """Drop entries whose record does not end at or before ``commit_log_max``."""
@@ -245,7 +258,7 @@ class ConsumeQueue:
                     self._delete_file(start)
             path = self.path_of(queue_offset)
             if os.path.exists(path):
-                self._files.forget(path)
+                self.files.forget(path)
                 in_file = (queue_offset % self.entries_per_file) * ENTRY_BYTES
                 with open(path, "r+b") as handle:
                     handle.truncate(in_file)
@@ -255,11 +268,10 @@ class ConsumeQueue:
         self.min_queue_offset = min(self.min_queue_offset, queue_offset)
 
     def _delete_file(self, file_start: int) -> None:
-        if file_start == self._sized_file_start:
-            self._sized_file_start = -1
+        if file_start == self.sized_file_start:
+            self.sized_file_start = -1
         path = self.path_of(file_start)
-        self._files.forget(path)
-        self.dirty_paths.discard(path)
+        self.files.forget(path)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
 
@@ -305,7 +317,7 @@ class ConsumeQueue:
             return bytes(self._pending[position : position + count * ENTRY_BYTES])
         in_file = queue_offset % self.entries_per_file
         file_count = min(count, self.entries_per_file - in_file, self.written_queue_offset - queue_offset)
-        data = self._files.pread(self.path_of(queue_offset), file_count * ENTRY_BYTES, in_file * ENTRY_BYTES)
+        data = self.files.pread(self.path_of(queue_offset), file_count * ENTRY_BYTES, in_file * ENTRY_BYTES)
         if file_count < count and queue_offset + file_count == self.written_queue_offset:
             # The file part ends where the buffered tail begins: continue into it.
             data += bytes(self._pending[: (count - file_count) * ENTRY_BYTES])
@@ -321,16 +333,17 @@ class ConsumeQueueTable:
         entries_per_file: int,
         max_open_files: int,
         commit_log_bounds: Callable[[], tuple[int, int]],
+        write_threads: int = DEFAULT_THREAD_COUNT,
     ) -> None:
         self.root = root
         self._root_text = str(root)
         self.entries_per_file = entries_per_file
         self.files = FileHandles(max_open_files)
+        self.writer = QueueWriter(self._root_text, write_threads)
         self._commit_log_bounds = commit_log_bounds
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._on_disk: set[tuple[str, int]] = set()  # queues on disk, not loaded yet
         self.dirty: set[ConsumeQueue] = set()  # queues with buffered entries
-        self._round = 0  # write_pending calls so far
         self.flush_lock = threading.Lock()
 
     def scan_disk(self) -> None:
@@ -410,72 +423,18 @@ class ConsumeQueueTable:
     def write_pending(self, store_lock: threading.Lock, force: bool = True) -> int:
         """Write buffered entries to their files; return the entries written.
 
-        With ``force`` every buffer is written. Otherwise a queue is written once it holds
-        ``WRITE_BATCH_ENTRIES`` entries or has waited ``WRITE_DELAY_ROUNDS`` rounds: with
-        tens of thousands of slow queues this turns one small pwrite (and an open and close
-        of its file) per queue per round into a few larger ones. The caller holds
-        ``flush_lock``; ``store_lock`` is taken only to snapshot and to publish, so puts and
-        reads go on while the files are written.
-        """
-        self._round += 1
-        with store_lock:
-            work = []
-            for queue in self.dirty:
-                if not force and not self._due(queue):
-                    continue
-                work.append((queue, *queue.take_pending()))
-            for queue, _, _ in work:
-                self.dirty.discard(queue)
-        failed = []
-        for queue, queue_offset, data in work:
-            try:
-                queue.write_entries(queue_offset, data)
-            except OSError:
-                _log.exception("writing consume queue %s/%d failed", queue.topic, queue.queue_id)
-                failed.append(queue)
-        written = 0
-        with store_lock:
-            for queue, queue_offset, data in work:
-                queue.first_dirty_round = 0
-                if queue in failed:
-                    self.dirty.add(queue)
-                    continue
-                queue.mark_written(queue_offset, len(data) // ENTRY_BYTES)
-                written += len(data) // ENTRY_BYTES
-                if queue.max_queue_offset > queue.written_queue_offset:
-                    self.dirty.add(queue)  # entries arrived while the file was written
-        return written
+        With ``force`` every buffer is written, otherwise only the due ones (see
+        :meth:`QueueWriter.write_pending`). The caller holds ``flush_lock``; ``store_lock``
+        is taken only to snapshot and to publish, so puts and reads go on meanwhile.
 
-    def _due(self, queue: ConsumeQueue) -> bool:
-        if queue.max_queue_offset - queue.written_queue_offset >= WRITE_BATCH_ENTRIES:
-            return True
-        if not queue.first_dirty_round:
-            queue.first_dirty_round = self._round
-        return self._round - queue.first_dirty_round >= WRITE_DELAY_ROUNDS
+        Raises:
+            StoreError: ``force`` and some queue could not be written (it stays buffered).
+        """
+        return self.writer.write_pending(self.dirty, store_lock, force)
 
     def sync_written(self) -> None:
-        """Make every file written since the last sync durable (flush thread, flush_lock held).
-
-        Few files get one fdatasync each; many (thousands of queues) get one sync(2) instead,
-        which costs one call rather than one journal commit per file.
-        """
-        paths: set[str] = set()
-        for queue in self.loaded():
-            if queue.dirty_paths:
-                paths.update(queue.dirty_paths)
-                queue.dirty_paths.clear()
-        if len(paths) > _SYNC_EACH_FILE_MAX:
-            os.sync()
-            return
-        for path in paths:
-            try:
-                fd = os.open(path, os.O_RDWR)
-            except FileNotFoundError:
-                continue
-            try:
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
+        """Make every file written since the last sync durable (flush thread, flush_lock held)."""
+        self.writer.sync()
 
     def close(self) -> None:
         self.files.close_all()
