@@ -17,7 +17,7 @@ and ConsumeQueue files wholly below the new CommitLog minimum.
 from __future__ import annotations
 
 import logging
-import shutil
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -33,14 +33,20 @@ _MS_PER_HOUR = 3_600_000
 
 
 def disk_used_percent(path: Path) -> float:
-    """How full the file system holding ``path`` is, in percent (0 when it cannot be read)."""
+    """How full the file system holding ``path`` is, in percent (0 when it cannot be read).
+
+    As RocketMQ computes it: (total - free) / total, where free counts the blocks reserved
+    for root too (Java's ``File.getFreeSpace``, statvfs ``f_bfree``). What is left for
+    ordinary users (``f_bavail``, what ``shutil.disk_usage`` calls free) would read a disk
+    with a large root reservation as nearly full and delete young segments.
+    """
     try:
-        usage = shutil.disk_usage(path)
+        stats = os.statvfs(path)
     except OSError:
         return 0.0
-    if usage.total <= 0:
+    if stats.f_blocks <= 0:
         return 0.0
-    return 100.0 * (usage.total - usage.free) / usage.total
+    return 100.0 * (stats.f_blocks - stats.f_bfree) / stats.f_blocks
 
 
 def is_delete_hour(now_ms: int, delete_when: str) -> bool:

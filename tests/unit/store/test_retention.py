@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from orbitmq.store.message_store import GetStatus, MessageStore, PutMessageRequest, PutStatus
-from orbitmq.store.retention import is_delete_hour
+from orbitmq.store.retention import disk_used_percent, is_delete_hour
 
 OpenStore = Callable[..., MessageStore]
 HOUR_MS = 3_600_000
@@ -96,3 +99,14 @@ def test_retention_drops_consume_queue_files_below_minimum(open_store: OpenStore
     )
     assert reopened.get_min_queue_offset("TopicB", 0) == min_offset
     assert reopened.get_max_queue_offset("TopicB", 0) == 40
+
+
+def test_disk_used_percent_counts_root_reserved_blocks_as_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RocketMQ's ratio: (total - free) / total, free including blocks reserved for root.
+
+    A disk of 252 units with 39 used and 149 reserved for root is 15% used, not the 75% that
+    ``total - available`` would say (which would delete young segments at once).
+    """
+    blocks = os.statvfs_result((4096, 4096, 252, 213, 64, 0, 0, 0, 0, 255))
+    monkeypatch.setattr(os, "statvfs", lambda path: blocks)
+    assert disk_used_percent(Path("/any")) == pytest.approx(100 * 39 / 252)
