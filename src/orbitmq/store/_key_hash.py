@@ -4,8 +4,10 @@ The index stores ``abs(hashCode("<topic>#<key>"))`` per key (see ``index_file.py
 ASCII keys of one length ``L`` the UTF-16 code units are the bytes, so the hashes of the keys
 alone are the product of the ``n x L`` byte matrix with the vector ``[31**(L-1), ..., 31**0]``
 in uint32 arithmetic, which wraps mod 2**32 exactly as Java's int does. The topic prefix then
-enters as ``h(prefix) * 31**L + h(key)``. Client message keys (UNIQ_KEY) are 32 hex digits,
-so a batch's keys nearly always share one length; any other key is hashed one at a time.
+enters as ``h(prefix) * 31**L + h(key)``, each key with its own topic's prefix hash, so the keys
+of many messages of many topics go through one product per key length. Client message keys
+(UNIQ_KEY) are 32 hex digits, so nearly all keys share one length; keys that are not ASCII, or too
+few of one length, are hashed one at a time.
 
 numpy is imported by :func:`load_numpy` when an index opens, not with the module: most processes
 that import the store (tools, clients) never put a batch of keys and should not pay numpy's import
@@ -14,8 +16,7 @@ time, and a broker should not pay it on its first put either.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Sequence
 from operator import mul
 from typing import TYPE_CHECKING
 
@@ -54,59 +55,6 @@ def _descending_powers(length: int) -> npt.NDArray[np.uint32]:
             _powers.clear()
         _powers[length] = powers
     return powers
-
-
-def abs_hashes_of_equal_length(prefix_hash_unsigned: int, keys: Sequence[str], length: int) -> list[int]:
-    """``abs(hashCode(prefix + key))`` (0 for Integer.MIN_VALUE) of ASCII ``keys`` of ``length`` units.
-
-    ``prefix_hash_unsigned`` is the prefix's hashCode mod 2**32; the caller checked that every
-    key is ASCII and exactly ``length`` characters long.
-    """
-    import numpy as np
-
-    units = np.frombuffer("".join(keys).encode("ascii"), dtype=np.uint8).reshape(len(keys), length)
-    shift = pow(31, length, _TWO_32)
-    hashes = units @ _descending_powers(length)
-    hashes += np.uint32(prefix_hash_unsigned * shift & _MASK_32)
-    # Java's Math.abs(Integer.MIN_VALUE) stays MIN_VALUE (so does numpy's int32 abs) and
-    # RocketMQ then stores 0: masking the sign bit gives exactly that and changes nothing else.
-    absolute = np.abs(hashes.view(np.int32))
-    absolute &= 0x7FFFFFFF
-    result: list[int] = absolute.tolist()
-    return result
-
-
-def abs_hashes(prefix_hash_unsigned: int, keys: Sequence[str], one_key: Callable[[str], int]) -> list[int]:
-    """The index hash of each of ``keys`` in order; ``one_key`` hashes a key the vector path cannot."""
-    count = len(keys)
-    if count >= VECTOR_MIN_KEYS:
-        lengths = set(map(len, keys))
-        if len(lengths) == 1:
-            length = lengths.pop()
-            if length and "".join(keys).isascii():
-                return abs_hashes_of_equal_length(prefix_hash_unsigned, keys, length)
-        else:
-            return _grouped_by_length(prefix_hash_unsigned, keys, one_key)
-    return [one_key(key) for key in keys]
-
-
-def _grouped_by_length(
-    prefix_hash_unsigned: int, keys: Sequence[str], one_key: Callable[[str], int]
-) -> list[int]:
-    """Keys of mixed lengths: one product per length with enough ASCII keys, the rest one by one."""
-    groups: dict[int, list[int]] = {}
-    for position, key in enumerate(keys):
-        groups.setdefault(len(key), []).append(position)
-    hashes = [0] * len(keys)
-    for length, positions in groups.items():
-        members = [keys[position] for position in positions]
-        if length and len(members) >= VECTOR_MIN_KEYS and "".join(members).isascii():
-            values = abs_hashes_of_equal_length(prefix_hash_unsigned, members, length)
-        else:
-            values = [one_key(key) for key in members]
-        for position, value in zip(positions, values, strict=True):
-            hashes[position] = value
-    return hashes
 
 
 # Unsigned hashCode of "<topic>#" per topic: every key of a topic shares that prefix.
@@ -209,4 +157,8 @@ def index_key_hashes(topic: str, keys: Sequence[str]) -> list[int]:
     """:func:`index_key_hash` of each of ``keys`` of ``topic``, in order (vectorised for batches)."""
     if len(keys) < VECTOR_MIN_KEYS:
         return [index_key_hash(topic, key) for key in keys]
-    return abs_hashes(_topic_prefix_hash(topic), keys, partial(index_key_hash, topic))
+    import numpy as np
+
+    prefixes = np.full(len(keys), _topic_prefix_hash(topic), dtype=np.uint64)
+    hashes: list[int] = index_key_hashes_prefixed(prefixes, keys).tolist()
+    return hashes

@@ -8,13 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orbitmq.protocol.tags import java_string_hash
-from orbitmq.store._key_hash import (
-    VECTOR_MIN_KEYS,
-    abs_hashes,
-    abs_hashes_of_equal_length,
-    index_key_hashes_prefixed,
-    topic_prefix_hash,
-)
+from orbitmq.store._key_hash import VECTOR_MIN_KEYS, index_key_hashes_prefixed, topic_prefix_hash
 from orbitmq.store.index_file import index_key_hash, index_key_hashes
 
 
@@ -22,17 +16,25 @@ def _java_abs(value: int) -> int:
     return 0 if value == -0x80000000 else abs(value)
 
 
-def test_abs_hashes_of_equal_length_matches_java_hash_code() -> None:
+def test_index_key_hashes_prefixed_matches_java_hash_code() -> None:
+    import numpy as np
+
     rng = random.Random(7)
     keys = ["".join(rng.choice("0123456789ABCDEF") for _ in range(32)) for _ in range(64)]
-    assert abs_hashes_of_equal_length(0, keys, 32) == [_java_abs(java_string_hash(key)) for key in keys]
+    hashed = index_key_hashes_prefixed(np.zeros(len(keys), dtype=np.uint64), keys)
+    assert hashed.tolist() == [_java_abs(java_string_hash(key)) for key in keys]
 
 
-def test_abs_hashes_of_equal_length_maps_integer_min_value_to_zero() -> None:
+def test_index_key_hashes_prefixed_maps_integer_min_value_to_zero() -> None:
+    import numpy as np
+
     # "polygenelubricants".hashCode() == Integer.MIN_VALUE in Java.
     assert java_string_hash("polygenelubricants") == -0x80000000
     keys = ["polygenelubricants"] * VECTOR_MIN_KEYS
-    assert abs_hashes_of_equal_length(0, keys, len(keys[0])) == [0] * VECTOR_MIN_KEYS
+    assert (
+        index_key_hashes_prefixed(np.zeros(len(keys), dtype=np.uint64), keys).tolist()
+        == [0] * VECTOR_MIN_KEYS
+    )
 
 
 def test_index_key_hashes_match_index_key_hash_for_uniform_batch() -> None:
@@ -47,19 +49,6 @@ def test_index_key_hashes_match_index_key_hash_for_mixed_lengths_and_unicode() -
     keys += ["caf\u00e9-key", "\U0001f600emoji", "k"] * 4
     rng.shuffle(keys)
     assert index_key_hashes("Topic\u00e9", keys) == [index_key_hash("Topic\u00e9", key) for key in keys]
-
-
-def test_abs_hashes_falls_back_for_small_or_non_ascii_batches() -> None:
-    calls: list[str] = []
-
-    def one_key(key: str) -> int:
-        calls.append(key)
-        return len(key)
-
-    assert abs_hashes(0, ["a", "b"], one_key) == [1, 1]
-    unicode_keys = ["\u00e9" * 3] * VECTOR_MIN_KEYS
-    assert abs_hashes(0, unicode_keys, one_key) == [3] * VECTOR_MIN_KEYS
-    assert len(calls) == 2 + VECTOR_MIN_KEYS
 
 
 @settings(max_examples=60, deadline=None)
