@@ -181,7 +181,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "brokerTopicEnable",
         "useTLS",
         "isEnableBatchPush",
-        "warmMapedFileEnable",
         "offsetCheckInSlave",
         "autoDeleteUnusedStats",
         "commercialEnable",

@@ -18,7 +18,10 @@ index.after_slots              a run's slots point at its entries, the header no
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -124,3 +127,65 @@ def write_file_durably(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(temp_path, path)
     fsync_directory(path.parent)
+
+
+# -- mapping calls the mmap module lacks ----------------------------------------------------
+# mmap.madvise and mmap.flush hold the GIL for the whole call; through ctypes (CDLL) the GIL
+# is released, so a page population or a range sync on one thread leaves the others running.
+
+MADV_POPULATE_WRITE = 23  # Linux 5.14+: fault pages in writable, as a write would, in one call
+MS_SYNC = 4
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        for name in ("madvise", "msync"):
+            function = getattr(libc, name)
+            function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+            function.restype = ctypes.c_int
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _load_libc()
+
+
+def mapping_calls_available() -> bool:
+    """Whether :func:`sync_mapping_range` and :func:`populate_mapping` can be used here."""
+    return _LIBC is not None
+
+
+def sync_mapping_range(address: int, length: int) -> None:
+    """msync(MS_SYNC) ``length`` bytes of a shared mapping from ``address`` (page-aligned).
+
+    Writes back the range's dirty pages only (fdatasync would write the whole file's),
+    and commits the metadata they need, as fdatasync does.
+
+    Raises:
+        OSError: msync failed (an I/O error, or the range is not mapped).
+    """
+    assert _LIBC is not None
+    if _LIBC.msync(address, length, MS_SYNC) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"msync of {length} bytes failed: {os.strerror(code)}")
+
+
+def populate_mapping(address: int, length: int) -> bool:
+    """Fault ``length`` bytes of a shared mapping in, writable (MADV_POPULATE_WRITE).
+
+    Returns False when the kernel does not know the advice (before Linux 5.14).
+
+    Raises:
+        OSError: any other failure.
+    """
+    assert _LIBC is not None
+    if _LIBC.madvise(address, length, MADV_POPULATE_WRITE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code == errno.EINVAL:
+        return False
+    raise OSError(code, f"madvise(MADV_POPULATE_WRITE) of {length} bytes failed: {os.strerror(code)}")

@@ -10,8 +10,15 @@ blank at its end, and a scanner can always tell "rest of segment unused" from da
 The writer (the store, holding its put lock) asks :meth:`CommitLog.reserve` for room,
 packs records straight into the mapping, then publishes them with :meth:`commit`.
 Readers look only below ``wrote_position``, so they never see a half-copied record.
-The flush thread calls :meth:`flush`, which fdatasyncs the segments written since the
-last flush; ``flushed_offset`` only moves forward.
+The flush thread calls :meth:`flush`, which syncs the ranges written since the last
+flush; ``flushed_offset`` only moves forward.
+
+Warming. The first write to each page of a fresh segment traps into the kernel, which
+allocates the page: on a virtual machine that costs more than copying the record. When
+``warm_window_bytes`` is set, a :class:`CommitLogWarmer` thread keeps that many bytes past
+the write position faulted in ahead of time, in one madvise per chunk with the GIL
+released, so the put path, holding the store lock, only copies. It is RocketMQ's
+``warmMapedFileEnable`` done a window at a time rather than a whole segment at creation.
 
 This module also checks records read back from disk (:func:`check_record`), for crash
 recovery and the offline verifier; a record fails unless its magic code, sizes, body CRC
@@ -26,7 +33,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from enum import Enum
 from pathlib import Path
@@ -48,7 +55,7 @@ from orbitmq.protocol.message_codec import (
     pack_blank_into,
 )
 from orbitmq.store._fs import failpoints, list_segments
-from orbitmq.store.mapped_file import MappedFile, MappedFileQueue
+from orbitmq.store.mapped_file import NEVER, MappedFile, MappedFileQueue
 
 _log = logging.getLogger(__name__)
 
@@ -157,6 +164,8 @@ class CommitLog:
         self.segments = MappedFileQueue(directory, segment_bytes)
         self.segment_bytes = segment_bytes
         self._flushed_offset = 0
+        # Set by a CommitLogWarmer: called when a write reaches a segment's warm_mark.
+        self.wake_warmer: Callable[[], None] | None = None
 
     def load(self) -> None:
         """Map the existing segments; recovery then sets the real end with :meth:`truncate_after`."""
@@ -188,20 +197,30 @@ class CommitLog:
         """
         last = self.segments.last()
         if last is None:
-            return self.segments.create(0)
+            return self._new_segment(0)
         remaining = last.remaining_bytes
         if record_bytes + BLANK_RECORD_MIN_BYTES <= remaining:
             return last
         if remaining >= BLANK_RECORD_MIN_BYTES:
             pack_blank_into(last.buffer, last.wrote_position, remaining)
         last.wrote_position = last.size_bytes
-        return self.segments.create(last.end_offset)
+        return self._new_segment(last.end_offset)
 
-    @staticmethod
-    def commit(segment: MappedFile, file_position_end: int) -> None:
+    def _new_segment(self, start_offset: int) -> MappedFile:
+        segment = self.segments.create(start_offset)
+        if self.wake_warmer is not None:
+            segment.warm_mark = 0  # its first write wakes the warmer
+        return segment
+
+    def commit(self, segment: MappedFile, file_position_end: int) -> None:
         """Publish the records packed below ``file_position_end`` to readers and the flusher."""
         failpoints.hit("commit_log.after_write")
         segment.wrote_position = file_position_end
+        if file_position_end >= segment.warm_mark:
+            segment.warm_mark = NEVER  # until the warmer sets the next one
+            wake = self.wake_warmer
+            if wake is not None:
+                wake()
 
     def append_raw(self, commit_log_offset: int, data: bytes | memoryview) -> bool:
         """Append replicated bytes at exactly the current end (they may cross segment ends).
@@ -283,7 +302,7 @@ class CommitLog:
     # -- durability and truncation -------------------------------------------------------------
 
     def flush(self) -> int:
-        """fdatasync every segment written since the last flush; return the flushed offset."""
+        """Sync every segment written since the last flush; return the flushed offset."""
         target = self.max_offset
         if target <= self._flushed_offset:
             return self._flushed_offset
@@ -493,5 +512,86 @@ class CommitLogFlusher:
         with self._condition:
             self._stopping = True
             self._condition.notify()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+class CommitLogWarmer:
+    """Keeps ``window_bytes`` past the log's write position faulted in (see the module docstring).
+
+    The thread sleeps until a write reaches the last segment's ``warm_mark`` (half a window
+    before the populated end), then populates up to a window past the write position, one
+    ``chunk_bytes`` madvise at a time. Populated pages hold zeros until written; flushes
+    sync only written ranges, so they are not written back early. A kernel without
+    MADV_POPULATE_WRITE (before 5.14) ends the thread at its first attempt: writes then
+    fault pages in themselves, as they do without a warmer.
+    """
+
+    def __init__(self, commit_log: CommitLog, window_bytes: int, chunk_bytes: int = 2 << 20) -> None:
+        self._commit_log = commit_log
+        self._window = max(window_bytes, mmap.PAGESIZE) & ~(mmap.PAGESIZE - 1)
+        self._chunk = min(max(chunk_bytes, mmap.PAGESIZE) & ~(mmap.PAGESIZE - 1), self._window)
+        self._wake = threading.Event()
+        self._stopping = False
+        self.populated_bytes = 0  # in all, for tests and metrics
+        self._thread = threading.Thread(target=self._run, name="orbitmq-commit-log-warm", daemon=True)
+
+    def start(self) -> None:
+        """Attach to the log (new segments get a warm mark) and start the thread."""
+        last = self._commit_log.segments.last()
+        if last is not None:
+            last.warm_mark = 0
+        self._commit_log.wake_warmer = self._wake.set
+        self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
+            segment = self._commit_log.segments.last()
+            if segment is None:
+                continue
+            try:
+                if not self._warm(segment):
+                    _log.info("commit-log warming is not available here (MADV_POPULATE_WRITE)")
+                    self._commit_log.wake_warmer = None
+                    return
+            except OSError:
+                _log.exception("commit-log warming of %s failed; it stops", segment.path)
+                self._commit_log.wake_warmer = None
+                return
+
+    def _warm(self, segment: MappedFile) -> bool:
+        """Populate up to a window past ``segment``'s write position; False when unsupported."""
+        size = segment.size_bytes
+        position = max(segment.populated_position, segment.wrote_position & ~(mmap.PAGESIZE - 1))
+        segments = self._commit_log.segments
+        while not self._stopping and segments.last() is segment:
+            target = min(segment.wrote_position + self._window, size)
+            if position >= target:
+                break
+            page = mmap.PAGESIZE
+            step = min(self._chunk, (target - position + page - 1) // page * page, size - position)
+            if not segment.populate(position, step):
+                return segment.buffer.closed  # a segment closed meanwhile is no failure
+            position += step
+            segment.populated_position = position
+            self.populated_bytes += step
+        # Woken again once writes have used half of what is populated ahead of them.
+        mark = position - self._window // 2
+        if position < size:
+            segment.warm_mark = max(mark, segment.wrote_position + 1)
+            if segment.wrote_position >= segment.warm_mark:
+                self._wake.set()  # the writer passed it while this was being set
+        return True
+
+    def stop(self) -> None:
+        """End the thread (waits for the chunk in progress) and detach from the log."""
+        self._commit_log.wake_warmer = None
+        self._stopping = True
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join()

@@ -65,6 +65,11 @@ class StoreConfig:
     max_index_num: int = field(default=20_000_000, metadata=_key("maxIndexNum"))
     # Whether keys and unique ids are indexed.
     message_index_enable: bool = field(default=True, metadata=_key("messageIndexEnable"))
+    # Fault CommitLog pages in ahead of the writer (a window at a time: RocketMQ warms a whole
+    # segment at creation, and defaults to off).
+    warm_mapped_file_enable: bool = field(default=True, metadata=_key("warmMapedFileEnable"))
+    # How far ahead of the write position pages are faulted in when warming is on.
+    warm_mapped_file_window_bytes: int = field(default=16 << 20, metadata=_key("warmMapedFileWindowBytes"))
     # ConsumeQueue files held open at once (LRU close/reopen beyond this).
     max_open_consume_queue_files: int = field(default=1024, metadata=_key("maxOpenConsumeQueueFiles"))
     # ConsumeQueue entries scanned per read when a tag filter rejects entries.
@@ -83,6 +88,10 @@ class StoreConfig:
         if self.consume_queue_entries_per_file < 1:
             raise ConfigError(
                 f"mapedFileSizeConsumeQueue gives {self.consume_queue_entries_per_file} entries per file"
+            )
+        if self.warm_mapped_file_window_bytes < 4096:
+            raise ConfigError(
+                f"warmMapedFileWindowBytes={self.warm_mapped_file_window_bytes} is below 4096 bytes"
             )
         if self.max_open_consume_queue_files < 1:
             raise ConfigError("maxOpenConsumeQueueFiles must be at least 1")

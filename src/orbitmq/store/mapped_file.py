@@ -2,9 +2,17 @@
 
 A :class:`MappedFile` is one segment: a sparse file of ``size_bytes`` named by the
 offset of its first byte, mapped read-write with MAP_SHARED. Writers copy into the
-mapping and then advance ``wrote_position``; a reader never looks past it. Durability is
-``os.fdatasync`` on the segment's descriptor, which on Linux writes back the mapping's
-dirty pages too, and which releases the GIL (unlike ``mmap.flush``).
+mapping and then advance ``wrote_position``; a reader never looks past it.
+
+Durability is ``msync(MS_SYNC)`` of the range written since the last flush, which writes
+back those pages only and commits the metadata they need, as ``fdatasync`` does. Only the
+range, because pages ahead of the write position may have been faulted in early
+(:meth:`MappedFile.populate`, see ``CommitLogWarmer``): they hold zeros, and writing them
+back now would double the bytes a flush writes. Both calls go through ctypes with the GIL
+released (``mmap.flush`` and ``mmap.madvise`` hold it), using the mapping's address, which
+the segment keeps pinned while it is mapped; :meth:`MappedFile.close` waits for a call in
+progress to end before it unmaps. Where those calls are not available (not Linux) a flush
+is ``os.fdatasync`` of the file and nothing is faulted in early.
 
 A :class:`MappedFileQueue` is the ordered list of segments of one log: segment ``i``
 starts at ``first_start + i * size_bytes``, so finding the segment of an offset is one
@@ -13,12 +21,27 @@ division. Only the last segment is ever written.
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
+import sys
+import threading
 from pathlib import Path
 
 from orbitmq.errors import StoreError
-from orbitmq.store._fs import create_sized_file, fsync_directory, list_segments, segment_name
+from orbitmq.store._fs import (
+    create_sized_file,
+    fsync_directory,
+    list_segments,
+    mapping_calls_available,
+    populate_mapping,
+    segment_name,
+    sync_mapping_range,
+)
+
+_PAGE_MASK = ~(mmap.PAGESIZE - 1)
+# warm_mark of a segment nobody warms: no write position ever reaches it.
+NEVER = sys.maxsize
 
 
 class MappedFile:
@@ -31,7 +54,13 @@ class MappedFile:
         "buffer",
         "wrote_position",
         "flushed_position",
+        "populated_position",
+        "warm_mark",
         "_fd",
+        "_pin",
+        "_address",
+        "_users",
+        "_users_changed",
     )
 
     def __init__(self, path: Path, start_offset: int, size_bytes: int) -> None:
@@ -40,14 +69,51 @@ class MappedFile:
         self.size_bytes = size_bytes
         create_sized_file(path, size_bytes)
         self._fd = os.open(path, os.O_RDWR)
+        # Calls using the mapping's address now (flush, populate); close() waits for them.
+        self._users = 0
+        self._users_changed = threading.Condition(threading.Lock())
+        self._pin: ctypes.c_char | None = None
+        self._address = 0
         try:
-            self.buffer = mmap.mmap(self._fd, size_bytes, access=mmap.ACCESS_WRITE)
+            self._map()
         except BaseException:
             os.close(self._fd)
             raise
         # A fresh segment is empty; load/recovery moves these to the real end.
         self.wrote_position = 0
         self.flushed_position = 0
+        # Faulted in up to here (populate); a write reaching warm_mark wakes the warmer.
+        self.populated_position = 0
+        self.warm_mark = NEVER
+
+    def _map(self) -> None:
+        self.buffer = mmap.mmap(self._fd, self.size_bytes, access=mmap.ACCESS_WRITE)
+        if mapping_calls_available():
+            # The pin is a buffer export: while it lives the mapping cannot be closed.
+            self._pin = ctypes.c_char.from_buffer(self.buffer)
+            self._address = ctypes.addressof(self._pin)
+
+    def _unmap(self) -> None:
+        """Drop the mapping once no flush or populate call is using its address."""
+        with self._users_changed:
+            while self._users:
+                self._users_changed.wait()
+            self._pin = None
+            self._address = 0
+            self.buffer.close()
+
+    def _acquire_address(self) -> int:
+        """The mapping's address, kept mapped until :meth:`_release_address` (0 when unmapped)."""
+        with self._users_changed:
+            if self._address:
+                self._users += 1
+            return self._address
+
+    def _release_address(self) -> None:
+        with self._users_changed:
+            self._users -= 1
+            if not self._users:
+                self._users_changed.notify_all()
 
     @property
     def end_offset(self) -> int:
@@ -59,12 +125,50 @@ class MappedFile:
         return self.size_bytes - self.wrote_position
 
     def flush(self) -> int:
-        """fdatasync what was written so far; return the flushed file position."""
+        """Make what was written so far durable; return the flushed file position.
+
+        Raises:
+            OSError: the sync failed.
+            ValueError: the segment is closed.
+        """
         target = self.wrote_position
-        if target > self.flushed_position:
+        flushed = self.flushed_position
+        if target <= flushed:
+            return flushed
+        if self._pin is None:
+            if self._fd < 0:
+                raise ValueError(f"segment {self.path} is closed")
             os.fdatasync(self._fd)
-            self.flushed_position = target
-        return self.flushed_position
+        else:
+            address = self._acquire_address()
+            if not address:
+                raise ValueError(f"segment {self.path} is closed")
+            try:
+                start = flushed & _PAGE_MASK
+                sync_mapping_range(address + start, target - start)
+            finally:
+                self._release_address()
+        self.flushed_position = target
+        return target
+
+    def populate(self, file_position: int, size_bytes: int) -> bool:
+        """Fault ``size_bytes`` from ``file_position`` (page-aligned) in, writable, without the GIL.
+
+        Returns False when this cannot be done here (no mapping calls, a kernel before
+        5.14, or the segment is closed); the pages then fault in on first write as usual.
+
+        Raises:
+            OSError: the kernel refused for another reason.
+        """
+        if self._pin is None:
+            return False
+        address = self._acquire_address()
+        if not address:
+            return False
+        try:
+            return populate_mapping(address + file_position, size_bytes)
+        finally:
+            self._release_address()
 
     def read(self, file_position: int, size_bytes: int) -> bytes:
         """A copy of ``size_bytes`` from ``file_position`` (clipped to what was written)."""
@@ -79,13 +183,14 @@ class MappedFile:
         The file is cut and re-extended, which zeroes the tail without writing it; the
         mapping is dropped around the cut so that no access can fault on a short file.
         """
-        self.buffer.close()
+        self._unmap()
         os.ftruncate(self._fd, file_position)
         os.ftruncate(self._fd, self.size_bytes)
         os.fsync(self._fd)
-        self.buffer = mmap.mmap(self._fd, self.size_bytes, access=mmap.ACCESS_WRITE)
+        self._map()
         self.wrote_position = min(self.wrote_position, file_position)
         self.flushed_position = min(self.flushed_position, file_position)
+        self.populated_position = min(self.populated_position, file_position & _PAGE_MASK)
 
     def modified_time_ms(self) -> int:
         return int(os.fstat(self._fd).st_mtime * 1000)
@@ -94,7 +199,7 @@ class MappedFile:
         """Unmap and close (idempotent). Data already copied stays in the page cache."""
         if self._fd < 0:
             return
-        self.buffer.close()
+        self._unmap()
         os.close(self._fd)
         self._fd = -1
 

@@ -32,7 +32,7 @@ from orbitmq.errors import StoreClosedError
 from orbitmq.protocol.message_codec import BLANK_RECORD_MIN_BYTES
 from orbitmq.store._fs import failpoints
 from orbitmq.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
-from orbitmq.store.commit_log import CommitLog, CommitLogFlusher
+from orbitmq.store.commit_log import CommitLog, CommitLogFlusher, CommitLogWarmer
 from orbitmq.store.config import FlushDiskType, StoreConfig, delay_levels_ms
 from orbitmq.store.consume_queue import ConsumeQueueTable
 from orbitmq.store.dispatch import Dispatcher, record_has_key
@@ -91,6 +91,7 @@ class MessageStore:
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._segment_bytes = config.commit_log_segment_bytes
         self._flusher: CommitLogFlusher | None = None
+        self._warmer: CommitLogWarmer | None = None
         self._housekeeper: Housekeeper | None = None
         self._checkpoint = Checkpoint()
         self._manifest = ManifestKeeper(Path(config.store_path_root_dir))
@@ -140,6 +141,9 @@ class MessageStore:
             self.config.sync_flush_timeout_ms,
         )
         self._flusher.start()
+        if self.config.warm_mapped_file_enable:
+            self._warmer = CommitLogWarmer(self._commit_log, self.config.warm_mapped_file_window_bytes)
+            self._warmer.start()
         self._housekeeper = Housekeeper(self, self.config)
         self._housekeeper.start()
         self._open = True
@@ -154,6 +158,9 @@ class MessageStore:
         # Refuse new puts and reads; one already inside the lock finishes first.
         with self._lock:
             self._open = False
+        if self._warmer is not None:
+            self._warmer.stop()
+            self._warmer = None
         # Final commit-log flush; puts still waiting on it resolve.
         if self._flusher is not None:
             self._flusher.stop()
@@ -204,7 +211,7 @@ class MessageStore:
                 end = pack_one(
                     segment.buffer, position, commit_log_offset, prepared[0], queue_offset, store_timestamp
                 )
-                CommitLog.commit(segment, end)
+                self._commit_log.commit(segment, end)
                 dispatch_new(self._dispatcher, queue, prepared, [commit_log_offset], store_timestamp)
                 self._queues.dirty.add(queue)
                 self._dispatched_offset = commit_log_offset + size
@@ -271,7 +278,7 @@ class MessageStore:
         position, commit_log_offsets = pack(
             segment.buffer, segment.wrote_position, base_offset, prepared, first_queue_offset, store_timestamp
         )
-        CommitLog.commit(segment, position)
+        self._commit_log.commit(segment, position)
         dispatch_new(self._dispatcher, queue, prepared, commit_log_offsets, store_timestamp)
         self._queues.dirty.add(queue)
         self._dispatched_offset = base_offset + position

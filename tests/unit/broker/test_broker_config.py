@@ -76,3 +76,15 @@ def test_broker_config_master_must_have_id_zero() -> None:
 def test_broker_config_unset_ip_resolves_to_an_ipv4_address() -> None:
     host = BrokerConfig().advertised_host
     assert len(host.split(".")) == 4
+
+
+def test_load_broker_config_reads_commit_log_warming_keys(tmp_path: Path) -> None:
+    conf = _write(
+        tmp_path / "broker.conf",
+        f"storePathRootDir={tmp_path}\nwarmMapedFileEnable=false\nwarmMapedFileWindowBytes=1048576\n",
+    )
+    _, store = load_broker_config(conf)
+    assert store.warm_mapped_file_enable is False
+    assert store.warm_mapped_file_window_bytes == 1 << 20
+    with pytest.raises(ConfigError, match="warmMapedFileWindowBytes=100"):
+        load_broker_config(conf, {"warmMapedFileWindowBytes": 100})

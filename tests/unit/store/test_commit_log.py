@@ -19,7 +19,7 @@ def _append(log: CommitLog, body: bytes, topic: str = "T") -> int:
     offset = segment.start_offset + segment.wrote_position
     record = encode_stored_message(MessageExt(topic=topic, body=body, commit_log_offset=offset))
     segment.buffer[segment.wrote_position : segment.wrote_position + len(record)] = record
-    CommitLog.commit(segment, segment.wrote_position + len(record))
+    log.commit(segment, segment.wrote_position + len(record))
     return offset
 
 
