@@ -116,6 +116,20 @@ class FileHandles:
             except FileNotFoundError:
                 return b""
 
+    def data_end(self, path: str, file_position: int) -> int:
+        """Where the first hole at or after ``file_position`` begins (SEEK_HOLE).
+
+        Files are created sparse and written from the front, so no entry lies past it. A
+        filesystem without holes answers the file's size; a missing file answers 0.
+        """
+        with self.lock:
+            try:
+                return os.lseek(self._fd(path), file_position, os.SEEK_HOLE)
+            except FileNotFoundError:
+                return 0
+            except OSError:
+                return os.fstat(self._fd(path)).st_size
+
     def write(self, path: str, data: bytes | bytearray, file_position: int) -> None:
         """Write into an existing file of full size.
 

@@ -160,3 +160,80 @@ def test_consume_queue_write_out_extends_a_short_file_after_reload(tmp_path: Pat
     assert path.stat().st_size == ENTRIES * ENTRY.size
     assert [entry[0] for entry in iterate_consume_queue(tmp_path, "T", 0)] == list(range(5))
     reloaded.close()
+
+
+BIG_FILE_ENTRIES = 1000  # 20,000-byte files: several 4 KiB blocks, so loading meets holes
+
+
+def _big_table(root: Path, bounds: tuple[int, int] = (0, 10**12)) -> ConsumeQueueTable:
+    table = ConsumeQueueTable(root / "consumequeue", BIG_FILE_ENTRIES, 8, lambda: bounds)
+    table.scan_disk()
+    return table
+
+
+def _queue_file(root: Path, queue_id: int, first_entry: int = 0) -> Path:
+    return root / "consumequeue" / "T" / str(queue_id) / f"{first_entry * 20:020d}"
+
+
+@pytest.mark.parametrize("count", [1, 204, 205, 206, 256, 257, 410, 999, 1000, 1001, 2345])
+def test_consume_queue_load_finds_the_end_at_every_block_boundary(tmp_path: Path, count: int) -> None:
+    table = _big_table(tmp_path)
+    _fill(table, "T", 0, count)
+    table.write_pending(threading.Lock())
+    table.close()
+    reloaded = _big_table(tmp_path)
+    queue = reloaded.get("T", 0)
+    assert queue is not None
+    assert (queue.min_queue_offset, queue.max_queue_offset) == (0, count)
+    assert queue.entry(count - 1) == ((count - 1) * 100, 100, count - 1)
+    reloaded.close()
+
+
+def test_consume_queue_load_sees_through_zeros_written_past_the_end(tmp_path: Path) -> None:
+    # A filesystem without holes, or a tail zeroed by writing: zeros are data, not a hole.
+    table = _big_table(tmp_path)
+    _fill(table, "T", 0, 300)
+    table.write_pending(threading.Lock())
+    table.close()
+    with open(_queue_file(tmp_path, 0), "r+b") as handle:
+        handle.seek(300 * 20)
+        handle.write(bytes(10_000))
+    reloaded = _big_table(tmp_path)
+    queue = reloaded.get("T", 0)
+    assert queue is not None and queue.max_queue_offset == 300
+    reloaded.close()
+
+
+def test_consume_queue_load_ignores_a_torn_last_entry(tmp_path: Path) -> None:
+    table = _big_table(tmp_path)
+    _fill(table, "T", 0, 500)
+    table.write_pending(threading.Lock())
+    table.close()
+    with open(_queue_file(tmp_path, 0), "r+b") as handle:
+        handle.seek(500 * 20)
+        handle.write(ENTRY.pack(50_000, 0, 0)[:10])  # the offset of an entry, never its size
+    reloaded = _big_table(tmp_path)
+    queue = reloaded.get("T", 0)
+    assert queue is not None and queue.max_queue_offset == 500
+    reloaded.close()
+
+
+def test_consume_queue_load_of_a_queue_starting_mid_file(tmp_path: Path) -> None:
+    # A rebuilt queue whose older entries were gone: its first file starts with zeros.
+    path = _queue_file(tmp_path, 0)
+    path.parent.mkdir(parents=True)
+    with open(path, "wb") as handle:
+        handle.truncate(BIG_FILE_ENTRIES * 20)
+        handle.seek(600 * 20)
+        handle.write(b"".join(ENTRY.pack(index * 100, 100, index) for index in range(600, 700)))
+    table = _big_table(tmp_path, bounds=(60_000, 10**12))
+    queue = table.get("T", 0)
+    assert queue is not None
+    assert (queue.min_queue_offset, queue.max_queue_offset) == (600, 700)
+    table.close()
+    # Retention has since passed the first 50 of them: the minimum is searched for.
+    table = _big_table(tmp_path, bounds=(65_000, 10**12))
+    queue = table.get("T", 0)
+    assert queue is not None
+    assert (queue.min_queue_offset, queue.max_queue_offset) == (650, 700)
+    table.close()
