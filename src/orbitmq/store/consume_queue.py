@@ -151,6 +151,12 @@ class ConsumeQueue:
             first = self._first_used(starts[0])  # the cut may have reached it
         self.min_queue_offset = self._search_min(first, commit_log_min)
 
+    def load_known(self, min_queue_offset: int, max_queue_offset: int) -> None:
+        """Take bounds known to match the files (an exact manifest), without reading them."""
+        self.directory_ready = True
+        self.min_queue_offset = min_queue_offset
+        self.max_queue_offset = self.written_queue_offset = max_queue_offset
+
     def _read_entry(self, queue_offset: int) -> tuple[int, int, int]:
         data = self.files.pread(
             self.path_of(queue_offset), ENTRY_BYTES, (queue_offset % self.entries_per_file) * ENTRY_BYTES
@@ -389,10 +395,14 @@ class ConsumeQueueTable:
         self._on_disk: set[tuple[str, int]] = set()  # queues on disk, not loaded yet
         self.dirty: set[ConsumeQueue] = set()  # queues with buffered entries
         self.flush_lock = threading.Lock()
+        # (min, max queue offset) of queues on disk that may load without reading their files:
+        # the exact bounds of the manifest close() wrote, when the open found them still valid.
+        self.known_bounds: dict[tuple[str, int], tuple[int, int]] = {}
 
     def scan_disk(self) -> None:
         """Note every queue directory on disk (once, at open) so lookups need no syscalls."""
         self._on_disk = set()
+        self.known_bounds = {}
         try:
             topic_entries = list(os.scandir(self.root))
         except FileNotFoundError:
@@ -411,7 +421,11 @@ class ConsumeQueueTable:
         if queue is None and key in self._on_disk:
             self._on_disk.discard(key)
             queue = self._new(topic, queue_id)
-            queue.load(*self._commit_log_bounds())
+            bounds = self.known_bounds.pop(key, None)
+            if bounds is None:
+                queue.load(*self._commit_log_bounds())
+            else:
+                queue.load_known(*bounds)
         return queue
 
     def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
@@ -432,6 +446,7 @@ class ConsumeQueueTable:
         """Forget one queue and delete its files (recovery rebuilds it; flush_lock held)."""
         queue = self._queues.pop((topic, queue_id), None)
         self._on_disk.discard((topic, queue_id))
+        self.known_bounds.pop((topic, queue_id), None)
         if queue is not None:
             self.dirty.discard(queue)
         directory = self.root / topic / str(queue_id)
@@ -452,6 +467,7 @@ class ConsumeQueueTable:
             queue = self._queues.pop(key)
             self.dirty.discard(queue)
         self._on_disk = {key for key in self._on_disk if key[0] != topic}
+        self.known_bounds = {key: bounds for key, bounds in self.known_bounds.items() if key[0] != topic}
         directory = self.root / topic
         if directory.is_dir():
             for _, path in self._all_files(directory):

@@ -124,10 +124,15 @@ class MessageStore:
                 self._commit_log, self._dispatcher, checkpoint, clean_shutdown, rebuild_all, manifest
             )
             self._dispatched_offset = self._recovered_end_offset = self._commit_log.max_offset
-        # The manifest now describes what recovery left (queues rebuilt, cut or gone).
         report = self.recovery_report
-        self._manifest.recovered(self._recovered_end_offset)
         found_losses = report.lost_queues or report.rebuilt_queues or report.index_rebuilt
+        if manifest is not None and not found_losses:
+            # Queues not loaded yet load from the bounds close() wrote, when they still hold.
+            self._queues.known_bounds = manifest.trusted_bounds(
+                clean_shutdown, self._commit_log.min_offset, self._recovered_end_offset
+            )
+        # The manifest now describes what recovery left (queues rebuilt, cut or gone).
+        self._manifest.recovered(self._recovered_end_offset)
         with self._queues.flush_lock:
             self._manifest.save(self._queues, self._index, self._commit_log, self._lock, bool(found_losses))
         self._checkpoint = checkpoint or Checkpoint()
@@ -480,8 +485,9 @@ class MessageStore:
     def flush_consume_queues(self, thorough: bool, final: bool = False) -> None:
         """Write buffered ConsumeQueue entries; ``thorough`` also fsyncs and moves the checkpoint.
 
-        ``final`` (close) writes the exact manifest, bounds included; a routine thorough flush
-        rewrites it only when the store's shape changed.
+        ``final`` (close, puts already refused) writes the exact manifest, bounds included,
+        which the next open may load queues from; a routine thorough flush rewrites it only
+        when the store's shape changed.
         """
         with self._queues.flush_lock:
             dispatched = self._dispatched_offset
@@ -500,7 +506,9 @@ class MessageStore:
             checkpoint.commit_log_flushed_offset = self._commit_log.flushed_offset
             checkpoint.commit_log_flushed_timestamp_ms = now_ms
             write_checkpoint(self.config.checkpoint_path, checkpoint)
-            self._manifest.save(self._queues, self._index, self._commit_log, self._lock, final=final)
+            self._manifest.save(
+                self._queues, self._index, self._commit_log, self._lock, final=final, exact=final
+            )
 
     def run_retention(self, now_ms: int, force: bool = False) -> int:
         """Delete expired CommitLog segments (module retention); return how many were deleted.
