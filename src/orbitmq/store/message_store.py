@@ -63,6 +63,29 @@ __all__ = [
 ]
 
 
+def open_queue_files_limit(configured: int) -> int:
+    """``maxOpenConsumeQueueFiles``, capped at half the process's descriptor limit.
+
+    The other half stays for sockets, CommitLog segments and index files: a host whose soft
+    RLIMIT_NOFILE is 1,024 would otherwise run out of descriptors under many queues.
+    """
+    try:
+        import resource
+    except ImportError:  # not Unix
+        return configured
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or configured <= soft // 2:
+        return configured
+    limit = max(soft // 2, 1)
+    _log.warning(
+        "maxOpenConsumeQueueFiles=%d exceeds half the open-file limit (%d); using %d",
+        configured,
+        soft,
+        limit,
+    )
+    return limit
+
+
 class MessageStore:
     """A message store over one directory (see the module docstring)."""
 
@@ -74,7 +97,7 @@ class MessageStore:
         self._queues = ConsumeQueueTable(
             config.consume_queue_dir,
             config.consume_queue_entries_per_file,
-            config.max_open_consume_queue_files,
+            open_queue_files_limit(config.max_open_consume_queue_files),
             self._queue_load_bounds,
         )
         # The log's end right after recovery. A queue first loaded later has on-disk entries

@@ -7,6 +7,9 @@ store and runs the offline verifier on its directory afterwards.
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +24,14 @@ from orbitmq.protocol.message_codec import decode_stored_message, decode_stored_
 from orbitmq.protocol.tags import TagFilter
 from orbitmq.store._fs import failpoints
 from orbitmq.store.config import FlushDiskType, StoreConfig
-from orbitmq.store.message_store import GetStatus, MessageStore, PutMessageRequest, PutResult, PutStatus
+from orbitmq.store.message_store import (
+    GetStatus,
+    MessageStore,
+    PutMessageRequest,
+    PutResult,
+    PutStatus,
+    open_queue_files_limit,
+)
 
 OpenStore = Callable[..., MessageStore]
 
@@ -397,3 +407,18 @@ def test_message_store_close_during_puts_answers_every_put(open_store: OpenStore
     assert set(statuses) <= {PutStatus.PUT_OK, PutStatus.SERVICE_NOT_AVAILABLE}
     assert statuses.count(PutStatus.PUT_OK) == len(futures)
     assert all(future.result(timeout=5) for future in futures)
+
+
+def test_open_queue_files_limit_keeps_half_the_descriptor_limit_free() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert open_queue_files_limit(8) == 8
+    # A child process with a soft limit of 256: the LRU may hold 128 files, not 1,024.
+    script = (
+        "import resource; resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit("
+        "resource.RLIMIT_NOFILE)[1])); from orbitmq.store.message_store import open_queue_files_limit; "
+        "print(open_queue_files_limit(1024), open_queue_files_limit(100))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["128", "100"]
+    assert "exceeds half the open-file limit (256)" in out.stderr
+    assert (soft, hard) == resource.getrlimit(resource.RLIMIT_NOFILE)
