@@ -217,10 +217,13 @@ class CommitLog:
         failpoints.hit("commit_log.after_write")
         segment.wrote_position = file_position_end
         if file_position_end >= segment.warm_mark:
-            segment.warm_mark = NEVER  # until the warmer sets the next one
-            wake = self.wake_warmer
-            if wake is not None:
-                wake()
+            self._wake_warmer(segment)
+
+    def _wake_warmer(self, segment: MappedFile) -> None:
+        segment.warm_mark = NEVER  # until the warmer sets the next one
+        wake = self.wake_warmer
+        if wake is not None:
+            wake()
 
     def append_raw(self, commit_log_offset: int, data: bytes | memoryview) -> bool:
         """Append replicated bytes at exactly the current end (they may cross segment ends).
@@ -230,7 +233,7 @@ class CommitLog:
         if not self.segments.files:
             if commit_log_offset % self.segment_bytes:
                 return False
-            self.segments.create(commit_log_offset)
+            self._new_segment(commit_log_offset)
             self._flushed_offset = commit_log_offset
         if commit_log_offset != self.max_offset:
             return False
@@ -239,11 +242,13 @@ class CommitLog:
         while position < len(view):
             last = self.segments.files[-1]
             if last.remaining_bytes == 0:
-                last = self.segments.create(last.end_offset)
+                last = self._new_segment(last.end_offset)
             count = min(last.remaining_bytes, len(view) - position)
             start = last.wrote_position
             last.buffer[start : start + count] = view[position : position + count]
             last.wrote_position = start + count
+            if start + count >= last.warm_mark:
+                self._wake_warmer(last)
             position += count
         return True
 

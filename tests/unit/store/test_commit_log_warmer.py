@@ -166,3 +166,21 @@ def test_puts_race_the_warmer_and_every_record_reads_back(open_store: OpenStore)
             read += result.message_count
             queue_offset = result.next_begin_offset
         assert read == 400
+
+
+def test_warmer_follows_replicated_appends(tmp_path: Path) -> None:
+    # A slave appends raw bytes at the log's end (append_raw): the warmer follows it too.
+    log = CommitLog(tmp_path / "commitlog", SIZE)
+    window = 64 * 1024
+    warmer = CommitLogWarmer(log, window, chunk_bytes=16 * 1024)
+    warmer.start()
+    try:
+        data = b"d" * (SIZE + SIZE // 2)  # crosses into a second segment
+        assert log.append_raw(0, data)
+        last = log.segments.files[-1]
+        assert last.start_offset == SIZE and last.wrote_position == SIZE // 2
+        assert _wait_for(lambda: last.populated_position >= last.wrote_position + window // 2)
+        assert bytes(last.buffer[: SIZE // 2]) == data[SIZE:]
+    finally:
+        warmer.stop()
+        log.close()
