@@ -175,47 +175,49 @@ def _queue_file(root: Path, queue_id: int, first_entry: int = 0) -> Path:
     return root / "consumequeue" / "T" / str(queue_id) / f"{first_entry * 20:020d}"
 
 
-@pytest.mark.parametrize("count", [1, 204, 205, 206, 256, 257, 410, 999, 1000, 1001, 2345])
-def test_consume_queue_load_finds_the_end_at_every_block_boundary(tmp_path: Path, count: int) -> None:
-    table = _big_table(tmp_path)
+def _written_queue(root: Path, count: int) -> None:
+    """Queue T/0 with ``count`` entries (entry i points at offset i * 100), written to its files."""
+    table = _big_table(root)
     _fill(table, "T", 0, count)
     table.write_pending(threading.Lock())
     table.close()
-    reloaded = _big_table(tmp_path)
-    queue = reloaded.get("T", 0)
-    assert queue is not None
-    assert (queue.min_queue_offset, queue.max_queue_offset) == (0, count)
-    assert queue.entry(count - 1) == ((count - 1) * 100, 100, count - 1)
-    reloaded.close()
+
+
+def _loaded(root: Path, bounds: tuple[int, int] = (0, 10**12)) -> tuple[int, int, tuple[int, int, int]]:
+    """(min, max queue offset, last entry) of T/0 as a fresh table loads it from its files."""
+    table = _big_table(root, bounds)
+    try:
+        queue = table.get("T", 0)
+        assert queue is not None
+        return queue.min_queue_offset, queue.max_queue_offset, queue.entry(queue.max_queue_offset - 1)
+    finally:
+        table.close()
+
+
+def _overwrite(path: Path, file_position: int, data: bytes) -> None:
+    with open(path, "r+b") as handle:
+        handle.seek(file_position)
+        handle.write(data)
+
+
+@pytest.mark.parametrize("count", [1, 204, 205, 206, 256, 257, 410, 999, 1000, 1001, 2345])
+def test_consume_queue_load_finds_the_end_at_every_block_boundary(tmp_path: Path, count: int) -> None:
+    _written_queue(tmp_path, count)
+    assert _loaded(tmp_path) == (0, count, ((count - 1) * 100, 100, count - 1))
 
 
 def test_consume_queue_load_sees_through_zeros_written_past_the_end(tmp_path: Path) -> None:
     # A filesystem without holes, or a tail zeroed by writing: zeros are data, not a hole.
-    table = _big_table(tmp_path)
-    _fill(table, "T", 0, 300)
-    table.write_pending(threading.Lock())
-    table.close()
-    with open(_queue_file(tmp_path, 0), "r+b") as handle:
-        handle.seek(300 * 20)
-        handle.write(bytes(10_000))
-    reloaded = _big_table(tmp_path)
-    queue = reloaded.get("T", 0)
-    assert queue is not None and queue.max_queue_offset == 300
-    reloaded.close()
+    _written_queue(tmp_path, 300)
+    _overwrite(_queue_file(tmp_path, 0), 300 * 20, bytes(10_000))
+    assert _loaded(tmp_path)[:2] == (0, 300)
 
 
 def test_consume_queue_load_ignores_a_torn_last_entry(tmp_path: Path) -> None:
-    table = _big_table(tmp_path)
-    _fill(table, "T", 0, 500)
-    table.write_pending(threading.Lock())
-    table.close()
-    with open(_queue_file(tmp_path, 0), "r+b") as handle:
-        handle.seek(500 * 20)
-        handle.write(ENTRY.pack(50_000, 0, 0)[:10])  # the offset of an entry, never its size
-    reloaded = _big_table(tmp_path)
-    queue = reloaded.get("T", 0)
-    assert queue is not None and queue.max_queue_offset == 500
-    reloaded.close()
+    _written_queue(tmp_path, 500)
+    # The offset of an entry, never its size.
+    _overwrite(_queue_file(tmp_path, 0), 500 * 20, ENTRY.pack(50_000, 0, 0)[:10])
+    assert _loaded(tmp_path)[:2] == (0, 500)
 
 
 def test_consume_queue_load_of_a_queue_starting_mid_file(tmp_path: Path) -> None:
@@ -224,16 +226,7 @@ def test_consume_queue_load_of_a_queue_starting_mid_file(tmp_path: Path) -> None
     path.parent.mkdir(parents=True)
     with open(path, "wb") as handle:
         handle.truncate(BIG_FILE_ENTRIES * 20)
-        handle.seek(600 * 20)
-        handle.write(b"".join(ENTRY.pack(index * 100, 100, index) for index in range(600, 700)))
-    table = _big_table(tmp_path, bounds=(60_000, 10**12))
-    queue = table.get("T", 0)
-    assert queue is not None
-    assert (queue.min_queue_offset, queue.max_queue_offset) == (600, 700)
-    table.close()
+    _overwrite(path, 600 * 20, b"".join(ENTRY.pack(index * 100, 100, index) for index in range(600, 700)))
+    assert _loaded(tmp_path, bounds=(60_000, 10**12))[:2] == (600, 700)
     # Retention has since passed the first 50 of them: the minimum is searched for.
-    table = _big_table(tmp_path, bounds=(65_000, 10**12))
-    queue = table.get("T", 0)
-    assert queue is not None
-    assert (queue.min_queue_offset, queue.max_queue_offset) == (650, 700)
-    table.close()
+    assert _loaded(tmp_path, bounds=(65_000, 10**12))[:2] == (650, 700)

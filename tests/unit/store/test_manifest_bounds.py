@@ -40,10 +40,14 @@ def _filled_store(open_store: OpenStore) -> tuple[MessageStore, dict[tuple[str, 
     while store.flushed_commit_log_offset < store.max_commit_log_offset and time.monotonic() < deadline:
         time.sleep(0.01)
     assert store.run_retention(time.time_ns() // 1_000_000 + 73 * HOUR_MS, force=True) > 0
-    bounds = {key: (store.get_min_queue_offset(*key), store.get_max_queue_offset(*key)) for key in QUEUES}
+    bounds = _store_bounds(store)
     assert all(low > 0 for low, _ in bounds.values()), bounds
     store.close()
     return store, bounds
+
+
+def _store_bounds(store: MessageStore) -> dict[tuple[str, int], tuple[int, int]]:
+    return {key: (store.get_min_queue_offset(*key), store.get_max_queue_offset(*key)) for key in QUEUES}
 
 
 def _searched_bounds(store: MessageStore) -> dict[tuple[str, int], tuple[int, int]]:
@@ -72,9 +76,7 @@ def test_clean_restart_loads_queues_from_the_exact_manifest(open_store: OpenStor
     assert manifest.commit_log_end_offset == reopened.max_commit_log_offset
     assert manifest.commit_log_min_offset == reopened.min_commit_log_offset > 0
     assert reopened._queues.known_bounds == bounds  # noqa: SLF001 - the trusted bounds under test
-    assert {
-        key: (reopened.get_min_queue_offset(*key), reopened.get_max_queue_offset(*key)) for key in QUEUES
-    } == bounds
+    assert _store_bounds(reopened) == bounds
     assert _searched_bounds(reopened) == bounds
     assert not reopened._queues.known_bounds  # noqa: SLF001 - each was taken at its load
     # The queues go on from there, and read back.
@@ -95,9 +97,7 @@ def test_a_crash_makes_the_restart_search_the_files(open_store: OpenStore) -> No
     store.config.abort_path.touch()  # as if the process had died
     reopened = open_store(**RETENTION)
     assert reopened._queues.known_bounds == {}  # noqa: SLF001
-    assert {
-        key: (reopened.get_min_queue_offset(*key), reopened.get_max_queue_offset(*key)) for key in QUEUES
-    } == bounds
+    assert _store_bounds(reopened) == bounds
 
 
 def test_a_manifest_that_no_longer_matches_the_log_is_not_trusted(open_store: OpenStore) -> None:
@@ -111,9 +111,7 @@ def test_a_manifest_that_no_longer_matches_the_log_is_not_trusted(open_store: Op
     path.write_bytes(orjson.dumps(document))
     reopened = open_store(**RETENTION)
     assert reopened._queues.known_bounds == {}  # noqa: SLF001
-    assert {
-        key: (reopened.get_min_queue_offset(*key), reopened.get_max_queue_offset(*key)) for key in QUEUES
-    } == bounds
+    assert _store_bounds(reopened) == bounds
 
 
 def test_a_manifest_from_a_running_store_is_not_exact(open_store: OpenStore) -> None:
