@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,6 +32,21 @@ def _wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
             return True
         time.sleep(0.005)
     return False
+
+
+WINDOW = 64 * 1024
+
+
+@pytest.fixture
+def warmed_log(tmp_path: Path) -> Iterator[tuple[CommitLog, CommitLogWarmer]]:
+    """A CommitLog of 1 MiB segments with a warmer (64 KiB window, 16 KiB chunks), both closed after."""
+    log = CommitLog(tmp_path / "commitlog", SIZE)
+    warmer = CommitLogWarmer(log, WINDOW, chunk_bytes=16 * 1024)
+    warmer.start()
+    yield log, warmer
+    warmer.stop()
+    log.close()
+    assert log.wake_warmer is None
 
 
 def test_populate_keeps_bytes_and_flush_covers_the_written_range(tmp_path: Path) -> None:
@@ -82,32 +97,26 @@ def test_zero_from_keeps_the_segment_usable_for_flush_and_populate(tmp_path: Pat
         mapped.close()
 
 
-def test_warmer_keeps_a_window_ahead_of_the_writer_across_segments(tmp_path: Path) -> None:
-    log = CommitLog(tmp_path / "commitlog", SIZE)
-    window = 64 * 1024
-    warmer = CommitLogWarmer(log, window, chunk_bytes=16 * 1024)
-    warmer.start()
-    try:
-        record = b"r" * 1000
-        for _ in range(2500):  # 1,048 records fill a segment: this ends in the third
-            segment = log.reserve(len(record))
-            position = segment.wrote_position
-            segment.buffer[position : position + len(record)] = record
-            log.commit(segment, position + len(record))
-        last = log.segments.files[-1]
-        assert len(log.segments.files) == 3
-        # The warmer follows the writer into the newest segment and gets a window ahead.
-        assert _wait_for(lambda: last.populated_position >= last.wrote_position + window // 2)
-        assert last.populated_position <= last.wrote_position + window + PAGE
-        assert warmer.populated_bytes >= window
-        # A write past the mark wakes the warmer again.
-        assert last.warm_mark != NEVER and last.warm_mark > last.wrote_position
-        log.commit(last, last.warm_mark)
-        assert _wait_for(lambda: last.populated_position >= last.warm_mark + window // 2 - PAGE)
-    finally:
-        warmer.stop()
-        log.close()
-    assert log.wake_warmer is None
+def test_warmer_keeps_a_window_ahead_of_the_writer_across_segments(
+    warmed_log: tuple[CommitLog, CommitLogWarmer],
+) -> None:
+    log, warmer = warmed_log
+    record = b"r" * 1000
+    for _ in range(2500):  # 1,048 records fill a segment: this ends in the third
+        segment = log.reserve(len(record))
+        position = segment.wrote_position
+        segment.buffer[position : position + len(record)] = record
+        log.commit(segment, position + len(record))
+    last = log.segments.files[-1]
+    assert len(log.segments.files) == 3
+    # The warmer follows the writer into the newest segment and gets a window ahead.
+    assert _wait_for(lambda: last.populated_position >= last.wrote_position + WINDOW // 2)
+    assert last.populated_position <= last.wrote_position + WINDOW + PAGE
+    assert warmer.populated_bytes >= WINDOW
+    # A write past the mark wakes the warmer again.
+    assert last.warm_mark != NEVER and last.warm_mark > last.wrote_position
+    log.commit(last, last.warm_mark)
+    assert _wait_for(lambda: last.populated_position >= last.warm_mark + WINDOW // 2 - PAGE)
 
 
 def test_store_close_while_the_warmer_populates(open_store: OpenStore) -> None:
@@ -168,19 +177,12 @@ def test_puts_race_the_warmer_and_every_record_reads_back(open_store: OpenStore)
         assert read == 400
 
 
-def test_warmer_follows_replicated_appends(tmp_path: Path) -> None:
+def test_warmer_follows_replicated_appends(warmed_log: tuple[CommitLog, CommitLogWarmer]) -> None:
     # A slave appends raw bytes at the log's end (append_raw): the warmer follows it too.
-    log = CommitLog(tmp_path / "commitlog", SIZE)
-    window = 64 * 1024
-    warmer = CommitLogWarmer(log, window, chunk_bytes=16 * 1024)
-    warmer.start()
-    try:
-        data = b"d" * (SIZE + SIZE // 2)  # crosses into a second segment
-        assert log.append_raw(0, data)
-        last = log.segments.files[-1]
-        assert last.start_offset == SIZE and last.wrote_position == SIZE // 2
-        assert _wait_for(lambda: last.populated_position >= last.wrote_position + window // 2)
-        assert bytes(last.buffer[: SIZE // 2]) == data[SIZE:]
-    finally:
-        warmer.stop()
-        log.close()
+    log, _ = warmed_log
+    data = b"d" * (SIZE + SIZE // 2)  # crosses into a second segment
+    assert log.append_raw(0, data)
+    last = log.segments.files[-1]
+    assert last.start_offset == SIZE and last.wrote_position == SIZE // 2
+    assert _wait_for(lambda: last.populated_position >= last.wrote_position + WINDOW // 2)
+    assert bytes(last.buffer[: SIZE // 2]) == data[SIZE:]
