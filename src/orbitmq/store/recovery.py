@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from orbitmq.model.message import MessageExt
 from orbitmq.store.checkpoint import Checkpoint
-from orbitmq.store.commit_log import CommitLog, RecordCheck, check_record, check_record_header
+from orbitmq.store.commit_log import CommitLog, RecordCheck, check_record, check_record_header, skim_records
 from orbitmq.store.consume_queue import ConsumeQueueTable
 from orbitmq.store.dispatch import Dispatcher, Redispatch, index_keys, is_indexed
 from orbitmq.store.index_service import IndexService
@@ -170,6 +170,19 @@ def _walk(
             # The tail segment's bodies are CRC-checked even here: a clean start still
             # refuses to serve a record damaged after shutdown.
             in_tail = segment is segments.files[-1]
+            skimmed = skim_records(
+                segment.buffer,
+                position,
+                skim_below - segment.start_offset,
+                segment.start_offset,
+                segment.size_bytes,
+                in_tail,
+            )
+            if skimmed != position:
+                position = skimmed
+                continue
+            # The skim stopped here: a blank, the end, damage, or a record it leaves to the
+            # checks below.
             found, size = check_record_header(
                 segment.buffer, position, segment.start_offset, segment.size_bytes, in_tail
             )

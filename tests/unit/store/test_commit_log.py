@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from orbitmq.model.message import MessageExt
 from orbitmq.protocol.message_codec import BLANK_MAGIC_CODE, encode_stored_message
-from orbitmq.store.commit_log import CommitLog, RecordCheck, check_record, iterate_commit_log
+from orbitmq.store.commit_log import (
+    CommitLog,
+    RecordCheck,
+    check_record,
+    check_record_header,
+    iterate_commit_log,
+    skim_records,
+)
 
 SEGMENT = 4096
 
@@ -101,5 +111,81 @@ def test_commit_log_flush_advances_flushed_offset(tmp_path: Path) -> None:
         _append(log, b"b" * 3000)
         assert log.flushed_offset == 0
         assert log.flush() == log.max_offset
+    finally:
+        log.close()
+
+
+def _header_walk(buffer: Any, position: int, stop: int, verify_crc: bool) -> int:
+    """Where record-by-record header checks stop: the reference skim_records must match."""
+    while position < stop:
+        found, size = check_record_header(buffer, position, 0, SEGMENT, verify_crc)
+        if found is not RecordCheck.MESSAGE:
+            break
+        position += size
+    return position
+
+
+@pytest.mark.parametrize("verify_crc", [True, False])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "none",
+        "body byte",
+        "magic",
+        "physical offset",
+        "total size",
+        "zeros",
+        "ipv6 hosts",
+        "ipv6 body byte",
+        "stop early",
+    ],
+)
+def test_skim_records_stops_where_header_checks_stop(tmp_path: Path, damage: str, verify_crc: bool) -> None:
+    log = CommitLog(tmp_path / "commitlog", SEGMENT)
+    try:
+        offsets = [_append(log, bytes([index]) * 150) for index in range(6)]
+        segment = log.segments.files[0]
+        buffer = segment.buffer
+        end = segment.wrote_position
+        stop = end
+        third = offsets[3]
+        if damage == "body byte":
+            buffer[third + 100] ^= 0xFF
+        elif damage == "magic":
+            buffer[third + 4] ^= 0x01
+        elif damage == "physical offset":
+            buffer[third + 35] ^= 0x01
+        elif damage == "total size":
+            struct.pack_into(">i", buffer, third, SEGMENT)
+        elif damage == "zeros":
+            buffer[third:end] = bytes(end - third)
+        elif damage == "stop early":
+            stop = offsets[2] + 1  # inside the third record: the skim ends after it
+        v6_start = end
+        if damage.startswith("ipv6"):
+            # A record with IPv6 hosts has BODYLEN further on: the skim must find it there.
+            extra = encode_stored_message(
+                MessageExt(
+                    topic="T",
+                    body=b"v6" * 40,
+                    born_host=("::1", 1),
+                    store_host=("::1", 2),
+                    commit_log_offset=end,
+                )
+            )
+            buffer[end : end + len(extra)] = extra
+            end = stop = end + len(extra)
+            if damage == "ipv6 body byte":
+                buffer[end - 30] ^= 0xFF  # in its body
+        expected = _header_walk(buffer, 0, stop, verify_crc)
+        assert skim_records(buffer, 0, stop, 0, SEGMENT, verify_crc) == expected
+        if damage in ("none", "ipv6 hosts") or (damage.endswith("body byte") and not verify_crc):
+            assert expected == end  # the header alone does not see a body byte
+        elif damage == "stop early":
+            assert expected == offsets[3]
+        elif damage == "ipv6 body byte":
+            assert expected == v6_start
+        else:
+            assert expected == third
     finally:
         log.close()
