@@ -58,10 +58,12 @@ open only, since that open writes a manifest.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, TypeGuard
@@ -119,10 +121,11 @@ class QueueManifest:
         return trusted
 
     def encode(self) -> bytes:
-        items = [
-            (topic, queue_id, None, None) if bounds is None else (topic, queue_id, bounds[0], bounds[1])
-            for (topic, queue_id), bounds in sorted(self.queues.items())
-        ]
+        # In the dict's order, which is sorted: save() builds it from the sorted queue names,
+        # decode() from a file save() wrote. One tuple per item: 50,000 queues are written
+        # at every close.
+        unknown = (None, None)
+        items = [key + (unknown if bounds is None else bounds) for key, bounds in self.queues.items()]
         document = {
             "version": _VERSION,
             "commit_log_end_offset": self.commit_log_end_offset,
@@ -183,6 +186,24 @@ def _decode_queues(items: list[object]) -> dict[QueueKey, QueueBounds | None] | 
     return queues
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for a bulk step (it is back on after, if it was on).
+
+    Reading or writing the manifest of 50,000 queues allocates a few hundred thousand small
+    objects, and each collection they set off walks every object of the store: with the
+    collector on, half of a save's time and two thirds of a read's went to it. The objects
+    made here form no cycles, so pausing it frees nothing less.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def manifest_path(store_root: Path) -> Path:
     """Where a store keeps its manifest: beside the checkpoint."""
     return Path(store_root) / MANIFEST_FILE_NAME
@@ -197,7 +218,8 @@ def read_manifest(path: Path) -> QueueManifest | None:
     except OSError as exc:
         _log.warning("queue manifest %s is unreadable (%s); lost queues cannot be detected", path, exc)
         return None
-    manifest = QueueManifest.decode(data)
+    with collector_paused():
+        manifest = QueueManifest.decode(data)
     if manifest is None:
         _log.warning("queue manifest %s is damaged or of another version; ignoring it", path)
     return manifest
@@ -323,8 +345,21 @@ class ManifestKeeper:
 
         ``final`` (open and close) compares the full list of queue names too; ``exact``
         (close only, puts refused) marks the bounds exact, and rewrites a manifest that was
-        not. Returns whether the manifest was written. A failed write is logged and retried at the next save.
+        not. Returns whether the manifest was written. A failed write is logged and retried
+        at the next save.
         """
+        with collector_paused():
+            return self._save(table, index, commit_log, store_lock, final, exact)
+
+    def _save(
+        self,
+        table: ConsumeQueueTable,
+        index: IndexService | None,
+        commit_log: CommitLog,
+        store_lock: threading.Lock,
+        final: bool,
+        exact: bool,
+    ) -> bool:
         with store_lock:
             loaded = table.loaded()
         # Read after the snapshot: every counted entry's record ends below it.

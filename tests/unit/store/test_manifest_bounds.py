@@ -9,14 +9,22 @@ crash, a moved log or losses found at open fall back to the search.
 
 from __future__ import annotations
 
+import gc
 import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from orbitmq.store.consume_queue import ConsumeQueueTable
 from orbitmq.store.message_store import MessageStore, PutMessageRequest, PutStatus
-from orbitmq.store.queue_manifest import QueueBounds, QueueManifest, manifest_path, read_manifest
+from orbitmq.store.queue_manifest import (
+    QueueBounds,
+    QueueManifest,
+    collector_paused,
+    manifest_path,
+    read_manifest,
+)
 
 from .conftest import OpenStore
 
@@ -144,3 +152,20 @@ def test_manifest_exact_fields_round_trip_and_default_to_untrusted(tmp_path: Pat
     for bad in (b'"exact": 1', b'"commit_log_min_offset": -4'):
         data = older.replace(b'"queues"', bad + b', "queues"')
         assert QueueManifest.decode(data) is None, data
+
+
+def test_collector_paused_restores_the_collector_as_it_found_it() -> None:
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("a failed save")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # it was off: it stays off
+    finally:
+        gc.enable()
