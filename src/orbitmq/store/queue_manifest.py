@@ -332,6 +332,7 @@ class ManifestKeeper:
             written.queues = {key: bounds for key, bounds in written.queues.items() if key[0] != topic}
             self._stale = True
 
+    @collector_paused()
     def save(
         self,
         table: ConsumeQueueTable,
@@ -348,18 +349,6 @@ class ManifestKeeper:
         not. Returns whether the manifest was written. A failed write is logged and retried
         at the next save.
         """
-        with collector_paused():
-            return self._save(table, index, commit_log, store_lock, final, exact)
-
-    def _save(
-        self,
-        table: ConsumeQueueTable,
-        index: IndexService | None,
-        commit_log: CommitLog,
-        store_lock: threading.Lock,
-        final: bool,
-        exact: bool,
-    ) -> bool:
         with store_lock:
             loaded = table.loaded()
         # Read after the snapshot: every counted entry's record ends below it.
