@@ -19,6 +19,11 @@ SYNC_FLUSH writers     1, 16 and 64 threads, each calling put_message and waitin
                        future; group commit lets concurrent puts share one fsync. Also 64 puts
                        kept in flight by one thread (the broker puts from its event loop and
                        awaits the futures), which avoids 64 threads contending for the GIL.
+record loop            the 1 KiB run's records written with only the work each record needs
+                       (pack the fixed fields, crc32 the body, copy body and tail) into a
+                       segment faulted in beforehand, then one flush: no lock, ConsumeQueue,
+                       index or result. The ceiling of a store that packs records one by one
+                       in Python, printed with its ratio to the disk baseline.
 read                   get_messages in batches of 32 through the ConsumeQueue, over the 1 KiB
                        messages written above (page cache warm).
 queues                 put_message of 100 B bodies spread round-robin over 8 queues, and over
@@ -55,10 +60,17 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from zlib import crc32
 
-from orbitmq.protocol.message_codec import stored_message_size
+from orbitmq.protocol.message_codec import (
+    MESSAGE_MAGIC_CODE,
+    fixed_part_struct,
+    host_bytes,
+    stored_message_size,
+)
 from orbitmq.protocol.properties import encode_properties
 from orbitmq.store.config import FlushDiskType, StoreConfig
+from orbitmq.store.mapped_file import MappedFile
 from orbitmq.store.message_store import MessageStore, PutMessageRequest, PutResult, PutStatus
 
 BATCH_SIZE = 32
@@ -204,6 +216,53 @@ class StoreBench:
         )
         path.unlink()
         return row
+
+    def record_loop(self, body_bytes: int) -> Row:
+        """The ceiling of packing records one by one in Python: a record's least work, alone.
+
+        The same records as an append run of ``body_bytes`` bodies (fixed fields, body,
+        topic and properties), each written with one ``pack_into`` of the fixed fields, one
+        ``crc32`` of the body and two slice copies, into a commit-log segment faulted in
+        beforehand, then one flush: no lock, no offsets to assign, no ConsumeQueue, no
+        index, no result. A store that packs its records one by one, as this one does,
+        cannot append faster than this loop.
+        """
+        request = _append_request(os.urandom(body_bytes), 0)
+        born_host, store_host = host_bytes(request.born_host[0]), host_bytes(request.store_host[0])
+        fixed = fixed_part_struct(len(born_host), len(store_host))
+        topic = request.topic.encode("utf-8")
+        properties = encode_properties(request.properties).encode("utf-8")
+        tail = bytes((len(topic),)) + topic + len(properties).to_bytes(2, "big") + properties
+        body = request.body
+        size = fixed.size + len(body) + len(tail)
+        count = self.large_count
+        path = self.work_dir / f"record-loop-{self._run}"
+        self._run += 1
+        segment = MappedFile(path, 0, count * size + MEBIBYTE)
+        try:
+            segment.populate(0, count * size)
+            buffer, pack_into = segment.buffer, fixed.pack_into
+            started = time.perf_counter()
+            position = 0
+            for queue_offset in range(count):
+                pack_into(
+                    buffer, position, size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, 0, 0,
+                    queue_offset, position, 0, request.born_timestamp, born_host, 0,
+                    request.born_timestamp, store_host, 0, 0, 0, len(body),
+                )  # fmt: skip
+                body_position = position + fixed.size
+                tail_position = body_position + len(body)
+                buffer[body_position:tail_position] = body
+                position = tail_position + len(tail)
+                buffer[tail_position:position] = tail
+            segment.wrote_position = position
+            segment.flush()
+            elapsed = time.perf_counter() - started
+        finally:
+            segment.delete()
+        return Row(
+            f"record loop {body_bytes} B: pack_into + crc32 + copies, + flush", count, elapsed, position
+        )
 
     # -- read --------------------------------------------------------------------------------
 
@@ -439,6 +498,10 @@ def _ratio_line(what: str, value: float, target: float) -> str:
     return f"  {what:<76} {value:>8.2f}x  (target >= {target:g}x: {verdict})"
 
 
+def _reference_line(what: str, value: float) -> str:
+    return f"  {what:<76} {value:>8.2f}x  (measured ceiling, for comparison)"
+
+
 def _filesystem(path: Path) -> str:
     """The mount point and type of the filesystem holding ``path`` (Linux; '?' elsewhere)."""
     best = ("?", "?")
@@ -500,10 +563,12 @@ def _report(bench: StoreBench, queue_count: int, rounds: int, emit: Callable[[st
     put_rows: dict[tuple[int, bool], list[Row]] = {config: [] for config in configs}
     flush_rows: dict[tuple[int, bool], list[Row]] = {config: [] for config in configs}
     baselines: list[Row] = []
+    record_loops: list[Row] = []
     read_store: MessageStore | None = None
     for round_number in range(rounds):
         # The disk first, then each append: page-cache memory is as warm for one as for the others.
         baselines.append(bench.disk_baseline(bench.append_volume_bytes(LARGE_BODY_BYTES)))
+        record_loops.append(bench.record_loop(LARGE_BODY_BYTES))
         for body_bytes, batched in configs:
             keep = body_bytes == LARGE_BODY_BYTES and not batched and round_number == rounds - 1
             put_row, flush_row, store = bench.append(body_bytes, batched, keep_open=keep)
@@ -516,6 +581,8 @@ def _report(bench: StoreBench, queue_count: int, rounds: int, emit: Callable[[st
         emit(_best(flush_rows[config]).render())
     baseline = _best(baselines)
     emit(baseline.render())
+    record_loop = _best(record_loops)
+    emit(record_loop.render())
     flushed = {batched: _best(flush_rows[(LARGE_BODY_BYTES, batched)]) for batched in (False, True)}
     if read_store is None:
         raise RuntimeError("the 1 KiB append run kept no store to read from")
@@ -542,6 +609,12 @@ def _report(bench: StoreBench, queue_count: int, rounds: int, emit: Callable[[st
     for batched, what in ((False, "put_message"), (True, f"put_messages x{BATCH_SIZE}")):
         ratio = flushed[batched].mib_per_s / baseline.mib_per_s
         emit(_ratio_line(f"1 KiB {what} + flush / disk baseline (MiB/s)", ratio, TARGET_DISK_RATIO))
+    emit(
+        _reference_line(
+            "  ceiling: 1 KiB record loop + flush / disk baseline (MiB/s)",
+            record_loop.mib_per_s / baseline.mib_per_s,
+        )
+    )
     writers = SYNC_WRITER_COUNTS[-1]
     for row, what in ((sync_rows[-1], f"{writers} writer threads"), (in_flight, f"{writers} in flight")):
         scaling = row.messages_per_s / sync_rows[0].messages_per_s
