@@ -19,10 +19,10 @@ SYNC_FLUSH writers     1, 16 and 64 threads, each calling put_message and waitin
                        future; group commit lets concurrent puts share one fsync. Also 64 puts
                        kept in flight by one thread (the broker puts from its event loop and
                        awaits the futures), which avoids 64 threads contending for the GIL.
-record loop            the 1 KiB run's records written with only the work each record needs
-                       (pack the fixed fields, crc32 the body, copy body and tail) into a
-                       segment faulted in beforehand, then one flush: no lock, ConsumeQueue,
-                       index or result. The ceiling of a store that packs records one by one
+record loop            the 1 KiB run's records, encoded beforehand, written by the store's own
+                       pack loop (pack the fixed fields, crc32 the body, copy body and tail)
+                       into a segment faulted in beforehand, then one flush: no lock,
+                       ConsumeQueue, index or result. The ceiling of a store that packs records one by one
                        in Python, printed with its ratio to the disk baseline.
 read                   get_messages in batches of 32 through the ConsumeQueue, over the 1 KiB
                        messages written above (page cache warm).
@@ -60,18 +60,13 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from zlib import crc32
 
-from orbitmq.protocol.message_codec import (
-    MESSAGE_MAGIC_CODE,
-    fixed_part_struct,
-    host_bytes,
-    stored_message_size,
-)
+from orbitmq.protocol.message_codec import stored_message_size
 from orbitmq.protocol.properties import encode_properties
 from orbitmq.store.config import FlushDiskType, StoreConfig
 from orbitmq.store.mapped_file import MappedFile
 from orbitmq.store.message_store import MessageStore, PutMessageRequest, PutResult, PutStatus
+from orbitmq.store.put_path import RecordBuilder, pack
 
 BATCH_SIZE = 32
 READ_BATCH = 32
@@ -218,50 +213,36 @@ class StoreBench:
         return row
 
     def record_loop(self, body_bytes: int) -> Row:
-        """The ceiling of packing records one by one in Python: a record's least work, alone.
+        """The ceiling of packing records one by one in Python: the store's pack loop, alone.
 
-        The same records as an append run of ``body_bytes`` bodies (fixed fields, body,
-        topic and properties), each written with one ``pack_into`` of the fixed fields, one
-        ``crc32`` of the body and two slice copies, into a commit-log segment faulted in
-        beforehand, then one flush: no lock, no offsets to assign, no ConsumeQueue, no
-        index, no result. A store that packs its records one by one, as this one does,
+        The records of an append run of ``body_bytes`` bodies, validated and encoded up to
+        their offsets beforehand (untimed), then written by the store's own batch loop
+        (:func:`~orbitmq.store.put_path.pack`: per record one ``pack_into`` of the fixed
+        fields, one ``crc32`` of the body and two slice copies) into a segment faulted in
+        beforehand, then one flush: no lock, no ConsumeQueue, no index, no result. A put
         cannot append faster than this loop.
         """
         request = _append_request(os.urandom(body_bytes), 0)
-        born_host, store_host = host_bytes(request.born_host[0]), host_bytes(request.store_host[0])
-        fixed = fixed_part_struct(len(born_host), len(store_host))
-        topic = request.topic.encode("utf-8")
-        properties = encode_properties(request.properties).encode("utf-8")
-        tail = bytes((len(topic),)) + topic + len(properties).to_bytes(2, "big") + properties
-        body = request.body
-        size = fixed.size + len(body) + len(tail)
-        count = self.large_count
+        prepared = RecordBuilder(body_bytes).prepare([request] * self.large_count)
+        if isinstance(prepared, PutResult):
+            raise RuntimeError(f"record loop: {prepared.status.name} {prepared.remark}")
+        volume = sum(record[1] for record in prepared)
         path = self.work_dir / f"record-loop-{self._run}"
         self._run += 1
-        segment = MappedFile(path, 0, count * size + MEBIBYTE)
+        segment = MappedFile(path, 0, volume + MEBIBYTE)
         try:
-            segment.populate(0, count * size)
-            buffer, pack_into = segment.buffer, fixed.pack_into
+            segment.populate(0, volume)
             started = time.perf_counter()
-            position = 0
-            for queue_offset in range(count):
-                pack_into(
-                    buffer, position, size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, 0, 0,
-                    queue_offset, position, 0, request.born_timestamp, born_host, 0,
-                    request.born_timestamp, store_host, 0, 0, 0, len(body),
-                )  # fmt: skip
-                body_position = position + fixed.size
-                tail_position = body_position + len(body)
-                buffer[body_position:tail_position] = body
-                position = tail_position + len(tail)
-                buffer[tail_position:position] = tail
-            segment.wrote_position = position
+            segment.wrote_position, _ = pack(segment.buffer, 0, 0, prepared, 0, time.time_ns() // 1_000_000)
             segment.flush()
             elapsed = time.perf_counter() - started
         finally:
             segment.delete()
         return Row(
-            f"record loop {body_bytes} B: pack_into + crc32 + copies, + flush", count, elapsed, position
+            f"record loop {body_bytes} B: the store's pack loop alone, + flush",
+            len(prepared),
+            elapsed,
+            volume,
         )
 
     # -- read --------------------------------------------------------------------------------

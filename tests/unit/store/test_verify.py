@@ -388,7 +388,7 @@ def test_verify_store_bench_quick_mode_prints_every_figure(
     for label in (
         "put_message: puts only",
         "disk baseline",
-        "record loop 1024 B: pack_into + crc32 + copies, + flush",
+        "record loop 1024 B: the store's pack loop alone, + flush",
         "ceiling: 1 KiB record loop + flush / disk baseline",
         "get_messages x32",
         "64 writers",
