@@ -111,6 +111,11 @@ class Dispatcher:
         if takes_queue_offset(message.sys_flag):
             outcome = self._redispatch_queue(message, commit_log_offset, size)
         # Indexed even on a GAP: the queue rebuild that follows skips already indexed records.
+        self.index_new(message, commit_log_offset)
+        return outcome
+
+    def index_new(self, message: MessageExt, commit_log_offset: int) -> None:
+        """Index a decoded record's keys, unless the index already reaches its offset."""
         index = self.index
         if (
             index is not None
@@ -120,7 +125,6 @@ class Dispatcher:
             keys = index_keys(message.properties)
             if keys:
                 index.put_keys(message.topic, keys, commit_log_offset, message.store_timestamp)
-        return outcome
 
     def _redispatch_queue(self, message: MessageExt, commit_log_offset: int, size: int) -> Redispatch:
         queue = self.queues.get_or_create(message.topic, message.queue_id)

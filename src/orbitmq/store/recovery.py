@@ -36,7 +36,7 @@ from orbitmq.model.message import MessageExt
 from orbitmq.store.checkpoint import Checkpoint
 from orbitmq.store.commit_log import CommitLog, RecordCheck, check_record, check_record_header, skim_records
 from orbitmq.store.consume_queue import ConsumeQueueTable
-from orbitmq.store.dispatch import Dispatcher, Redispatch, index_keys, is_indexed
+from orbitmq.store.dispatch import Dispatcher, Redispatch
 from orbitmq.store.index_service import IndexService
 from orbitmq.store.queue_manifest import QueueManifest, missing_queues, short_queues
 
@@ -321,14 +321,8 @@ def _rebuild_from_log(
     def dispatch(message_offset: int, size: int, message: MessageExt) -> None:
         if (message.topic, message.queue_id) in queues:
             dispatcher.redispatch(message, message_offset, size)
-        elif (
-            index is not None
-            and is_indexed(message.sys_flag)
-            and message_offset > index.max_commit_log_offset
-        ):
-            keys = index_keys(message.properties)
-            if keys:
-                index.put_keys(message.topic, keys, message_offset, message.store_timestamp)
+        elif index is not None:
+            dispatcher.index_new(message, message_offset)
 
     walked = RecoveryReport(report.clean_shutdown)
     _walk(commit_log, commit_log.min_offset, False, dispatch, walked)
