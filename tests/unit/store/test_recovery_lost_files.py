@@ -86,6 +86,20 @@ def _crash_copy(store: MessageStore, target: Path) -> Path:
     return target
 
 
+def _crash_past_checkpoint(open_store: OpenStore, tmp_path: Path, past: int) -> tuple[MessageStore, Path]:
+    """600 messages checkpointed, ``past`` more still buffered; the store and a crash's copy of it.
+
+    The thorough flush puts the checkpoint and the manifest on disk; the later messages'
+    queue entries are only in memory, so the crash copy lacks them.
+    """
+    store = open_store()
+    _fill(store, 600)
+    store.flush_consume_queues(thorough=True)
+    if past:
+        _fill(store, past, first=600)
+    return store, _crash_copy(store, tmp_path / "crashed")
+
+
 # -- a lost queue directory -------------------------------------------------------------------
 
 
@@ -151,12 +165,8 @@ def test_recovery_lost_files_rebuilds_a_queue_lost_after_a_crash(
     open_store: OpenStore, tmp_path: Path
 ) -> None:
     """Crash variant: records past the checkpoint come back through the usual re-dispatch, the rest by the rebuild."""
-    store = open_store()
-    _fill(store, 600)
-    store.flush_consume_queues(thorough=True)  # checkpoint and manifest on disk
-    _fill(store, 300, first=600)  # past the checkpoint: buffered entries a crash loses
+    store, copy = _crash_past_checkpoint(open_store, tmp_path, 300)
     expected = _all_bodies(store)
-    copy = _crash_copy(store, tmp_path / "crashed")
     shutil.rmtree(copy / "consumequeue" / "TopicA" / "0")
     recovered = open_store(root=copy)
     report = _report(recovered)
@@ -171,11 +181,8 @@ def test_recovery_lost_files_rebuilds_a_queue_lost_after_a_crash(
 def test_recovery_lost_files_rebuilds_a_topic_lost_after_a_crash(
     open_store: OpenStore, tmp_path: Path
 ) -> None:
-    store = open_store()
-    _fill(store, 600)
-    store.flush_consume_queues(thorough=True)
+    store, copy = _crash_past_checkpoint(open_store, tmp_path, 0)
     expected = _all_bodies(store)
-    copy = _crash_copy(store, tmp_path / "crashed")
     shutil.rmtree(copy / "consumequeue" / "TopicB")
     shutil.rmtree(copy / "index")
     recovered = open_store(root=copy)
@@ -233,11 +240,7 @@ def test_recovery_lost_files_reindexes_a_deleted_index(open_store: OpenStore, ho
 def test_recovery_lost_files_reindexes_after_a_crash_with_records_past_the_checkpoint(
     open_store: OpenStore, tmp_path: Path
 ) -> None:
-    store = open_store()
-    _fill(store, 600)
-    store.flush_consume_queues(thorough=True)
-    _fill(store, 100, first=600)
-    copy = _crash_copy(store, tmp_path / "crashed")
+    _, copy = _crash_past_checkpoint(open_store, tmp_path, 100)
     shutil.rmtree(copy / "index")
     recovered = open_store(root=copy)
     assert _report(recovered).index_rebuilt
