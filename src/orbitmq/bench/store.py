@@ -22,8 +22,8 @@ SYNC_FLUSH writers     1, 16 and 64 threads, each calling put_message and waitin
 record loop            the 1 KiB run's records, encoded beforehand, written by the store's own
                        pack loop (pack the fixed fields, crc32 the body, copy body and tail)
                        into a segment faulted in beforehand, then one flush: no lock,
-                       ConsumeQueue, index or result. The ceiling of a store that packs records one by one
-                       in Python, printed with its ratio to the disk baseline.
+                       ConsumeQueue, index or result. The ceiling of a store that packs records
+                       one by one in Python, printed with its ratio to the disk baseline.
 read                   get_messages in batches of 32 through the ConsumeQueue, over the 1 KiB
                        messages written above (page cache warm).
 queues                 put_message of 100 B bodies spread round-robin over 8 queues, and over
