@@ -1,6 +1,6 @@
 """Timed-message benchmark: a million pending timers, then how late each one is delivered.
 
-A temporary ``orbitmq standalone`` (or ``--broker``) receives ``--count`` messages in batches
+A temporary ``orbitmq standalone``, started here, receives ``--count`` messages in batches
 (SEND_BATCH_MESSAGE, ``--batch`` per request, a few requests in flight), each with a
 ``TIMER_DELIVER_MS`` spread uniformly over ``[start + window-start, start + window-start +
 window]``. Long-polling pulls on every queue of the topic collect the deliveries.
