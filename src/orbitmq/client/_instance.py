@@ -49,7 +49,7 @@ from orbitmq.errors import (
 from orbitmq.model.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from orbitmq.model.message import MessageConst, MessageExt, MessageQueue
 from orbitmq.model.route import MASTER_BROKER_ID, TopicRouteData
-from orbitmq.protocol.bodies import decode_topic_route, encode_heartbeat
+from orbitmq.protocol.bodies import decode_cluster_info, decode_topic_route, encode_heartbeat
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
@@ -379,6 +379,25 @@ class ClientInstance:
                 await self.get_route(topic, refresh=True)
             except OrbitError as exc:
                 logger.info("route refresh of topic %s failed: %s", topic, exc)
+
+    async def reach_all_brokers(self, template_topic: str) -> None:
+        """Learn every broker of the cluster and heartbeat to each of them now.
+
+        As RocketMQ's producer at start: the route of the auto-create template
+        (``template_topic``, TBW102, on every broker when ``autoCreateTopicEnable`` is on),
+        else the name server's cluster table, names the brokers. A broker asks only producer
+        groups it has heard from to check a transaction.
+
+        Raises:
+            RemotingError: no name server answered.
+        """
+        if await self.get_route(template_topic, refresh=True) is None:
+            request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO, {})
+            response = await self.invoke_namesrv(request)
+            if response.code == ResponseCode.SUCCESS:
+                for name, broker in decode_cluster_info(response.body).broker_addr_table.items():
+                    self._broker_addrs.setdefault(name, dict(broker.broker_addrs))
+        await self.send_heartbeat_to_all_brokers()
 
     def forget_topic(self, topic: str) -> None:
         """Stop refreshing ``topic`` (a producer will not send to it any more)."""

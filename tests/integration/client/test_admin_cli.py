@@ -29,6 +29,7 @@ def test_admin_cli_topic_lifecycle(standalone: ServerProcess, capsys: pytest.Cap
     assert main([*namesrv, "topic", "status", "CliTopic"]) == 0
     out = capsys.readouterr().out
     assert out.count("broker-a") == 3 and "min_offset" in out
+
     # A group exists once it committed (or has an online member); progress of one nobody
     # knows is an error (see test_admin_cli_newcomer.py).
     async def commit() -> None:
