@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: standalone test lint unit integration install clean
+.PHONY: standalone test lint unit integration install clean proto
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ integration: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(MAKE) --no-print-directory lint
 	$(BIN)/pytest tests
+
+# Regenerate the checked-in gRPC stubs (src/orbitmq/proxy/_pb) from the protos under proto/.
+proto: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[codegen]'
+	$(BIN)/python proto/generate.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

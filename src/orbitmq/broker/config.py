@@ -103,6 +103,8 @@ class BrokerConfig:
     timer_max_delay_sec: int = field(default=259_200, metadata=_key("timerMaxDelaySec"))
     # Period of flushing the timer log and wheel and writing the timer checkpoint.
     timer_flush_interval_ms: int = field(default=1_000, metadata=_key("timerFlushIntervalMs"))
+    # Period of writing the POP state snapshot (config/popState.json; OrbitMQ's own key).
+    pop_snapshot_interval_ms: int = field(default=5_000, metadata=_key("popSnapshotInterval"))
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -127,6 +129,8 @@ class BrokerConfig:
             raise ConfigError(f"config key 'timerPrecisionMs': {self.timer_precision_ms} is not 1..60000")
         if self.timer_max_delay_sec < 1:
             raise ConfigError(f"config key 'timerMaxDelaySec': {self.timer_max_delay_sec} < 1")
+        if self.pop_snapshot_interval_ms < 1:
+            raise ConfigError(f"config key 'popSnapshotInterval': {self.pop_snapshot_interval_ms} < 1")
         if self.timer_flush_interval_ms < 1 or self.flush_delay_offset_interval_ms < 1:
             raise ConfigError(
                 "config keys 'timerFlushIntervalMs'/'flushDelayOffsetInterval' must be positive"
