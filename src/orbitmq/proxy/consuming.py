@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from orbitmq.broker.pop.renew import HandleKey
 from orbitmq.errors import NoRouteError, RemoteProtocolError, RemotingError
@@ -51,6 +52,8 @@ __all__ = ["ConsumerActivity"]
 logger = logging.getLogger(__name__)
 
 POP_BATCH_MAX = 32
+_DEADLINE_MARGIN_MS = 200
+"""Time a receive keeps in hand to send its answer before the client's deadline."""
 _ILLEGAL_POLLING_TIME_SINCE = (5, 0, 3)
 
 
@@ -67,6 +70,7 @@ class ConsumerActivity:
 
     def __init__(self, core: ProxyCore) -> None:
         self._core = core
+        self._background: set[asyncio.Future[Any]] = set()
 
     # -- receive ------------------------------------------------------------------------------
 
@@ -87,6 +91,7 @@ class ConsumerActivity:
         else:
             poll_ms = remaining_ms - config.broker_request_timeout_ms
         poll_ms = min(max(poll_ms, config.min_long_polling_ms), config.max_long_polling_ms)
+        remaining_ms -= _DEADLINE_MARGIN_MS
         if poll_ms > remaining_ms:
             if remaining_ms < config.min_long_polling_ms:
                 code = pb.ILLEGAL_POLLING_TIME
@@ -146,10 +151,16 @@ class ConsumerActivity:
             attempt_id=request.attempt_id if request.HasField("attempt_id") else None,
         )
         command = RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_ext())
+        pop = asyncio.ensure_future(
+            core.gateway.invoke(broker_name, command, poll_ms + core.config.broker_request_timeout_ms)
+        )
         try:
-            response = await core.gateway.invoke(
-                broker_name, command, poll_ms + core.config.broker_request_timeout_ms
-            )
+            response = await asyncio.shield(pop)
+        except asyncio.CancelledError:
+            # The client left while the broker was still polling: whatever that pop hands out
+            # later must not wait out its invisible time for a receiver that is gone.
+            pop.add_done_callback(lambda done: self._release_orphaned_pop(done, group, topic, broker_name))
+            raise
         except (NoRouteError, RemotingError) as exc:
             yield spb.ReceiveMessageResponse(status=status(pb.PROXY_TIMEOUT, str(exc)))
             return
@@ -164,12 +175,21 @@ class ConsumerActivity:
                 status=status(pb.INTERNAL_SERVER_ERROR, f"broker answered badly: {exc}")
             )
             return
-        yield spb.ReceiveMessageResponse(status=status(pb.OK))
-        for message in frames:
-            yield spb.ReceiveMessageResponse(message=message)
-        done = spb.ReceiveMessageResponse()
-        done.delivery_timestamp.FromMilliseconds(core.clock_ms())
-        yield done
+        if core.sessions.get(meta.client_id) is None:
+            # The client terminated while its receive was polling: hand the messages back.
+            self._release_messages(group, topic, frames)
+            yield spb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "the client has terminated"))
+            return
+        try:
+            yield spb.ReceiveMessageResponse(status=status(pb.OK))
+            for message in frames:
+                yield spb.ReceiveMessageResponse(message=message)
+            done = spb.ReceiveMessageResponse()
+            done.delivery_timestamp.FromMilliseconds(core.clock_ms())
+            yield done
+        except (asyncio.CancelledError, GeneratorExit):
+            self._release_messages(group, topic, frames)
+            raise
 
     def _messages(
         self,
@@ -198,6 +218,51 @@ class ConsumerActivity:
                 )
             messages.append(stored_to_grpc(stored, handle))
         return messages
+
+    def _release_orphaned_pop(
+        self, pop: asyncio.Future[RemotingCommand], group: str, topic: str, broker_name: str
+    ) -> None:
+        if pop.cancelled() or pop.exception() is not None:
+            return
+        response = pop.result()
+        if response.code != ResponseCode.SUCCESS:
+            return
+        try:
+            header = PopMessageResponseHeader.from_ext(response.ext_fields)
+            handles = [
+                ExtraInfo(
+                    0, header.pop_time, header.invisible_time, 0, "0", broker_name, m.queue_id, m.queue_offset
+                )
+                for m in decode_stored_messages(response.body, decode_body=False)
+            ]
+        except RemoteProtocolError:
+            return
+        self._spawn_release(group, topic, handles)
+
+    def _release_messages(self, group: str, topic: str, messages: list[pb.Message]) -> None:
+        handles = []
+        for message in messages:
+            try:
+                handles.append(ExtraInfo.decode(message.system_properties.receipt_handle))
+            except RemoteProtocolError:
+                continue
+        self._spawn_release(group, topic, handles)
+
+    def _spawn_release(self, group: str, topic: str, handles: list[ExtraInfo]) -> None:
+        if not handles:
+            return
+        logger.info("releasing %d messages of %s popped for a receiver that left", len(handles), topic)
+        for handle in handles:
+            key: HandleKey = (handle.broker_name, group, topic, handle.queue_id, handle.queue_offset)
+            for owner in self._core.renewals.owners_of(key):
+                self._core.renewals.remove(owner, key)
+        task = asyncio.ensure_future(
+            asyncio.gather(
+                *(self.change(group, topic, handle, 0) for handle in handles), return_exceptions=True
+            )
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # -- ack, change, dead letter --------------------------------------------------------------
 
@@ -345,6 +410,9 @@ class ConsumerActivity:
         """Renew every auto-renewed delivery close to its deadline (one round)."""
         core = self._core
         now_ms = core.clock_ms()
+        for owner in core.renewals.owners():
+            if core.sessions.get(owner) is None:
+                await self.release(owner)  # its client is gone: stop renewing, hand them back
         for owner, key, entry, step_ms in core.renewals.due(now_ms):
             broker_name, group, topic, _, _ = key
             try:
@@ -373,4 +441,6 @@ class ConsumerActivity:
             except RemoteProtocolError:
                 continue
             changes.append(self.change(group, topic, handle, 0))
-        await asyncio.gather(*changes, return_exceptions=True)
+        for outcome in await asyncio.gather(*changes, return_exceptions=True):
+            if isinstance(outcome, BaseException) or outcome[0] != pb.OK:
+                logger.info("releasing a delivery of client %s failed: %s", client_id, outcome)

@@ -86,6 +86,13 @@ class RenewTable:
         if gone or entry.failures >= RENEW_FAILURES_MAX:
             self.remove(owner, key)
 
+    def owners(self) -> list[str]:
+        return list(self._owners)
+
+    def owners_of(self, key: HandleKey) -> list[str]:
+        """Owners renewing ``key`` (one at most, unless a delivery outlived its first owner)."""
+        return [owner for owner, entries in self._owners.items() if key in entries]
+
     def release(self, owner: str) -> list[tuple[HandleKey, RenewEntry]]:
         """Forget every handle of ``owner`` and return them (its consumer went away)."""
         entries = self._owners.pop(owner, {})
