@@ -273,8 +273,10 @@ class ConsumerActivity:
         if invalid is not None:
             return spb.AckMessageResponse(status=status(invalid.code, invalid.message))
         entries = []
-        for entry in request.entries:
-            code, remark = await self._ack_one(meta, group, topic, entry.receipt_handle)
+        outcomes = await asyncio.gather(
+            *(self._ack_one(meta, group, topic, entry.receipt_handle) for entry in request.entries)
+        )
+        for entry, (code, remark) in zip(request.entries, outcomes, strict=True):
             entries.append(
                 spb.AckMessageResultEntry(
                     message_id=entry.message_id,
