@@ -30,6 +30,7 @@ from orbitmq.broker.handlers.offsets import OffsetHandlers
 from orbitmq.broker.handlers.pop import PopHandlers
 from orbitmq.broker.handlers.pull import PullHandlers
 from orbitmq.broker.handlers.query import QueryHandlers
+from orbitmq.broker.handlers.recall import RecallHandlers
 from orbitmq.broker.handlers.send import SendHandlers
 from orbitmq.broker.handlers.transaction import TransactionHandlers
 from orbitmq.broker.locks import QueueLockTable
@@ -370,6 +371,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
     query = QueryHandlers(state)
     transaction = TransactionHandlers(state)
     pop = PopHandlers(state)
+    recall = RecallHandlers(state)
     return {
         RequestCode.SEND_MESSAGE: send.send_message,
         RequestCode.SEND_MESSAGE_V2: send.send_message,
@@ -398,4 +400,5 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.POP_MESSAGE: pop.pop_message,
         RequestCode.ACK_MESSAGE: pop.ack_message,
         RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.change_invisible_time,
+        RequestCode.RECALL_MESSAGE: recall.recall_message,
     }

@@ -20,8 +20,6 @@ at its next check round.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import gzip
 import logging
 import zlib
@@ -38,6 +36,7 @@ from orbitmq.protocol.headers import (
 )
 from orbitmq.protocol.message_id import decode_offset_msg_id
 from orbitmq.protocol.properties import encode_properties
+from orbitmq.protocol.recall import RecallHandle
 from orbitmq.proxy._pb import definition_pb2 as pb
 from orbitmq.proxy._pb import service_pb2 as spb
 from orbitmq.proxy.codes import from_remoting, status
@@ -68,11 +67,6 @@ def decode_transaction_id(text: str) -> tuple[str, int, int] | None:
         return parts[0], int(parts[1]), int(parts[2])
     except ValueError:
         return None
-
-
-def encode_recall_handle(topic: str, broker_name: str, due_ms: int, message_id: str) -> str:
-    raw = f"v1 {topic} {broker_name} {due_ms} {message_id}"
-    return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
 class ProducerActivity:
@@ -162,7 +156,7 @@ class ProducerActivity:
             )
         due = spec.properties.get(MessageConst.TIMER_DELIVER_MS)
         if due is not None:
-            entry.recall_handle = encode_recall_handle(spec.topic, broker_name, int(due), system.message_id)
+            entry.recall_handle = RecallHandle(spec.topic, broker_name, int(due), system.message_id).encode()
         return entry
 
     async def end_transaction(
@@ -210,16 +204,13 @@ class ProducerActivity:
     ) -> spb.RecallMessageResponse:
         topic = resource_name(request.topic)
         try:
-            raw = base64.urlsafe_b64decode(request.recall_handle.encode()).decode()
-        except (binascii.Error, UnicodeDecodeError, ValueError):
-            raw = ""
-        parts = raw.split(" ")
-        if len(parts) < 5 or parts[0] != "v1":
-            return spb.RecallMessageResponse(status=status(pb.BAD_REQUEST, "recall handle is invalid"))
+            handle = RecallHandle.decode(request.recall_handle)
+        except RemoteProtocolError as exc:
+            return spb.RecallMessageResponse(status=status(pb.BAD_REQUEST, str(exc)))
         header = {"producerGroup": topic, "topic": topic, "recallHandle": request.recall_handle}
         command = RemotingCommand.request(RequestCode.RECALL_MESSAGE, header)
         try:
-            response = await self._core.gateway.invoke(parts[2], command)
+            response = await self._core.gateway.invoke(handle.broker_name, command)
         except (NoRouteError, RemotingError) as exc:
             return spb.RecallMessageResponse(status=status(pb.PROXY_TIMEOUT, str(exc)))
         if response.code != ResponseCode.SUCCESS:
@@ -227,7 +218,7 @@ class ProducerActivity:
                 status=status(from_remoting(response.code), response.remark or "recall failed")
             )
         return spb.RecallMessageResponse(
-            status=status(pb.OK), message_id=response.ext_fields.get("msgId", parts[4])
+            status=status(pb.OK), message_id=response.ext_fields.get("msgId", handle.message_id)
         )
 
     # -- transaction checks -------------------------------------------------------------------

@@ -211,3 +211,32 @@ def _query_by_key(addr: str, topic: str, key: str) -> list:  # type: ignore[type
         return decode_stored_messages(response.body)
 
     return asyncio.run(query())
+
+
+def test_sdk5_recall_cancels_a_delayed_message_before_it_is_due(
+    sdk5: Sdk5, grpc_standalone: ServerProcess
+) -> None:
+    topic, group = "Sdk5Recall", "CG_SDK5_RECALL"
+    create_topic(broker_addr(grpc_standalone), topic, 1)
+    events = sdk5.run("recall", "--topic", topic, "--delay-s", "2")
+    sent = of_kind(events, "sent")[0]
+    assert of_kind(events, "recalled") == [{"event": "recalled", "message_id": sent["message_id"]}]
+    # A second, not recalled, delayed message proves the consumer would have seen the first.
+    sdk5.run("produce", "--topic", topic, "--mode", "delay", "--delay-s", "2", "--seq-start", "1")
+    received = of_kind(
+        sdk5.run(
+            "simple",
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--count",
+            "2",
+            "--await-s",
+            "2",
+            "--max-wait-s",
+            "6",
+        ),
+        "received",
+    )
+    assert [int(e["seq"]) for e in received] == [1]  # type: ignore[call-overload]
