@@ -50,6 +50,13 @@ class ProxyApp:
         """The bound gRPC port (meaningful after startup)."""
         return self._port
 
+    @property
+    def service(self) -> MessagingService:
+        """The servicer (after startup): also how to ask a client for its stacks or a verification."""
+        if self._service is None:
+            raise RuntimeError("ProxyApp.service used before startup()")
+        return self._service
+
     async def startup(self) -> None:
         config = self.config
         service_holder: list[MessagingService] = []

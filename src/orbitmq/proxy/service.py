@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -68,6 +69,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         self.producer = ProducerActivity(core)
         self.consumer = ConsumerActivity(core)
         self._background: set[asyncio.Task[None]] = set()
+        self._asked: dict[str, asyncio.Future[object]] = {}
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -246,8 +248,12 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 kind = command.WhichOneof("command")
                 if kind == "settings":
                     outbound.put_nowait(await self._settings_answer(meta, command.settings))
-                elif kind in ("thread_stack_trace", "verify_message_result"):
-                    logger.info("client %s answered %s", session.client_id, kind)
+                elif kind == "thread_stack_trace":
+                    reply = command.thread_stack_trace
+                    self._answered(reply.nonce, reply.thread_stack_trace, session.client_id)
+                elif kind == "verify_message_result":
+                    ok = command.status.code == pb.OK if command.HasField("status") else True
+                    self._answered(command.verify_message_result.nonce, ok, session.client_id)
         except Exception as exc:  # the client went away mid-stream
             logger.debug("telemetry stream of %s ended: %s", meta.client_id, exc)
         finally:
@@ -277,6 +283,49 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             await self._core.gateway.publish_as(topic)
         except (NoRouteError, RemotingError) as exc:
             logger.info("registering as producer of %s failed: %s", topic, exc)
+
+    # -- commands to a client ------------------------------------------------------------------
+
+    async def thread_stack_trace(self, client_id: str, timeout_s: float = 5.0) -> str | None:
+        """Ask a client for its threads' stacks (PrintThreadStackTraceCommand); None without an answer."""
+        nonce = uuid.uuid4().hex
+        command = spb.TelemetryCommand(
+            print_thread_stack_trace_command=spb.PrintThreadStackTraceCommand(nonce=nonce)
+        )
+        answer = await self._ask(client_id, nonce, command, timeout_s)
+        return answer if isinstance(answer, str) else None
+
+    async def verify_message(
+        self, client_id: str, message: pb.Message, timeout_s: float = 5.0
+    ) -> bool | None:
+        """Have a client consume ``message`` on trial (VerifyMessageCommand); None without an answer."""
+        nonce = uuid.uuid4().hex
+        command = spb.TelemetryCommand(
+            verify_message_command=spb.VerifyMessageCommand(nonce=nonce, message=message)
+        )
+        answer = await self._ask(client_id, nonce, command, timeout_s)
+        return answer if isinstance(answer, bool) else None
+
+    async def _ask(
+        self, client_id: str, nonce: str, command: spb.TelemetryCommand, timeout_s: float
+    ) -> object:
+        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self._asked[nonce] = future
+        try:
+            if not self._core.sessions.push(client_id, command):
+                return None
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            return None
+        finally:
+            self._asked.pop(nonce, None)
+
+    def _answered(self, nonce: str, answer: object, client_id: str) -> None:
+        future = self._asked.get(nonce)
+        if future is None or future.done():
+            logger.info("client %s answered an unknown or late command %s", client_id, nonce)
+            return
+        future.set_result(answer)
 
     # -- producer and consumer RPCs -----------------------------------------------------------
 
