@@ -42,6 +42,7 @@ from orbitmq.broker._tasks import cancel_and_wait
 from orbitmq.broker.offsets import ConsumerOffsetTable
 from orbitmq.broker.pop.filter import MessageFilter
 from orbitmq.broker.pop.journal import JOURNAL_TOPIC, encode_events
+from orbitmq.broker.pop.messages import DeadLetters, message_group_of, read_fresh, read_one
 from orbitmq.broker.pop.persistence import load_state, snapshot_bytes
 from orbitmq.broker.pop.selection import Candidate, dead_letter_due, select
 from orbitmq.broker.pop.state import (
@@ -58,13 +59,10 @@ from orbitmq.broker.pop.state import (
 )
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.topics import TopicConfigTable
-from orbitmq.broker.validation import dlq_topic
-from orbitmq.errors import RemoteProtocolError, StoreError
-from orbitmq.model.message import MessageConst
-from orbitmq.model.route import PERM_WRITE
-from orbitmq.protocol.message_codec import decode_stored_message, with_reconsume_times
+from orbitmq.errors import StoreError
+from orbitmq.protocol.message_codec import with_reconsume_times
 from orbitmq.protocol.pop import INIT_MODE_MIN
-from orbitmq.store.message_store import GetStatus, MessageStore, PutMessageRequest, PutStatus
+from orbitmq.store.message_store import MessageStore, PutMessageRequest, PutStatus
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +160,7 @@ class PopService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread_id = 0
         self._task: asyncio.Task[None] | None = None
-        self._on_topics_changed: Callable[[], None] = lambda: None
+        self._dead_letters = DeadLetters(store, topics, store_host)
         self._stopping = False
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -176,7 +174,7 @@ class PopService:
 
     def on_topics_changed(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` when the engine creates a topic (a DLQ)."""
-        self._on_topics_changed = callback
+        self._dead_letters.on_topics_changed = callback
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -296,16 +294,20 @@ class PopService:
         for offset in sorted([*state.visible_inflight(now_ms), *state.held]):
             if offset in finished:
                 continue
-            record = self._read_one(topic, queue_id, offset)
+            record = read_one(self._store, topic, queue_id, offset)
             if record is None:
                 finished.append(offset)  # gone from the store (retention): nothing to deliver
                 continue
             records[offset] = record
-            again.append(Candidate(offset, self._group_of(record, request.fifo), fresh=False))
+            again.append(Candidate(offset, message_group_of(record, request.fifo), fresh=False))
         if finished:
             plan.events.append(DoneEvent(key, tuple(finished)))
         room = request.batch_max - len(plan.messages)
-        fresh, scan_end = self._read_fresh(request, queue_id, max(state.cursor, min_offset), room, records)
+        wanted = FIFO_SCAN_MAX if request.fifo else room
+        fresh, scan_end = read_fresh(
+            self._store, request.topic, queue_id, max(state.cursor, min_offset), wanted, request.message_filter,
+            request.fifo, records,
+        )  # fmt: skip
         selection = select(state, again, fresh, scan_end, room, now_ms, request.fifo)
         visible_at_ms = pop_time_ms + request.invisible_ms
         if selection.delivered or selection.held or selection.scan_to > state.cursor:
@@ -353,104 +355,10 @@ class PopService:
         """Store every exhausted delivery in ``%DLQ%<group>``; return the offsets finished."""
         finished: list[int] = []
         for offset in dead_letter_due(state, now_ms, max_attempts):
-            record = self._read_one(key[1], key[2], offset)
-            if record is None or self.store_dead_letter(group, record, state.inflight[offset].attempt):
+            record = read_one(self._store, key[1], key[2], offset)
+            if record is None or self._dead_letters.store(group, record, state.inflight[offset].attempt):
                 finished.append(offset)
         return finished
-
-    def store_dead_letter(self, group: str, record: bytes, attempts: int) -> bool:
-        """Put a copy of a stored message into ``%DLQ%<group>``; False when the put failed."""
-        try:
-            original, _ = decode_stored_message(record)
-        except RemoteProtocolError as exc:
-            logger.error("dead-lettering an undecodable message of group %s: %s; dropped", group, exc)
-            return True
-        target = dlq_topic(group)
-        if self._topics.get(target) is None:
-            self._topics.find_or_create(target, 1, PERM_WRITE)
-            self._on_topics_changed()
-        properties = dict(original.properties)
-        properties.setdefault(MessageConst.RETRY_TOPIC, original.topic)
-        properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, original.uniq_key or original.offset_msg_id)
-        put = self._store.put_message(
-            PutMessageRequest(
-                topic=target,
-                queue_id=0,
-                body=original.body,
-                flag=original.flag,
-                properties=properties,
-                sys_flag=original.sys_flag,
-                born_timestamp=original.born_timestamp,
-                born_host=original.born_host,
-                store_host=self._store_host(),
-                reconsume_times=attempts,
-            )
-        )
-        if put.status is not PutStatus.PUT_OK:
-            logger.error("dead-lettering %s of group %s failed: %s", original.msg_id, group, put.status.value)
-            return False
-        logger.info(
-            "message %s of %s went to %s after %d deliveries",
-            original.msg_id,
-            original.topic,
-            target,
-            attempts,
-        )
-        return True
-
-    def _read_one(self, topic: str, queue_id: int, offset: int) -> bytes | None:
-        result = self._store.get_messages(topic, queue_id, offset, 1)
-        if (
-            result.status is not GetStatus.FOUND
-            or not result.queue_offsets
-            or result.queue_offsets[0] != offset
-        ):
-            return None
-        return bytes(result.buffers[0])
-
-    def _read_fresh(
-        self, request: PopRequest, queue_id: int, cursor: int, room: int, records: dict[int, bytes]
-    ) -> tuple[list[Candidate], int]:
-        """Fresh messages from ``cursor`` that pass the filter, and the offset after the scan."""
-        if room <= 0 and not request.fifo:
-            return [], cursor
-        wanted = FIFO_SCAN_MAX if request.fifo else room
-        message_filter = request.message_filter
-        result = self._store.get_messages(
-            request.topic, queue_id, cursor, wanted, 1 << 24, message_filter.matches_code
-        )
-        if result.status not in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE):
-            if result.status in (GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_WAS_REMOVING):
-                return [], max(result.next_begin_offset, cursor)
-            if result.status is GetStatus.OFFSET_TOO_SMALL:
-                return [], result.min_offset
-            return [], cursor
-        fresh: list[Candidate] = []
-        for buffer, offset in zip(result.buffers, result.queue_offsets, strict=True):
-            record = bytes(buffer)
-            try:
-                message, _ = decode_stored_message(record, decode_body=False)
-            except RemoteProtocolError:
-                logger.error(
-                    "undecodable message at %s/%d offset %d; skipped", request.topic, queue_id, offset
-                )
-                continue
-            if not message_filter.matches(message.tags, message.properties):
-                continue
-            records[offset] = record
-            group = message.properties.get(MessageConst.SHARDING_KEY, "") if request.fifo else ""
-            fresh.append(Candidate(offset, group, fresh=True))
-        return fresh, max(result.next_begin_offset, cursor)
-
-    @staticmethod
-    def _group_of(record: bytes, fifo: bool) -> str:
-        if not fifo:
-            return ""
-        try:
-            message, _ = decode_stored_message(record, decode_body=False)
-        except RemoteProtocolError:
-            return ""
-        return message.properties.get(MessageConst.SHARDING_KEY, "")
 
     # -- attempt ids --------------------------------------------------------------------------
 
@@ -477,7 +385,7 @@ class PopService:
             state = self.table.get(key)
             if state is None or state.check(offset, pop_time_ms, now_ms) is not HandleStatus.VALID:
                 return None
-            record = self._read_one(key[1], key[2], offset)
+            record = read_one(self._store, key[1], key[2], offset)
             if record is None:
                 return None
             attempt = state.inflight[offset].attempt
