@@ -14,7 +14,10 @@ each, ``--size``-byte bodies, ``--concurrency`` requests in flight:
 
 The gRPC side is driven with the proxy's own stubs on grpc.aio, not with a 5.x SDK: the figures
 are the server's, not an SDK's. Client and server share this machine's cores, as in every
-OrbitMQ benchmark; the ratios (gRPC / remoting) are the point.
+OrbitMQ benchmark; the ratios (gRPC / remoting) are the point. Beside each rate the server's
+CPU time per message is printed (from /proc, when the benchmark started the server), and the
+benchmark client's own: a Python gRPC client costs more than a remoting one, and on two cores
+it takes CPU away from the server.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
             server, namesrv_port, broker_port, grpc_port = start_standalone_with_grpc(Path(workdir))
             grpc_addr = f"127.0.0.1:{grpc_port}"
             namesrv, broker = f"127.0.0.1:{namesrv_port}", f"127.0.0.1:{broker_port}"
+        args.server_pid = server.pid if server is not None else None
         try:
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
                 results = runner.run(_bench(grpc_addr, namesrv, broker, args))
@@ -84,12 +88,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _bench(grpc_addr: str, namesrv: str, broker: str, args: argparse.Namespace) -> dict[str, float]:
+Result = tuple[float, float | None, float]
+"""msgs/s, server CPU µs per message (None when unknown), benchmark-client CPU µs per message."""
+
+
+def _server_cpu_s(pid: int | None) -> float | None:
+    """User + system CPU seconds of a process (Linux /proc), None when unknown."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _bench(grpc_addr: str, namesrv: str, broker: str, args: argparse.Namespace) -> dict[str, Result]:
     async with AdminClient(namesrv) as admin:
         for topic in (GRPC_TOPIC, REMOTING_TOPIC):
             await admin.create_topic(topic, args.queues)
     body = os.urandom(args.size)
-    results: dict[str, float] = {}
+    results: dict[str, Result] = {}
     metadata = (
         ("x-mq-client-id", f"bench@{os.getpid()}@0@{uuid.uuid4().hex[:8]}"),
         ("x-mq-language", "PYTHON"),
@@ -113,13 +132,20 @@ async def _bench(grpc_addr: str, namesrv: str, broker: str, args: argparse.Names
     return results
 
 
-async def _timed(args: argparse.Namespace, phase: Callable[[], Awaitable[int]]) -> float:
+async def _timed(args: argparse.Namespace, phase: Callable[[], Awaitable[int]]) -> Result:
+    server_before = _server_cpu_s(args.server_pid)
+    client_before = time.process_time()
     started = time.perf_counter()
     count = await phase()
     elapsed = time.perf_counter() - started
+    client_us = (time.process_time() - client_before) * 1e6 / max(count, 1)
+    server_after = _server_cpu_s(args.server_pid)
+    server_us = None
+    if server_before is not None and server_after is not None:
+        server_us = (server_after - server_before) * 1e6 / max(count, 1)
     if count < args.messages:
         raise RuntimeError(f"a phase handled {count} of {args.messages} messages")
-    return count / elapsed
+    return count / elapsed, server_us, client_us
 
 
 async def _in_flight(args: argparse.Namespace, one: Callable[[int], Awaitable[None]]) -> int:
@@ -267,15 +293,14 @@ async def _pull(namesrv: str, args: argparse.Namespace) -> int:
     return count
 
 
-def _report(results: dict[str, float], args: argparse.Namespace) -> None:
+def _report(results: dict[str, Result], args: argparse.Namespace) -> None:
     print(f"gRPC proxy vs remoting: {args.messages} messages per phase, {args.size} B bodies, "
           f"{args.concurrency} in flight, batches of {args.batch}")  # fmt: skip
-    for name, rate in results.items():
-        print(f"  {name:<20} {rate:>10,.0f} msgs/s")
-    print(f"  send: gRPC / remoting           = {results['send grpc'] / results['send remoting']:.2f}")
-    print(
-        f"  receive+ack gRPC / remoting POP = {results['receive+ack grpc'] / results['pop+ack remoting']:.2f}"
-    )
-    print(
-        f"  receive+ack gRPC / remoting pull = {results['receive+ack grpc'] / results['pull remoting']:.2f}"
-    )
+    print(f"  {'phase':<20} {'msgs/s':>10} {'server CPU us/msg':>18} {'client CPU us/msg':>18}")
+    for name, (per_s, server_us, client_us) in results.items():
+        server = f"{server_us:,.0f}" if server_us is not None else "-"
+        print(f"  {name:<20} {per_s:>10,.0f} {server:>18} {client_us:>18,.0f}")
+    rate = {name: result[0] for name, result in results.items()}
+    print(f"  send: gRPC / remoting            = {rate['send grpc'] / rate['send remoting']:.2f}")
+    print(f"  receive+ack gRPC / remoting POP  = {rate['receive+ack grpc'] / rate['pop+ack remoting']:.2f}")
+    print(f"  receive+ack gRPC / remoting pull = {rate['receive+ack grpc'] / rate['pull remoting']:.2f}")

@@ -81,6 +81,10 @@ class ProxyApp:
                 ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", -1),
                 ("grpc.so_reuseport", 0),
+                # Ping idle connections: a client that vanished without closing its Telemetry
+                # stream (a cut network) is then noticed, and its deliveries released.
+                ("grpc.keepalive_time_ms", 60_000),
+                ("grpc.keepalive_timeout_ms", 20_000),
             ]
         )
         spb_grpc.add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]

@@ -215,6 +215,8 @@ class BrokerGateway:
             except (NoRouteError, RemotingError) as exc:
                 logger.info("reading group %s from broker %s failed: %s", group, name, exc)
                 continue
+            if response.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
+                break  # a group the broker does not know yet gets the defaults when it first pops
             if response.code == ResponseCode.SUCCESS and response.body:
                 try:
                     document = orjson.loads(response.body)

@@ -90,7 +90,7 @@ class AdminHandlers:
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand:
         group = request.ext_fields.get("group", "")
-        config = self._state.groups.find_or_create(group, self._state.config.auto_create_subscription_group)
+        config = self._state.groups.get(group)
         if config is None:
             return request.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] not exist"
