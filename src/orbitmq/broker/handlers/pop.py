@@ -6,6 +6,7 @@ formats are in ``protocol.pop``.
 
 | refusal | code |
 | --- | --- |
+| a slave broker (POP state changes are the master's to journal) | SLAVE_NOT_AVAILABLE |
 | broker or topic not readable | NO_PERMISSION |
 | unknown topic | TOPIC_NOT_EXIST |
 | unknown group with autoCreateSubscriptionGroup off, or consumption disabled | SUBSCRIPTION_GROUP_NOT_EXIST / NO_PERMISSION |
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import logging
 
+from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState
 from orbitmq.broker.pop import (
     FilterExpressionError,
@@ -71,7 +73,9 @@ class PopHandlers:
 
     async def pop_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = PopMessageRequestHeader.from_ext(request.ext_fields)
-        rejection = self._check_consume(header.topic, header.consumer_group, header.queue_id)
+        rejection = self._check_master() or self._check_consume(
+            header.topic, header.consumer_group, header.queue_id
+        )
         if rejection is not None:
             return rejection.response(request)
         if not 0 < header.max_msg_nums <= POP_BATCH_MAX:
@@ -126,7 +130,7 @@ class PopHandlers:
 
     async def ack_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = AckMessageRequestHeader.from_ext(request.ext_fields)
-        handle = self._parse_handle(header.extra_info)
+        handle = self._check_master() or self._parse_handle(header.extra_info)
         if isinstance(handle, Rejection):
             return handle.response(request)
         if self._state.topics.get(header.topic) is None:
@@ -142,7 +146,7 @@ class PopHandlers:
 
     async def change_invisible_time(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = ChangeInvisibleTimeRequestHeader.from_ext(request.ext_fields)
-        handle = self._parse_handle(header.extra_info)
+        handle = self._check_master() or self._parse_handle(header.extra_info)
         if isinstance(handle, Rejection):
             return handle.response(request)
         if header.invisible_time < 0:
@@ -168,6 +172,14 @@ class PopHandlers:
         return request.response(ResponseCode.SUCCESS, None, response_header.to_ext())
 
     # -- checks -------------------------------------------------------------------------------
+
+    def _check_master(self) -> Rejection | None:
+        if self._state.config.broker_role is BrokerRole.SLAVE:
+            return Rejection(
+                ResponseCode.SLAVE_NOT_AVAILABLE,
+                f"broker {self._state.config.broker_name} is a slave: pop from its master",
+            )
+        return None
 
     def _check_consume(self, topic: str, group: str, queue_id: int) -> Rejection | None:
         state = self._state
