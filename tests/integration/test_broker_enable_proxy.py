@@ -35,7 +35,9 @@ CLIENT = (("x-mq-client-id", "host@1@0@local"),)
 def test_broker_enable_proxy_serves_grpc_from_the_broker_process(tmp_path: Path) -> None:
     namesrv = start_namesrv(tmp_path)
     broker_port, grpc_port = free_port(), free_port()
-    conf = broker_conf(tmp_path, "broker-a", namesrv.addr, broker_port, grpcServerPort=grpc_port)
+    conf = broker_conf(
+        tmp_path, "broker-a", namesrv.addr, broker_port, grpcServerPort=grpc_port, grpcBindAddress="127.0.0.1"
+    )
     conf_path = write_conf(tmp_path / "broker.conf", conf)
     args = [sys.executable, "-m", "orbitmq.cli", "broker", "-c", str(conf_path), "--enable-proxy"]
     broker = ServerProcess("broker", args, broker_port, tmp_path / "broker", tmp_path / "broker.log",

@@ -195,7 +195,10 @@ def simple(args: argparse.Namespace) -> int:
     got = 0
     try:
         while got < args.count and time.monotonic() < deadline and not _stop.is_set():
-            for message in consumer.receive(args.batch, args.invisible_s):
+            batch = consumer.receive(args.batch, args.invisible_s)
+            if not batch and got and args.stop_when_empty:
+                break
+            for message in batch:
                 got += 1
                 emit(received(message))
                 _settle(consumer, message, args)
@@ -283,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", choices=("ack", "nack", "hold"), default="ack")
     parser.add_argument("--ack-after-s", type=float, default=0.0)
     parser.add_argument("--max-wait-s", type=float, default=30.0)
+    parser.add_argument("--stop-when-empty", action="store_true", help="simple: stop at an empty receive")
     parser.add_argument("--fail-times", type=int, default=0, help="push: fail the first N calls per message")
     parser.add_argument("--sleep-s", type=float, default=0.0, help="push: time the listener takes")
     parser.add_argument("--stop-after", type=int, default=0, help="push: stop after this many successes")

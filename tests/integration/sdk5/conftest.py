@@ -21,6 +21,7 @@ FAST_CONF: dict[str, object] = {
     "minInvisibleTimeMillsForRecv": 1000,
     "grpcClientConsumerMinLongPollingTimeoutMillis": 1000,
     "renewSchedulePeriodMillis": 1000,
+    "grpcBindAddress": "127.0.0.1",
 }
 
 

@@ -92,7 +92,7 @@ def test_sdk5_transactions_commit_rollback_and_orphan_recovered_by_check(
     assert checked[0]["body_hex"] == body_hex(2)
     received = of_kind(
         sdk5.run("simple", "--topic", topic, "--group", group, "--count", "3", "--await-s", "1",
-                 "--max-wait-s", "3"),
+                 "--max-wait-s", "15", "--stop-when-empty"),
         "received",
     )  # fmt: skip
     # The commit and the checked orphan are delivered; the rollback never is.
@@ -124,7 +124,7 @@ def test_sdk5_max_attempts_sends_the_message_to_the_dlq(sdk5: Sdk5, grpc_standal
     sent = sdk5.run("produce", "--topic", topic, "--count", "1")
     # Nack every delivery (visible again after 1 s): retryMaxTimes=2 allows 3 deliveries.
     events = sdk5.run("simple", "--topic", topic, "--group", group, "--count", "4", "--change-s", "1",
-                      "--settle", "nack", "--await-s", "2", "--max-wait-s", "5")  # fmt: skip
+                      "--settle", "nack", "--await-s", "2", "--max-wait-s", "15", "--stop-when-empty")  # fmt: skip
     assert [int(e["attempt"]) for e in of_kind(events, "received")] == [1, 2, 3]  # type: ignore[call-overload]
     dead = _query_by_key(broker_addr(grpc_standalone), f"%DLQ%{group}", "key-0")
     assert len(dead) == 1

@@ -51,7 +51,7 @@ def proxy(cluster: Cluster, tmp_path: Path) -> Iterator[ServerProcess]:
     port = free_port()
     conf = write_conf(tmp_path / "proxy.conf", {"grpcClientConsumerMinLongPollingTimeoutMillis": 1000})
     args = [sys.executable, "-m", "orbitmq.cli", "proxy", "-c", str(conf), "-n", cluster.namesrv_addr,
-            "--grpc-port", str(port)]  # fmt: skip
+            "--grpc-port", str(port), "--bind-address", "127.0.0.1"]  # fmt: skip
     process = ServerProcess("proxy", args, port, tmp_path / "proxy", tmp_path / "proxy.log").start()
     try:
         yield process
