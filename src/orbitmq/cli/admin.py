@@ -152,7 +152,7 @@ async def _topic_status(admin: AdminClient, args: argparse.Namespace) -> None:
 async def _consumer_progress(admin: AdminClient, args: argparse.Namespace) -> None:
     progress = await admin.consumer_progress(args.group, args.topic)
     if not progress:
-        print(f"group {args.group} is online but has committed no offset yet; name a topic with -t")
+        print(f"group {args.group} exists but has committed no offset yet; name a topic with -t")
         return
     rows = [
         (

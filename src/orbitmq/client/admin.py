@@ -14,15 +14,16 @@ delete_topic            GET_ALL_TOPIC_LIST_FROM_NAMESERVER and GET_ALL_TOPIC_CON
 topic_status            per queue GET_MIN_OFFSET, GET_MAX_OFFSET, and one PULL_MESSAGE of the
                         last message for its store time (the broker has no GET_TOPIC_STATS_INFO)
 consumer_progress       per queue QUERY_CONSUMER_OFFSET (``setZeroIfNotFound=false``),
-                        GET_MIN_OFFSET and GET_MAX_OFFSET; GET_CONSUMER_LIST_BY_GROUP to each
-                        master when the group committed nothing
+                        GET_MIN_OFFSET and GET_MAX_OFFSET; GET_SUBSCRIPTIONGROUP_CONFIG and
+                        GET_CONSUMER_LIST_BY_GROUP to each master when the group committed
+                        nothing
 reset_offset_by_time    as consumer_progress to check the group exists, then per queue
                         SEARCH_OFFSET_BY_TIMESTAMP and UPDATE_CONSUMER_OFFSET
 ======================  ===================================================================
 
-A consumer group exists, for these operations, when some broker holds an offset it committed or
-lists an online member of it (OrbitMQ brokers do not serve GET_CONSUME_STATS, RocketMQ's
-question for this). Operations on a group or topic that does not exist raise
+A consumer group exists, for these operations, when some broker holds its subscription group
+config, an online member of it or an offset it committed (OrbitMQ brokers do not serve
+GET_CONSUME_STATS, RocketMQ's question for this). Operations on a group or topic that does not exist raise
 :class:`~orbitmq.errors.SubscriptionGroupNotExistError` or
 :class:`~orbitmq.errors.TopicNotExistError`, naming it, instead of answering with nothing.
 
@@ -38,6 +39,8 @@ import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from orbitmq.client._group_progress import QueueProgress, consumer_progress
 from orbitmq.client._instance import ClientInstance
@@ -203,8 +206,10 @@ class AdminClient:
             raise ClientError(f"no master broker in cluster {cluster or '(any)'}")
         return masters
 
-    async def _broker(self, addr: str, code: int, ext: dict[str, str], what: str) -> RemotingCommand:
-        request = RemotingCommand.request(code, ext)
+    async def _broker(
+        self, addr: str, code: int, ext: dict[str, str], what: str, body: bytes = b""
+    ) -> RemotingCommand:
+        request = RemotingCommand.request(code, ext, body)
         response = await self._client.remoting.invoke(addr, request, self.client_config.request_timeout_ms)
         if response.code != ResponseCode.SUCCESS:
             raise error_for_code(response.code, f"{what} on broker {addr}: {response.remark}")
@@ -291,6 +296,36 @@ class AdminClient:
             )
         await self._wait_for_route(topic, len(current))
         return await self.topic_configs(topic, cluster=cluster)
+
+    async def update_subscription_group(
+        self,
+        group: str,
+        *,
+        consume_message_orderly: bool = False,
+        retry_max_times: int = 16,
+        cluster: str | None = None,
+    ) -> None:
+        """Create or update consumer group ``group`` on every master (RocketMQ's ``updateSubGroup``).
+
+        ``consume_message_orderly`` makes POP / 5.x consumers of the group FIFO consumers;
+        ``retry_max_times + 1`` deliveries of a message are tried before it is dead-lettered.
+
+        Raises:
+            ClientError: unknown cluster or no master.
+            BrokerResponseError: a broker refused (an invalid group name).
+        """
+        body = orjson.dumps(
+            {
+                "groupName": group,
+                "consumeEnable": True,
+                "consumeMessageOrderly": consume_message_orderly,
+                "retryMaxTimes": retry_max_times,
+            }
+        )
+        for addr in await self._master_addrs(cluster):
+            await self._broker(
+                addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, f"update group {group}", body
+            )
 
     async def _wait_for_route(self, topic: str, broker_count: int) -> None:
         deadline = time.monotonic() + _ROUTE_WAIT_S
@@ -448,16 +483,19 @@ class AdminClient:
         """
         return await consumer_progress(self, group, topic)
 
-    async def has_online_members(self, group: str) -> bool:
-        """Does some master list an online member of ``group`` (GET_CONSUMER_LIST_BY_GROUP)?"""
-        request_ext = GetConsumerListByGroupRequestHeader(group).to_ext()
+    async def broker_knows_group(self, group: str) -> bool:
+        """Does some master hold ``group``'s subscription group config (GET_SUBSCRIPTIONGROUP_CONFIG;
+        a broker creates it when a consumer of the group first heartbeats) or list an online
+        member of it (GET_CONSUMER_LIST_BY_GROUP)?"""
+        by_config = GetConsumerListByGroupRequestHeader(group).to_ext() | {"group": group}
         for addr in await self._master_addrs(None):
-            request = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, request_ext)
-            response = await self._client.remoting.invoke(
-                addr, request, self.client_config.request_timeout_ms
-            )
-            if response.code == ResponseCode.SUCCESS:
-                return True
+            for code in (RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
+                request = RemotingCommand.request(code, by_config)
+                response = await self._client.remoting.invoke(
+                    addr, request, self.client_config.request_timeout_ms
+                )
+                if response.code == ResponseCode.SUCCESS:
+                    return True
         return False
 
     async def reset_offset_by_time(

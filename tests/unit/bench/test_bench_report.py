@@ -38,7 +38,7 @@ def _parser(name: str) -> argparse.ArgumentParser:
     return parser
 
 
-@pytest.mark.parametrize("name", ["latency", "produce", "consume", "spark"])
+@pytest.mark.parametrize("name", ["latency", "produce", "consume", "spark", "proxy"])
 def test_bench_points_at_a_running_server_with_namesrv_only(name: str) -> None:
     options = {option for action in _parser(name)._actions for option in action.option_strings}
     assert {"-n", "--namesrv"} <= options
