@@ -61,10 +61,11 @@ def test_load_broker_config_unknown_key_names_nearest(tmp_path: Path) -> None:
 def test_load_broker_config_unimplemented_key_only_warns(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    conf = _write(tmp_path / "broker.conf", f"storePathRootDir={tmp_path}\nbrokerIP2=10.0.0.1\n")
+    # brokerIP2 served here until replication implemented it; serverWorkerThreads stays ignored.
+    conf = _write(tmp_path / "broker.conf", f"storePathRootDir={tmp_path}\nserverWorkerThreads=8\n")
     with caplog.at_level(logging.WARNING):
         load_broker_config(conf)
-    assert "brokerIP2" in caplog.text
+    assert "serverWorkerThreads" in caplog.text
 
 
 def test_broker_config_master_must_have_id_zero() -> None:
