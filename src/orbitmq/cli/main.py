@@ -1,6 +1,6 @@
 """``orbitmq``: one command for every OrbitMQ program.
 
-``namesrv``, ``broker`` and ``bench`` hand their arguments to the program's own entry point;
+``namesrv``, ``broker``, ``admin``, ``cluster`` and ``bench`` hand their arguments to the program's own entry point;
 ``standalone`` is the main job: a nameserver and a broker in one process, on the default
 ports, with an embedded data directory, the broker registered with that nameserver.
 """
@@ -23,6 +23,7 @@ _FORWARDED = {
     "namesrv": "run a nameserver (python -m orbitmq.namesrv)",
     "broker": "run a broker (python -m orbitmq.broker)",
     "admin": "administer topics, groups and clusters (orbitmq admin --help)",
+    "cluster": "a local cluster: a nameserver and masters with slaves (orbitmq cluster --help)",
     "bench": "benchmarks (python -m orbitmq.bench)",
 }
 
@@ -112,6 +113,10 @@ def _forward(command: str, rest: list[str]) -> int:
         from orbitmq.cli.admin import main as admin_main
 
         return admin_main(rest)
+    if command == "cluster":
+        from orbitmq.cli.cluster import main as cluster_main
+
+        return cluster_main(rest)
     from orbitmq.bench.__main__ import main as bench_main
 
     return bench_main(rest)

@@ -144,6 +144,7 @@ class ReplicationSlave:
         """Stream from the master until the link must end; returns why it ended."""
         store = self._store
         self._report(stream, store.max_commit_log_offset)
+        self.state = SlaveState.STREAMING
         logger.info(
             "HA link to master %s open (from %s); asked for offset %d",
             stream.peer_address,
