@@ -11,7 +11,8 @@ UNREGISTER_BROKER to each.
 
 Every registration carries the broker's HA address (``haServerAddr``). A name server answers a
 slave with its master's remoting and HA addresses (none while no live master is known); the
-first answer that names a master, or None when none does, goes to ``on_master``.
+first answer that names a master, or None when those that answered name none, goes to
+``on_master``.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class NamesrvRegistration:
             for addr in self._config.namesrv_addr
         ]
         answers = await asyncio.gather(*calls)
-        if self._on_master is not None:
+        if self._on_master is not None and any(answer is not None for answer in answers):
             masters = [answer for answer in answers if answer is not None and answer.master_addr]
             first = masters[0] if masters else None
             self._on_master(

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,7 @@ from orbitmq.broker.offsets import ConsumerOffsetTable
 from orbitmq.broker.schedule import DelayOffsetTable
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.validation import TRANS_HALF_TOPIC
-from orbitmq.errors import ConfigError, OrbitError, RemoteProtocolError
+from orbitmq.errors import ConfigError, OrbitError, RemoteProtocolError, RemotingError
 from orbitmq.protocol.bodies import decode_topic_config_wrapper
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -56,6 +57,7 @@ TRANSACTION_CHECK_GROUP = "CID_RMQ_SYS_TRANS"
 """The group under which RocketMQ keeps the transaction check offset of the half topic."""
 TIMER_PROGRESS_FILE = "timerProgress.json"
 _REQUEST_TIMEOUT_MS = 3_000
+_UNREACHABLE_LOG_INTERVAL_S = 60.0
 _BARE_INT_KEY = re.compile(rb"([{,]\s*)(-?\d+)(\s*:)")
 
 
@@ -94,14 +96,18 @@ class MetadataSync:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.rounds = 0  # completed rounds (status and tests)
         self.last_sync_ms = 0
+        self._last_unreachable_log_s = -_UNREACHABLE_LOG_INTERVAL_S
 
     def set_master_addr(self, master_addr: str | None) -> None:
         """The master's remoting address from registration; None pauses the copy (no live master)."""
         if master_addr != self.master_addr:
             if master_addr:
                 logger.info("copying metadata from master %s", master_addr)
+            else:
+                logger.info("no live master: the metadata copy pauses")
             self.master_addr = master_addr
             if master_addr:
+                self._last_unreachable_log_s = -_UNREACHABLE_LOG_INTERVAL_S
                 self.request()
 
     def request(self) -> None:
@@ -152,6 +158,13 @@ class MetadataSync:
         for what, step in steps:
             try:
                 await step(master_addr)
+            except RemotingError as exc:
+                # Unreachable: the rest would fail alike; said once a minute, not every round.
+                now = time.monotonic()
+                if now - self._last_unreachable_log_s >= _UNREACHABLE_LOG_INTERVAL_S:
+                    self._last_unreachable_log_s = now
+                    logger.warning("cannot copy metadata from master %s: %s", master_addr, exc)
+                return
             except (OrbitError, ConfigError, ValueError, TypeError, KeyError) as exc:
                 logger.warning("copying %s from master %s failed: %s", what, master_addr, exc)
         self.rounds += 1

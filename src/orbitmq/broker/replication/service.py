@@ -80,8 +80,10 @@ class ReplicationService:
     def on_registered(self, ha_server_addr: str | None, master_addr: str | None) -> None:
         """A name server's answer to REGISTER_BROKER (both None: no live master known there)."""
         if self.slave is not None:
+            # A live link is kept; a dead master's address stays for the reconnects.
             self.slave.set_master_address(ha_server_addr)
-        if self.metadata is not None and master_addr is not None:
+        if self.metadata is not None:
+            # No live master: the copy pauses, as in RocketMQ.
             self.metadata.set_master_addr(master_addr)
 
     async def wait_replicated(self, end_offset: int) -> PutStatus:

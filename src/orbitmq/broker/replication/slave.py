@@ -113,6 +113,7 @@ class ReplicationSlave:
                 await asyncio.sleep(reconnect_s)
                 continue
             self.sessions += 1
+            self._last_complaint_s = -_COMPLAINT_INTERVAL_S  # the next outage is reported at once
             self._local_address = stream.local_address
             try:
                 reason = await self._session(stream)
