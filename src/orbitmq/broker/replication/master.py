@@ -38,6 +38,7 @@ from orbitmq.transport.stream import ByteStream, StreamServer
 logger = logging.getLogger(__name__)
 
 _READ_BYTES_MAX = 64 * 1024
+_REFUSED = "refused: "  # prefix of a drop reason that is the peer's fault
 
 
 class ReplicationMaster:
@@ -55,6 +56,9 @@ class ReplicationMaster:
         self._timer: asyncio.TimerHandle | None = None
         self._transferred = _RateCounter()
         self.bogus_acks = 0  # acknowledgements refused (above what was sent or above the max)
+        self._refusals = _QuietLog(10.0, logging.WARNING)
+        self._behind = _QuietLog(60.0, logging.ERROR)  # such a slave reconnects every few seconds
+        self._timeouts = _QuietLog(10.0, logging.WARNING)
 
     @property
     def port(self) -> int:
@@ -127,12 +131,10 @@ class ReplicationMaster:
         for group in expired:
             _resolve(group.token, PutStatus.FLUSH_SLAVE_TIMEOUT)
         if expired:
-            logger.warning(
-                "%d sends were answered FLUSH_SLAVE_TIMEOUT: no slave acknowledged them within %d ms "
-                "(acknowledged offset %d)",
-                sum(group.waiting for group in expired),
-                self._config.slave_timeout_ms,
-                self.links.acked_offset(),
+            self._timeouts.note(
+                f"{sum(group.waiting for group in expired)} sends were answered FLUSH_SLAVE_TIMEOUT: no slave "
+                f"acknowledged them within {self._config.slave_timeout_ms} ms "
+                f"(acknowledged offset {self.links.acked_offset()})"
             )
         self._arm_timer()
 
@@ -143,7 +145,7 @@ class ReplicationMaster:
         link = self.links.add(stream.peer_address, _wall_ms())
         wake = asyncio.Event()
         self._wakes[link.link_id] = wake
-        logger.info("slave connected to the HA port from %s", stream.peer_address)
+        logger.debug("connection to the HA port from %s", stream.peer_address)
         writer = loop.create_task(self._write_loop(stream, link, wake), name=f"ha-writer-{link.link_id}")
         try:
             reason = await self._read_loop(stream, link, wake, writer)
@@ -159,7 +161,13 @@ class ReplicationMaster:
                 logger.exception("HA writer to %s failed", stream.peer_address)
             self.links.remove(link)
             self._wakes.pop(link.link_id, None)
-        logger.info("slave %s disconnected from the HA port: %s", stream.peer_address, reason)
+        if link.request_offset >= 0 and not reason.startswith(_REFUSED):
+            logger.info("slave %s disconnected from the HA port: %s", stream.peer_address, reason)
+        else:
+            # Never a usable slave (garbage, a scan, a diverged log, fake acks): said, not once per connection.
+            self._refusals.note(
+                f"HA connection from {stream.peer_address} dropped: {reason.removeprefix(_REFUSED)}"
+            )
 
     async def _read_loop(
         self, stream: ByteStream, link: SlaveLink, wake: asyncio.Event, writer: asyncio.Task[None]
@@ -181,7 +189,7 @@ class ReplicationMaster:
             try:
                 reports = decoder.feed(data)
             except RemoteProtocolError as exc:
-                return f"malformed offset report: {exc}"
+                return _REFUSED + f"malformed offset report: {exc}"
             for offset in reports:
                 outcome = self.links.on_report(
                     link,
@@ -208,30 +216,23 @@ class ReplicationMaster:
         if outcome is ReportOutcome.IGNORED:
             return None
         if outcome is ReportOutcome.BEHIND:
-            logger.error(
-                "slave %s asks for offset %d, below %d, the oldest offset this master still holds: "
-                "it can never catch up (its store must be emptied to copy from %d)",
-                link.peer_address,
-                offset,
-                self._store.min_commit_log_offset,
-                self._store.min_commit_log_offset,
+            oldest = self._store.min_commit_log_offset
+            self._behind.note(
+                f"slave {link.peer_address} asks for offset {offset}, below {oldest}, the oldest offset this "
+                f"master still holds: it can never catch up (its store must be emptied to copy from {oldest})"
             )
             wake.set()
             return None
         if outcome is ReportOutcome.AHEAD:
-            return (
+            return _REFUSED + (
                 f"it asks for offset {offset}, beyond this master's max offset "
                 f"{self._store.max_commit_log_offset}: its log holds bytes this master never wrote"
             )
         self.bogus_acks += 1
-        logger.warning(
-            "slave %s acknowledged offset %d, above the %d bytes it was sent (max offset %d): not believed",
-            link.peer_address,
-            offset,
-            link.sent_offset,
-            self._store.max_commit_log_offset,
+        return _REFUSED + (
+            f"acknowledgement {offset} above the {link.sent_offset} bytes it was sent "
+            f"(max offset {self._store.max_commit_log_offset}): not believed"
         )
-        return f"acknowledgement {offset} above what was sent ({link.sent_offset})"
 
     async def _write_loop(self, stream: ByteStream, link: SlaveLink, wake: asyncio.Event) -> None:
         store = self._store
@@ -312,10 +313,32 @@ class ReplicationMaster:
         return {
             "master": True,
             "masterCommitLogMaxOffset": max_offset,
+            "masterCommitLogMinOffset": store.min_commit_log_offset,
+            "bogusAcks": self.bogus_acks,
             "inSyncSlaveNums": sum(1 for connection in connections if connection["inSync"]),
             "transferredByteInSecond": self._transferred.per_second(),
             "haConnectionInfo": connections,
         }
+
+
+class _QuietLog:
+    """A repeating complaint: the first at once, then at most one per ``interval_s`` saying
+    how many were held back, so a flood of garbage connections cannot flood the log."""
+
+    def __init__(self, interval_s: float, level: int) -> None:
+        self._interval_s = interval_s
+        self._level = level
+        self._last_s = -interval_s
+        self._held_back = 0
+
+    def note(self, text: str) -> None:
+        now = time.monotonic()
+        if now - self._last_s < self._interval_s:
+            self._held_back += 1
+            return
+        suffix = f" ({self._held_back} more like it since the last report)" if self._held_back else ""
+        logger.log(self._level, "%s%s", text, suffix)
+        self._last_s, self._held_back = now, 0
 
 
 class _RateCounter:
