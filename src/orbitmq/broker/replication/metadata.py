@@ -144,7 +144,10 @@ class MetadataSync:
                 pass
             self._wake.clear()
             if self.master_addr:
-                await self.sync_all(self.master_addr)
+                try:
+                    await self.sync_all(self.master_addr)
+                except Exception:
+                    logger.exception("metadata copy from master %s failed", self.master_addr)
 
     async def sync_all(self, master_addr: str) -> None:
         """One round: every table, each on its own (failures are logged)."""
