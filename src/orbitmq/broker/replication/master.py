@@ -65,9 +65,30 @@ class ReplicationMaster:
         return self._server.port
 
     async def start(self) -> None:
+        """Bind the HA port.
+
+        Raises:
+            OSError: a configured ``haListenPort`` cannot be bound. Without one, a busy
+                listenPort + 1 is replaced by any free port (logged; the nameservers publish
+                the real address), so a broker that has no slave is not stopped by it.
+        """
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
-        await self._server.start()
+        try:
+            await self._server.start()
+        except OSError as exc:
+            config = self._config
+            if config.ha_listen_port is not None or config.ha_port == 0:
+                raise
+            logger.warning(
+                "HA port %d (listenPort + 1) cannot be bound (%s); using a free port instead. "
+                "Set haListenPort to choose it; slaves that pin haMasterAddress to %d will not reach this broker",
+                config.ha_port,
+                exc,
+                config.ha_port,
+            )
+            self._server = StreamServer(config.bind_address, 0, self._serve)
+            await self._server.start()
 
     async def stop(self) -> None:
         """Close the HA port and every slave link; sends still waiting get FLUSH_SLAVE_TIMEOUT."""

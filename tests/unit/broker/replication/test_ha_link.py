@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -210,3 +211,23 @@ async def test_ha_link_slave_survives_a_master_that_sends_garbage(start_app: Sta
         assert replication.slave is not None and replication.slave.sessions >= 6
     finally:
         await server.stop()
+
+
+async def test_ha_port_busy_default_falls_back_to_a_free_port(start_app: StartApp) -> None:
+    # listenPort + 1 taken by someone else: a broker without haListenPort still starts.
+    for _ in range(20):
+        occupied = socket.socket()
+        occupied.bind(("127.0.0.1", 0))
+        listen_port = occupied.getsockname()[1] - 1
+        try:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", listen_port))
+            break
+        except OSError:
+            occupied.close()
+    try:
+        app = await start_app("busy", listenPort=str(listen_port), bindAddress="127.0.0.1")
+        ha_port = int(_replication(app).ha_address.rsplit(":", 1)[1])
+        assert ha_port not in (0, listen_port + 1)
+    finally:
+        occupied.close()
