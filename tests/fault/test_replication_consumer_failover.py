@@ -6,9 +6,9 @@ commit during the outage are on the slave; when the master returns, count the me
 consumed twice. Method: a SYNC_MASTER with one slave holds a backlog larger than what either
 consumer caches (the C++ client caches 1000 messages per queue; OrbitMQ's is set to 64), so
 both must pull from the slave after the kill. Each consumer is slowed down (a sleep per
-message) and the master is killed once both have begun. OrbitMQ's client refreshes its route
-every second; the C++ client polls every 30 s (a fixed property of that client), which sets
-this test's length. Once both have every message, the slave's committed offsets are read;
+message) and the master is killed once both have begun, just before the C++ client's next
+route read (3 s after its start, then every 30 s: a fixed property of that client); OrbitMQ's
+client reads routes every second here. Once both have every message, the slave's committed offsets are read;
 then the master restarts, 100 more messages are sent, and duplicates are counted per group.
 """
 
@@ -41,8 +41,10 @@ pytestmark = pytest.mark.fault
 
 TOPIC = "HaFailoverTopic"
 QUEUES = 2
-PER_QUEUE = 1300  # about, per queue: beyond the C++ client's cache of 1000 per queue
+PER_QUEUE = 1500  # about, per queue: beyond the C++ client's cache of 1000 per queue
 CPP_CACHE_PER_QUEUE = 1000
+CPP_FIRST_ROUTE_READ_S = 3.0
+CPP_ROUTE_READ_PERIOD_S = 30.0
 BACKLOG = QUEUES * PER_QUEUE
 AFTER_RETURN = 100
 CPP_GROUP, ORBIT_GROUP = "CG_HA_CPP", "CG_HA_ORBIT"
@@ -122,11 +124,22 @@ async def test_consumers_carry_on_from_the_slave_and_back(tmp_path: Path) -> Non
         cpp_consumer = cpp.start_consumer(
             group.namesrv_addr, TOPIC, CPP_GROUP, "--threads", "1", "--sleep-ms", "4", "--duration-s", "120"
         )
+        cpp_started = time.monotonic()
         consumer.subscribe(TOPIC, "*")
         await consumer.start()
-        await _until(
-            lambda: len(orbit_seqs) >= 100 and len(cpp_consumer.received()) >= 100, 30, "both consuming"
+        # The C++ client reads routes 3 s after its start and every 30 s after: kill the master
+        # once both consume, before the next of those reads, so the test does not wait 30 s.
+        await _until(lambda: orbit_seqs and cpp_consumer.received(), 30, "both consuming")
+        since_start = time.monotonic() - cpp_started
+        next_route_read = (
+            CPP_FIRST_ROUTE_READ_S
+            if since_start < CPP_FIRST_ROUTE_READ_S - 0.5
+            else (
+                CPP_FIRST_ROUTE_READ_S
+                + CPP_ROUTE_READ_PERIOD_S * (1 + int((since_start - 2.5) // CPP_ROUTE_READ_PERIOD_S))
+            )
         )
+        await asyncio.sleep(max(next_route_read - 0.5 - (time.monotonic() - cpp_started), 0))
         master.kill()
         killed_at = time.monotonic()
         consumed_at_kill = (len(orbit_seqs), len(cpp_consumer.received()))

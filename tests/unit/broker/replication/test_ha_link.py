@@ -99,8 +99,9 @@ async def test_ha_link_slave_copies_master_and_resumes_after_restart(start_app: 
     slave = await start_app("slave", brokerRole="SLAVE", brokerId="1", haMasterAddress=address)
     await _until(lambda: _same_log(master.state.store, slave.state.store))
     assert slave.state.store.get_max_queue_offset("TopicHA", 1) == 150
-    status = _replication(master).runtime_info()["haConnectionInfo"][0]
-    assert status["inSync"] and status["diff"] == 0
+    # The slave's acknowledgement of its last append reaches the master a moment later.
+    await _until(lambda: _replication(master).runtime_info()["haConnectionInfo"][0]["diff"] == 0)
+    assert _replication(master).runtime_info()["haConnectionInfo"][0]["inSync"]
     # A slave stopped while the master writes resumes at its own max offset.
     await slave.shutdown()
     stopped_at = slave.state.store.max_commit_log_offset
