@@ -74,6 +74,16 @@ class ByteStream:
             raise ConnectionClosedError(f"stream to {self.peer_address} is closed")
         self._writer.write(data)
 
+    def writelines(self, chunks: list[bytes]) -> None:
+        """Queue several buffers at once (one system call when the socket takes them all).
+
+        Raises:
+            ConnectionClosedError: the stream is closed.
+        """
+        if self._writer.is_closing():
+            raise ConnectionClosedError(f"stream to {self.peer_address} is closed")
+        self._writer.writelines(chunks)
+
     async def drain(self) -> None:
         """Wait until the queued bytes fall below the high-water mark.
 

@@ -280,8 +280,7 @@ class ReplicationMaster:
                     body = store.read_commit_log(link.sent_offset, batch_bytes)
                     if not body:
                         break
-                    stream.write(encode_transfer_header(link.sent_offset, len(body)))
-                    stream.write(body)
+                    stream.writelines([encode_transfer_header(link.sent_offset, len(body)), body])
                     link.sent_offset += len(body)
                     self._transferred.add(len(body))
                     last_write_s = loop.time()

@@ -10,8 +10,8 @@ Theory of operation. One task keeps one connection to the master's HA port:
 3. For every frame (``codec.TransferDecoder``): its offset must be where the slave's log
    ends plus the bytes it holds back (below); otherwise the link is closed and re-opened,
    which re-requests from the store's end. The bodies of what arrived together are appended
-   in one call through the store's raw-append path on a worker thread, which checks every
-   record, appends only whole ones and dispatches them to ConsumeQueue and index; the
+   in one call through the store's raw-append path (inline when small, the live case; on a
+   worker thread above 64 KiB, a catch-up), which checks every record, appends only whole ones and dispatches them to ConsumeQueue and index; the
    incomplete tail of the last record is held back in memory until the next frame completes
    it. So the store's end, and every report, is a record boundary; a crash loses only the
    held-back bytes, which the master sends again after the reconnect.
@@ -42,6 +42,7 @@ from orbitmq.transport.stream import ByteStream, open_stream
 logger = logging.getLogger(__name__)
 
 _READ_BYTES_MAX = 1024 * 1024
+_INLINE_APPEND_BYTES_MAX = 64 * 1024
 _CONNECT_TIMEOUT_MS = 3_000
 _COMPLAINT_INTERVAL_S = 60.0
 
@@ -188,7 +189,12 @@ class ReplicationSlave:
             if not held_back or not any(not frame.is_heartbeat for frame in frames):
                 continue
             with memoryview(held_back) as view:
-                result = await asyncio.to_thread(store.append_commit_log, held_offset, view)
+                if len(view) <= _INLINE_APPEND_BYTES_MAX:
+                    # Small (a master under live load): a thread hop would cost more than the
+                    # append, and delay the acknowledgement SYNC_MASTER sends wait for.
+                    result = store.append_commit_log(held_offset, view)
+                else:
+                    result = await asyncio.to_thread(store.append_commit_log, held_offset, view)
             if result.status is AppendStatus.NOT_AT_END:
                 raise _Closing(f"cannot append at offset {held_offset}: {result.remark}")
             if result.appended_bytes:
