@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup-s", type=float, default=2.0, help="unmeasured time per setup (2)")
     parser.add_argument("--queues", type=int, default=8, help="queues of the topic (8)")
     parser.add_argument(
-        "--rounds", type=int, default=2, help="rounds of the three setups, interleaved; medians reported (2)"
+        "--rounds", type=int, default=3, help="rounds of the three setups, interleaved; medians reported (3)"
     )
 
 
