@@ -148,7 +148,8 @@ class ReplicationMaster:
     def _expire(self) -> None:
         if self._loop is None:
             return
-        expired = self._waiters.expire(_loop_ms(self._loop))
+        # Timers may fire a clock tick early: count the current millisecond as passed.
+        expired = self._waiters.expire(_loop_ms(self._loop) + 1)
         for group in expired:
             _resolve(group.token, PutStatus.FLUSH_SLAVE_TIMEOUT)
         if expired:

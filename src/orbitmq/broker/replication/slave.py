@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 _READ_BYTES_MAX = 1024 * 1024
 _INLINE_APPEND_BYTES_MAX = 64 * 1024
+# A record (or end-of-file blank) is at most a few MiB: more bytes without one are not records.
+_HELD_BACK_BYTES_MAX = 64 * 1024 * 1024
 _CONNECT_TIMEOUT_MS = 3_000
 _COMPLAINT_INTERVAL_S = 60.0
 
@@ -114,8 +116,8 @@ class ReplicationSlave:
                 await asyncio.sleep(reconnect_s)
                 continue
             self.sessions += 1
-            self._last_complaint_s = -_COMPLAINT_INTERVAL_S  # the next outage is reported at once
             self._local_address = stream.local_address
+            appended_before, opened_s = self.appended_bytes, time.monotonic()
             try:
                 reason = await self._session(stream)
             except _Closing as exc:
@@ -128,7 +130,10 @@ class ReplicationSlave:
                 self._local_address = ""
                 if self.state is not SlaveState.BEHIND_MASTER:
                     self.state = SlaveState.CONNECTING
-            logger.warning(
+            if self.appended_bytes > appended_before or time.monotonic() - opened_s > _COMPLAINT_INTERVAL_S:
+                # A link that worked: its end is news. One that keeps failing is said once a minute.
+                self._last_complaint_s = -_COMPLAINT_INTERVAL_S
+            self._complain(
                 "HA link to master %s closed: %s; reconnecting in %.1f s", address, reason, reconnect_s
             )
             await asyncio.sleep(reconnect_s)
@@ -186,6 +191,8 @@ class ReplicationSlave:
                     held_offset, awaiting_start = frame.commit_log_offset, False
                 self._check_frame(frame, held_offset + len(held_back))
                 held_back += frame.body
+            if len(held_back) > _HELD_BACK_BYTES_MAX:
+                raise _Closing(f"{len(held_back)} bytes from offset {held_offset} hold no whole record")
             if not held_back or not any(not frame.is_heartbeat for frame in frames):
                 continue
             with memoryview(held_back) as view:
