@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "orbitmq.bench.replication",
         "produce with no slave, ASYNC_MASTER and SYNC_MASTER; replication lag under load",
     ),
+    "proxy": ("orbitmq.bench.proxy", "gRPC proxy send and receive+ack msgs/s beside the remoting port"),
 }
 
 USAGE_ERROR_STATUS = 2

@@ -14,10 +14,11 @@ IPv4 address of this host (127.0.0.1 when there is none); tests set ``brokerIP1=
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from orbitmq.conf import build_configs, load_properties
 from orbitmq.errors import ConfigError
@@ -132,6 +133,8 @@ class BrokerConfig:
     timer_max_delay_sec: int = field(default=259_200, metadata=_key("timerMaxDelaySec"))
     # Period of flushing the timer log and wheel and writing the timer checkpoint.
     timer_flush_interval_ms: int = field(default=1_000, metadata=_key("timerFlushIntervalMs"))
+    # Period of writing the POP state snapshot (config/popState.json; OrbitMQ's own key).
+    pop_snapshot_interval_ms: int = field(default=5_000, metadata=_key("popSnapshotInterval"))
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -159,6 +162,8 @@ class BrokerConfig:
             raise ConfigError(f"config key 'timerPrecisionMs': {self.timer_precision_ms} is not 1..60000")
         if self.timer_max_delay_sec < 1:
             raise ConfigError(f"config key 'timerMaxDelaySec': {self.timer_max_delay_sec} < 1")
+        if self.pop_snapshot_interval_ms < 1:
+            raise ConfigError(f"config key 'popSnapshotInterval': {self.pop_snapshot_interval_ms} < 1")
         if self.timer_flush_interval_ms < 1 or self.flush_delay_offset_interval_ms < 1:
             raise ConfigError(
                 "config keys 'timerFlushIntervalMs'/'flushDelayOffsetInterval' must be positive"
@@ -300,15 +305,27 @@ def load_broker_config(
             asking for a replication mode OrbitMQ lacks, or no ``storePathRootDir`` (the CLI
             derives one when the operator gives none).
     """
+    broker_config, store_config = load_broker_configs(path, overrides)
+    return broker_config, store_config
+
+
+def load_broker_configs(
+    path: str | Path | None, overrides: Mapping[str, object] | None = None, extra: Sequence[type] = ()
+) -> tuple[Any, ...]:
+    """As :func:`load_broker_config`, plus configs of parts run in the broker's process.
+
+    ``extra`` config dataclasses read their keys from the same file (the gRPC proxy in local
+    mode reads ``grpcServerPort`` and friends from ``broker.conf``); returns
+    ``(BrokerConfig, StoreConfig, *extra instances)``.
+    """
     values: dict[str, object] = dict(load_properties(path)) if path is not None else {}
     values.update(overrides or {})
     if not values.get("storePathRootDir"):
         raise ConfigError("config key 'storePathRootDir' is required (the directory of the store)")
     check_refused_keys(values)
-    broker_config, store_config = build_configs(
-        [BrokerConfig, StoreConfig], values, UNIMPLEMENTED_KEYS | REFUSED_WHEN_ENABLED.keys()
+    return build_configs(
+        [BrokerConfig, StoreConfig, *extra], values, UNIMPLEMENTED_KEYS | REFUSED_WHEN_ENABLED.keys()
     )
-    return broker_config, store_config
 
 
 def first_non_loopback_ipv4() -> str:
