@@ -229,13 +229,14 @@ class BrokerApp:
         # Stopped last (services stop in reverse): sends still waiting for a slave are answered first.
         self._services.insert(0, replication)
         logger.info(
-            "broker %s (%s, id %d) listening on %s, HA port on %s, registered as %s, HA address %s (store %s)",
+            "broker %s (%s, id %d) listening on %s, registered as %s; HA port listening on %s, registered as %s"
+            " (store %s)",
             config.broker_name,
             config.broker_role.value,
             config.broker_id,
             ", ".join(self._server.bound_addresses),
-            ", ".join(replication.bound_addresses),
             self.address,
+            ", ".join(replication.bound_addresses),
             replication.ha_address,
             self._store.store_path,
         )

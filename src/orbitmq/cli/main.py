@@ -150,6 +150,7 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     from orbitmq.broker.__main__ import overrides_of, parse_args
     from orbitmq.broker.app import BrokerApp
     from orbitmq.broker.config import load_broker_configs
+    from orbitmq.conf import load_properties
     from orbitmq.proxy import ProxyApp, ProxyConfig
     from orbitmq.transport.runner import run_apps
 
@@ -166,9 +167,13 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     overrides = overrides_of(args)
     if proxy_args.grpc_port is not None:
         overrides["grpcServerPort"] = proxy_args.grpc_port
-    if args.bind_address is not None:
-        overrides["grpcBindAddress"] = args.bind_address  # the proxy beside the broker listens where it does
     try:
+        file_values = load_properties(args.config_file) if args.config_file else {}
+        # The proxy beside the broker listens where the broker does, unless grpcBindAddress says
+        # otherwise: the broker's --bind-address flag, else its file's bindAddress.
+        bind = args.bind_address or file_values.get("bindAddress")
+        if bind and (args.bind_address is not None or "grpcBindAddress" not in file_values):
+            overrides["grpcBindAddress"] = bind
         broker_config, store_config, proxy_config = load_broker_configs(
             args.config_file, overrides, (ProxyConfig,)
         )
