@@ -94,6 +94,15 @@ def run_standalone(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     data_dir = Path(args.data_dir).resolve()
+    if not 0 < args.namesrv_port <= 65535:
+        # Port 0 (any free port) would leave the broker and the proxy, configured before the
+        # nameserver binds, registering with and reading routes from port 0.
+        print(
+            f"orbitmq standalone: --namesrv-port {args.namesrv_port} is not a TCP port (1-65535); "
+            "the broker is given the nameserver's address before it starts",
+            file=sys.stderr,
+        )
+        return 2
     try:
         file_values = load_properties(args.config_file) if args.config_file else {}
     except ConfigError as exc:
