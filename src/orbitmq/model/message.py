@@ -8,6 +8,7 @@ RocketMQ, with typed accessors here.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 
 
@@ -152,9 +153,12 @@ class MessageExt(Message):
 
     @property
     def offset_msg_id(self) -> str:
-        """Broker id: store host IPv4, port and commit-log offset as 32 uppercase hex digits."""
+        """Broker id: store host address, port and commit-log offset in uppercase hex.
+
+        32 digits for an IPv4 store host, 56 for an IPv6 one (remoting-protocol §4.2).
+        """
         host, port = self.store_host
-        octets = bytes(int(part) for part in host.split("."))
+        octets = ipaddress.ip_address(host).packed
         return (octets + port.to_bytes(4, "big") + self.commit_log_offset.to_bytes(8, "big")).hex().upper()
 
 
