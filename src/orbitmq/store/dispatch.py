@@ -19,6 +19,7 @@ from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
 from orbitmq.protocol.message_codec import BLANK_RECORD_MIN_BYTES, decode_stored_message
 from orbitmq.protocol.names import shorten
+from orbitmq.protocol.properties import decimal_value
 from orbitmq.protocol.tags import tags_code
 from orbitmq.store.commit_log import CommitLog, RecordCheck, check_record
 from orbitmq.store.consume_queue import ConsumeQueueTable, queue_is_legal
@@ -92,9 +93,9 @@ class Dispatcher:
         to the configured range; rebuilding from the log recomputes exactly this.
         """
         if topic == SCHEDULE_TOPIC:
-            level_text = properties.get(MessageConst.DELAY_TIME_LEVEL, "")
-            if level_text.isdigit() and int(level_text) > 0 and self._delay_levels_ms:
-                level = min(int(level_text), len(self._delay_levels_ms))
+            level_value = decimal_value(properties.get(MessageConst.DELAY_TIME_LEVEL, ""), 9)
+            if level_value and self._delay_levels_ms:
+                level = min(level_value, len(self._delay_levels_ms))
                 return store_timestamp_ms + self._delay_levels_ms[level - 1]
             return store_timestamp_ms
         tag = properties.get(MessageConst.TAGS)
