@@ -102,7 +102,7 @@ class Message:
     def deliver_time_ms(self) -> int | None:
         """Absolute delivery time (``TIMER_DELIVER_MS``, epoch ms) of a timed message."""
         raw = self.properties.get(MessageConst.TIMER_DELIVER_MS)
-        return int(raw) if raw and raw.isdigit() else None
+        return int(raw) if raw and len(raw) < 20 and raw.isascii() and raw.isdigit() else None
 
     @deliver_time_ms.setter
     def deliver_time_ms(self, epoch_ms: int | None) -> None:
@@ -112,7 +112,7 @@ class Message:
     def delay_ms(self) -> int | None:
         """Delivery delay counted from the broker's receipt (``TIMER_DELAY_MS``)."""
         raw = self.properties.get(MessageConst.TIMER_DELAY_MS)
-        return int(raw) if raw and raw.isdigit() else None
+        return int(raw) if raw and len(raw) < 20 and raw.isascii() and raw.isdigit() else None
 
     @delay_ms.setter
     def delay_ms(self, delay_ms: int | None) -> None:
@@ -131,7 +131,12 @@ class Message:
 
 @dataclass(slots=True)
 class MessageExt(Message):
-    """A stored message: a :class:`Message` plus what the broker assigned."""
+    """A stored message: a :class:`Message` plus what the broker assigned.
+
+    ``decode_error`` is set when the consumer could not decode the body (its sysFlag says
+    compressed, but it does not inflate): the message is still delivered, with ``body`` the
+    stored bytes as they are, so a consumer can dead-letter or skip it and go on.
+    """
 
     queue_id: int = 0
     queue_offset: int = 0
@@ -145,6 +150,7 @@ class MessageExt(Message):
     prepared_transaction_offset: int = 0
     body_crc: int = 0
     store_size: int = 0
+    decode_error: str | None = None
 
     @property
     def msg_id(self) -> str:
