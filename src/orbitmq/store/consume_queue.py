@@ -484,15 +484,28 @@ class ConsumeQueueTable:
         return sorted(self._on_disk.union(self._queues))
 
     def delete_topic(self, topic: str) -> None:
-        """Forget and delete every queue of ``topic`` (flush_lock and store lock held).
+        """Delete every queue file of ``topic``; each queue stays, empty at its old end (locks held).
 
-        A name that is not a legal topic deletes nothing: it could name a path outside the store.
+        The records stay in the commit log until retention, with their queue offsets. A queue
+        that started again at 0 would give a re-created topic's messages the same queue
+        offsets as the deleted ones: recovery, which replays the log, could not tell them
+        apart, nor could a consumer's committed offset. So, as after retention emptied it, the
+        queue keeps counting: it is empty at its old end, the manifest lists it so, and a
+        re-created topic continues from there. A name that is not a legal topic deletes
+        nothing: it could name a path outside the store.
         """
         if not is_legal_name(topic):
             return
-        for key in [key for key in self._queues if key[0] == topic]:
-            queue = self._queues.pop(key)
-            self.dirty.discard(queue)
+        keys = {key for key in self._queues if key[0] == topic} | {
+            key for key in self._on_disk if key[0] == topic
+        }
+        ends = {}
+        for key in keys:
+            queue = self.get(*key)
+            if queue is not None:
+                ends[key] = queue.max_queue_offset
+                self.dirty.discard(queue)
+            self._queues.pop(key, None)
         self._on_disk = {key for key in self._on_disk if key[0] != topic}
         self.known_bounds = {key: bounds for key, bounds in self.known_bounds.items() if key[0] != topic}
         directory = self.root / topic
@@ -500,6 +513,15 @@ class ConsumeQueueTable:
             for _, path in self._all_files(directory):
                 self.files.forget(str(path))
             shutil.rmtree(directory, ignore_errors=True)
+        for (_, queue_id), end in ends.items():
+            if end:
+                self.restore_empty(topic, queue_id, end)
+
+    def restore_empty(self, topic: str, queue_id: int, end: int) -> ConsumeQueue:
+        """A queue with no entries whose next queue offset is ``end`` (deleted or emptied before)."""
+        queue = self._new(topic, queue_id)
+        queue.min_queue_offset = queue.max_queue_offset = queue.written_queue_offset = end
+        return queue
 
     @staticmethod
     def _all_files(directory: Path) -> Iterator[tuple[int, Path]]:
