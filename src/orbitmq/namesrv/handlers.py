@@ -6,6 +6,7 @@ state and the clock is injected, so tests can drive expiry without waiting.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import zlib
@@ -121,19 +122,17 @@ class NamesrvHandlers:
                 f"cannot register broker {header.broker_addr}: {self.brokers_max} brokers registered "
                 f"(maxBrokers={self.brokers_max})",
             )
-        topic_table = None
+        topic_table: dict[str, TopicConfig] | None = None
         data_version = None
         if body:
             try:
-                decoded = decode_register_broker_body(body, compressed=header.compressed)
+                # 100,000 topics take a second to decode and check: off the event loop, so
+                # route lookups keep being answered meanwhile.
+                topic_table, data_version = await asyncio.to_thread(self._decode_body, header, body)
             except RemoteProtocolError as exc:
                 return request.response(
                     ResponseCode.SYSTEM_ERROR, f"bad register body from broker {header.broker_addr}: {exc}"
                 )
-            topic_table = self._legal_topics(
-                header.broker_addr, decoded.topic_config_serialize_wrapper.topic_config_table
-            )
-            data_version = decoded.topic_config_serialize_wrapper.data_version
         result = self.route_table.register_broker(
             cluster=header.cluster_name,
             broker_name=header.broker_name,
@@ -160,6 +159,13 @@ class NamesrvHandlers:
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
         )
         return request.response(ResponseCode.SUCCESS, None, response_header.to_ext())
+
+    def _decode_body(
+        self, header: RegisterBrokerRequestHeader, body: bytes
+    ) -> tuple[dict[str, TopicConfig], DataVersion]:
+        decoded = decode_register_broker_body(body, compressed=header.compressed)
+        wrapper = decoded.topic_config_serialize_wrapper
+        return self._legal_topics(header.broker_addr, wrapper.topic_config_table), wrapper.data_version
 
     def _legal_topics(self, broker_addr: str, table: dict[str, TopicConfig]) -> dict[str, TopicConfig]:
         """The registration's topic table without entries that break a topic rule (logged).

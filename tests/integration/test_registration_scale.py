@@ -1,0 +1,48 @@
+"""A broker with 100,000 topics stays routable: its registration fits the name server's frame limit.
+
+Method: a name server process and a broker process whose topics.json already holds 100,000
+topics (as 100,000 UPDATE_AND_CREATE_TOPIC requests would leave it, written before the start
+so the test does not spend a minute creating them). The broker must register them all: the
+name server then routes the first and the last, and keeps routing them after the broker
+restarts. The JSON form of that registration is about 16 MiB, more than one frame carries;
+the broker sends RocketMQ's compressed form.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orbitmq.broker.topics import TopicConfigTable
+from orbitmq.model.route import TopicConfig
+from tests.support.processes import start_broker, start_namesrv, wait_route
+
+TOPIC_COUNT = 100_000
+
+
+def _seed_topics(store: Path) -> list[str]:
+    names = [f"ScaleTopic_{index:06d}" for index in range(TOPIC_COUNT)]
+    table = TopicConfigTable()
+    for name in names:
+        table.put(TopicConfig(name, 4, 4))
+    config_dir = store / "config"
+    config_dir.mkdir(parents=True)
+    (config_dir / "topics.json").write_bytes(table.encode())
+    return names
+
+
+def test_registration_publishes_routes_of_100000_topics(tmp_path: Path) -> None:
+    names = _seed_topics(tmp_path / "broker-a" / "store")
+    namesrv = start_namesrv(tmp_path)
+    broker = None
+    try:
+        broker = start_broker(tmp_path, namesrv.addr)
+        for topic in (names[0], names[-1]):
+            wait_route(namesrv.addr, topic, {"broker-a"}, timeout_s=60)
+        assert broker.stop() == 0
+        broker.start()
+        wait_route(namesrv.addr, names[-1], {"broker-a"}, timeout_s=60)
+        assert "Traceback" not in namesrv.log() + broker.log()
+    finally:
+        if broker is not None:
+            broker.kill()
+        namesrv.kill()
