@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 _CRC_MASK = 0x7FFFFFFF
 _HEADER_ROOM_BYTES = 64 * 1024
+_ENCODE_INLINE_TOPICS_MAX = 2_000
 COMPRESS_ABOVE_BYTES = 4 * 1024 * 1024
 """A JSON registration body larger than this is sent compressed whatever compressedRegister says."""
 
@@ -76,8 +77,12 @@ class NamesrvRegistration:
 
     async def register_all(self) -> list[bool]:
         """Register with every name server at once; True per name server that accepted."""
-        # Encoding 100,000 topics takes a fraction of a second: off the event loop.
-        body, compressed = await asyncio.to_thread(self._register_body)
+        # Encoding 100,000 topics takes a fraction of a second: off the event loop then. A small
+        # table is encoded at once (a thread hop can wait behind the table writers' fsyncs).
+        if len(self._topics) > _ENCODE_INLINE_TOPICS_MAX:
+            body, compressed = await asyncio.to_thread(self._register_body)
+        else:
+            body, compressed = self._register_body()
         if len(body) > MAX_FRAME_BYTES - _HEADER_ROOM_BYTES:
             logger.error(
                 "the registration body is %d bytes, more than a name server accepts in one frame; "

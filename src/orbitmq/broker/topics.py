@@ -96,6 +96,9 @@ class TopicConfigTable:
     def __contains__(self, topic: object) -> bool:
         return topic in self._topics
 
+    def __len__(self) -> int:
+        return len(self._topics)
+
     def names(self) -> list[str]:
         return list(self._topics)
 

@@ -47,6 +47,7 @@ __all__ = ["NamesrvHandlers", "monotonic_ms"]
 logger = logging.getLogger(__name__)
 # Registration lines follow requests anyone can send: one line per kind per interval.
 _log_limit = LogLimiter(logger)
+_DECODE_INLINE_BYTES_MAX = 256 * 1024
 
 
 class _RequestHeader(Protocol):
@@ -126,9 +127,12 @@ class NamesrvHandlers:
         data_version = None
         if body:
             try:
-                # 100,000 topics take a second to decode and check: off the event loop, so
-                # route lookups keep being answered meanwhile.
-                topic_table, data_version = await asyncio.to_thread(self._decode_body, header, body)
+                # 100,000 topics take a second to decode and check: off the event loop then,
+                # so route lookups keep being answered meanwhile. A small body is decoded at once.
+                if len(body) > _DECODE_INLINE_BYTES_MAX:
+                    topic_table, data_version = await asyncio.to_thread(self._decode_body, header, body)
+                else:
+                    topic_table, data_version = self._decode_body(header, body)
             except RemoteProtocolError as exc:
                 return request.response(
                     ResponseCode.SYSTEM_ERROR, f"bad register body from broker {header.broker_addr}: {exc}"

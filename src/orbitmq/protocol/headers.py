@@ -146,6 +146,8 @@ class FieldSpec:
     is_numeric: bool
     required: bool
     rule: Rule | None
+    # (low, high) of an integer rule without choices: the common check, done inline.
+    bounds: tuple[int, int] | None = None
 
 
 def _base_and_rule(hint: Any) -> tuple[type, Rule | None]:
@@ -207,6 +209,10 @@ class _Header:
             for item in dataclasses.fields(cls):  # type: ignore[arg-type]
                 base, rule = _base_and_rule(hints[item.name])
                 required = item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING
+                bounds = None
+                if rule is not None and base is int and rule.choices is None:
+                    low = rule.low if rule.low is not None else _LONG_MIN
+                    bounds = (low, rule.high if rule.high is not None else _LONG_MAX)
                 built.append(
                     FieldSpec(
                         attr=item.name,
@@ -216,6 +222,7 @@ class _Header:
                         is_numeric=base is int,
                         required=required,
                         rule=rule,
+                        bounds=bounds,
                     )
                 )
             specs = tuple(built)
@@ -249,7 +256,10 @@ class _Header:
                     int(code),
                     spec.wire_name,
                 ) from None
-            if spec.rule is not None:
+            bounds = spec.bounds
+            if bounds is not None and bounds[0] <= value <= bounds[1]:
+                pass
+            elif spec.rule is not None:
                 problem = _breach(spec.rule, value)
                 if problem is not None:
                     raise BadRequestError(
