@@ -3,7 +3,7 @@
 Two stages, so that a run of a million frames costs little to generate:
 
 1. *Corpus* (:func:`corpus`): Hypothesis draws requests from strategies built from the
-   protocol's own header models (``_Header.field_specs``: every field of every request code,
+   protocol's own header models (``HeaderBase.field_specs``: every field of every request code,
    each value legal for its rule, on a boundary, or garbage), with bodies built from the body
    models (heartbeats, lock sets, batches, registrations) or random bytes, and encodes each in
    the JSON or the binary header layout. Hand-made JSON headers add what the command encoder

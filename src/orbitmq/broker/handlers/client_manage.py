@@ -36,7 +36,7 @@ from orbitmq.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 )
-from orbitmq.protocol.names import group_name_problem, topic_name_problem
+from orbitmq.protocol.names import group_name_problem, shorten, topic_name_problem
 from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server import RequestContext, ServerConnection
 
@@ -153,9 +153,9 @@ class ClientManageHandlers:
             _membership_log.log(
                 logging.INFO,
                 "group-changed",
-                "consumer group %s changed: %d members",
+                "consumer group %s changed: members %s",
                 group,
-                len(state.consumers.client_ids(group)),
+                shorten(str(state.consumers.client_ids(group)), 200),
             )
             self.notify_consumer_ids_changed(group)
 
