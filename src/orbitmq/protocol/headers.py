@@ -2,8 +2,9 @@
 
 A command's "custom header" travels as ``extFields``, a flat string-to-string map whose keys
 are RocketMQ's camelCase field names. Each class here declares its fields once, in snake_case;
-:class:`HeaderBase` (``header_fields``) derives the wire name (``queue_id`` -> ``queueId``) unless a field overrides
-it with :func:`wire` (``commit_log_offset`` travels as ``offset``, ``client_id`` as ``clientID``).
+:class:`HeaderBase` (``header_fields``) derives the wire name (``queue_id`` -> ``queueId``)
+unless a field overrides it with :func:`wire` (``commit_log_offset`` travels as ``offset``,
+``client_id`` as ``clientID``).
 
 Reading (``from_ext``) follows what real clients send (§1.3), then checks every field:
 
