@@ -128,8 +128,9 @@ class NamesrvHandlers:
         if body:
             try:
                 # 100,000 topics take a second to decode and check: off the event loop then,
-                # so route lookups keep being answered meanwhile. A small body is decoded at once.
-                if len(body) > _DECODE_INLINE_BYTES_MAX:
+                # so route lookups keep being answered meanwhile. A small JSON body is decoded
+                # at once (a compressed one is compressed because it is large).
+                if header.compressed or len(body) > _DECODE_INLINE_BYTES_MAX:
                     topic_table, data_version = await asyncio.to_thread(self._decode_body, header, body)
                 else:
                     topic_table, data_version = self._decode_body(header, body)
