@@ -29,7 +29,7 @@ from tests.support.processes import ServerProcess, start_broker, start_namesrv
 
 SEED = 1307
 FRAMES = 100_000
-CORPUS = 1000
+CORPUS = 600
 SEED_TOPIC = "FuzzTierSeed"
 LOG_BYTES_PER_FRAME_MAX = 10
 FRAMES_PER_CODE_MIN = 100

@@ -344,34 +344,43 @@ def _raw_json_header() -> st.SearchStrategy[tuple[int, bytes]]:
     return st.tuples(header, st.sampled_from([BROKER, NAMESRV])).map(frame)
 
 
-def _any_request() -> st.SearchStrategy[tuple[int, bytes]]:
+def _strategies() -> list[st.SearchStrategy[tuple[int, bytes]]]:
+    """One strategy per request code of each server, plus the frames no server should get."""
     options = [_request(BROKER, code, header) for code, header in BROKER_REQUESTS.items()]
     options += [_request(NAMESRV, code, header) for code, header in NAMESRV_REQUESTS.items()]
     # Codes to the wrong server, and codes nobody serves.
     options += [_request(NAMESRV, RequestCode.PULL_MESSAGE, h.PullMessageRequestHeader)]
     options += [_request(BROKER, RequestCode.REGISTER_BROKER, h.RegisterBrokerRequestHeader)]
     options += [_request(BROKER, 9999, None), _raw_json_header()]
-    return st.one_of(options)
+    return options
 
 
 def corpus(count: int, seed_value: int) -> list[tuple[int, bytes]]:
-    """``count`` frames drawn by Hypothesis, reproducibly for ``seed_value``."""
+    """About ``count`` frames drawn by Hypothesis, reproducibly for ``seed_value``.
+
+    Each request code gets its share of the draws (its own Hypothesis run), so every code is
+    in even a small corpus.
+    """
     drawn: list[tuple[int, bytes]] = []
-    strategy = _any_request()
+    options = _strategies()
+    share = max(count // len(options), 1)
+    for index, strategy in enumerate(options):
 
-    @seed(seed_value)
-    @settings(
-        max_examples=count,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(strategy)
-    def collect(example: tuple[int, bytes]) -> None:
-        drawn.append(example)
+        @seed(seed_value + index)
+        @settings(
+            max_examples=share,
+            database=None,
+            deadline=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(strategy)
+        def collect(example: tuple[int, bytes]) -> None:
+            drawn.append(example)
 
-    collect()
+        collect()
+    # Interleaved, so that a prefix of the corpus already mixes every code.
+    random.Random(seed_value).shuffle(drawn)
     return drawn
 
 
