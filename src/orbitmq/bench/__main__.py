@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "timer": ("orbitmq.bench.timer", "1M pending timed messages: put rate, memory, disk, delivery lateness"),
     "fuzz": ("orbitmq.bench.fuzz", "hostile frames against a broker and a name server; what survives"),
+    "proxy": ("orbitmq.bench.proxy", "gRPC proxy send and receive+ack msgs/s beside the remoting port"),
 }
 
 USAGE_ERROR_STATUS = 2

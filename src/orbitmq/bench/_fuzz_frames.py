@@ -35,6 +35,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from orbitmq.protocol import headers as h
+from orbitmq.protocol import pop
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import FLAG_ONEWAY, RequestCode, SerializeType
 from orbitmq.protocol.command import RemotingCommand, decode_command
@@ -69,6 +70,12 @@ BROKER_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.VIEW_MESSAGE_BY_ID: h.ViewMessageRequestHeader,
     RequestCode.QUERY_MESSAGE: h.QueryMessageRequestHeader,
     RequestCode.END_TRANSACTION: h.EndTransactionRequestHeader,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: None,
+    RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: h.GetSubscriptionGroupConfigRequestHeader,
+    RequestCode.RECALL_MESSAGE: h.RecallMessageRequestHeader,
+    RequestCode.POP_MESSAGE: pop.PopMessageRequestHeader,
+    RequestCode.ACK_MESSAGE: pop.AckMessageRequestHeader,
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.ChangeInvisibleTimeRequestHeader,
 }
 NAMESRV_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.REGISTER_BROKER: h.RegisterBrokerRequestHeader,
@@ -273,7 +280,21 @@ def _send_body() -> st.SearchStrategy[bytes]:
     )
 
 
+def _group_config_body() -> st.SearchStrategy[bytes]:
+    config = st.fixed_dictionaries(
+        {"groupName": _names_group | _illegal},
+        optional={
+            "retryQueueNums": st.sampled_from([1, 0, -1, 5000, "x"]),
+            "retryMaxTimes": st.sampled_from([16, 0, -1, 2**40]),
+            "consumeEnable": st.booleans(),
+            "consumeMessageOrderly": st.booleans(),
+        },
+    )
+    return config.map(orjson.dumps) | st.binary(max_size=32) | st.just(b"[]")
+
+
 _BODIES: dict[int, st.SearchStrategy[bytes]] = {
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _group_config_body(),
     RequestCode.HEART_BEAT: _heartbeat_body(),
     RequestCode.LOCK_BATCH_MQ: _lock_body(),
     RequestCode.UNLOCK_BATCH_MQ: _lock_body(),

@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client.config import ClientConfig, split_config
 from orbitmq.errors import ClientError, ClientStateError, TopicNotExistError, error_for_code
@@ -188,8 +190,10 @@ class AdminClient:
             raise ClientError(f"no master broker in cluster {cluster or '(any)'}")
         return masters
 
-    async def _broker(self, addr: str, code: int, ext: dict[str, str], what: str) -> RemotingCommand:
-        request = RemotingCommand.request(code, ext)
+    async def _broker(
+        self, addr: str, code: int, ext: dict[str, str], what: str, body: bytes = b""
+    ) -> RemotingCommand:
+        request = RemotingCommand.request(code, ext, body)
         response = await self._client.remoting.invoke(addr, request, self.client_config.request_timeout_ms)
         if response.code != ResponseCode.SUCCESS:
             raise error_for_code(response.code, f"{what} on broker {addr}: {response.remark}")
@@ -221,6 +225,36 @@ class AdminClient:
                 addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext(), f"create topic {topic}"
             )
         await self._wait_for_route(topic, len(masters))
+
+    async def update_subscription_group(
+        self,
+        group: str,
+        *,
+        consume_message_orderly: bool = False,
+        retry_max_times: int = 16,
+        cluster: str | None = None,
+    ) -> None:
+        """Create or update consumer group ``group`` on every master (RocketMQ's ``updateSubGroup``).
+
+        ``consume_message_orderly`` makes POP / 5.x consumers of the group FIFO consumers;
+        ``retry_max_times + 1`` deliveries of a message are tried before it is dead-lettered.
+
+        Raises:
+            ClientError: unknown cluster or no master.
+            BrokerResponseError: a broker refused (an invalid group name).
+        """
+        body = orjson.dumps(
+            {
+                "groupName": group,
+                "consumeEnable": True,
+                "consumeMessageOrderly": consume_message_orderly,
+                "retryMaxTimes": retry_max_times,
+            }
+        )
+        for addr in await self._master_addrs(cluster):
+            await self._broker(
+                addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, f"update group {group}", body
+            )
 
     async def _wait_for_route(self, topic: str, broker_count: int) -> None:
         deadline = time.monotonic() + _ROUTE_WAIT_S

@@ -57,6 +57,9 @@ from orbitmq.protocol.header_fields import (
     wire,
 )
 
+RECALL_HANDLE_MAX_CHARS = 1024
+"""Longest RECALL_MESSAGE handle (base64 of five short fields)."""
+
 __all__ = [
     "INT32_MAX",
     "INT32_MIN",
@@ -469,3 +472,22 @@ class GetKVConfigResponseHeader(HeaderBase):
     """The configured value, absent when not found."""
 
     value: str | None = None
+
+
+# -- consumer groups and recall ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GetSubscriptionGroupConfigRequestHeader(HeaderBase):
+    """GET_SUBSCRIPTIONGROUP_CONFIG (352)."""
+
+    group: Group
+
+
+@dataclass(frozen=True, slots=True)
+class RecallMessageRequestHeader(HeaderBase):
+    """RECALL_MESSAGE (370): ``recall_handle`` names a timed message of ``topic``."""
+
+    topic: Topic
+    recall_handle: Annotated[str, Rule(max_chars=RECALL_HANDLE_MAX_CHARS)]
+    producer_group: OptionalGroup | None = None

@@ -26,6 +26,7 @@ from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.server import ServerConnection
 
 if TYPE_CHECKING:
+    from orbitmq.broker.pop import PopService
     from orbitmq.broker.schedule import ScheduleService
     from orbitmq.broker.timer import TimerService
     from orbitmq.broker.transaction import TransactionService
@@ -62,3 +63,5 @@ class BrokerState:
     """Timed messages (None when timerWheelEnable is false)."""
     transactions: TransactionService | None = None
     """Half-message decisions and check-backs."""
+    pop: PopService | None = None
+    """POP consumption (RocketMQ 5 clients; None until the broker starts its services)."""
