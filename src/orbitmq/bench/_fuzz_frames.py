@@ -40,6 +40,7 @@ from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import FLAG_ONEWAY, RequestCode, SerializeType
 from orbitmq.protocol.command import RemotingCommand, decode_command
 from orbitmq.protocol.frame import MAX_FRAME_BYTES
+from orbitmq.protocol.header_fields import FieldSpec
 from orbitmq.protocol.properties import encode_properties
 
 __all__ = ["BROKER", "NAMESRV", "BROKER_REQUESTS", "NAMESRV_REQUESTS", "Frame", "corpus", "frames"]
@@ -76,6 +77,12 @@ BROKER_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.POP_MESSAGE: pop.PopMessageRequestHeader,
     RequestCode.ACK_MESSAGE: pop.AckMessageRequestHeader,
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.ChangeInvisibleTimeRequestHeader,
+    # What a slave copies from its master, and the replication status.
+    RequestCode.GET_ALL_CONSUMER_OFFSET: None,
+    RequestCode.GET_ALL_DELAY_OFFSET: None,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: None,
+    RequestCode.GET_TIMER_CHECK_POINT: None,
+    RequestCode.GET_BROKER_HA_STATUS: None,
 }
 NAMESRV_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.REGISTER_BROKER: h.RegisterBrokerRequestHeader,
@@ -131,7 +138,7 @@ _garbage = st.sampled_from(_GARBAGE_TEXT) | st.text(max_size=12)
 _small_text = st.text(st.sampled_from("aZ09_-%|./ \x00\x01\x02é中\U0001f600"), max_size=24)
 
 
-def _int_text(spec: h.FieldSpec) -> st.SearchStrategy[str]:
+def _int_text(spec: FieldSpec) -> st.SearchStrategy[str]:
     rule = spec.rule
     if rule is not None and rule.choices is not None:
         legal: st.SearchStrategy[int] = st.sampled_from([int(choice) for choice in rule.choices])  # type: ignore[call-overload]
@@ -148,7 +155,7 @@ def _int_text(spec: h.FieldSpec) -> st.SearchStrategy[str]:
     return st.one_of(legal.map(str), legal.map(str), st.sampled_from(_BOUNDARY_INTS).map(str), _garbage)
 
 
-def _str_value(spec: h.FieldSpec) -> st.SearchStrategy[str]:
+def _str_value(spec: FieldSpec) -> st.SearchStrategy[str]:
     rule = spec.rule
     if rule is not None and rule.name == "topic":
         return st.one_of(_names_topic, _names_topic, _names_topic, _illegal, _small_text)

@@ -40,8 +40,6 @@ from typing import Annotated
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.header_fields import SUBSCRIPTION_MAX_CHARS, Group, HeaderBase, Int32, Rule, Text, Topic
 
-_Header = HeaderBase
-
 __all__ = [
     "AckMessageRequestHeader",
     "ChangeInvisibleTimeRequestHeader",
@@ -60,7 +58,7 @@ INIT_MODE_MAX = 1
 
 
 @dataclass(frozen=True, slots=True)
-class PopMessageRequestHeader(_Header):
+class PopMessageRequestHeader(HeaderBase):
     """POP_MESSAGE (200050). ``queue_id`` -1 pops from every readable queue of the topic."""
 
     consumer_group: Group
@@ -78,7 +76,7 @@ class PopMessageRequestHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class PopMessageResponseHeader(_Header):
+class PopMessageResponseHeader(HeaderBase):
     """Answer to POP_MESSAGE; offsets infos are ``retry queueId value`` entries joined by ``;``."""
 
     pop_time: int
@@ -91,7 +89,7 @@ class PopMessageResponseHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class AckMessageRequestHeader(_Header):
+class AckMessageRequestHeader(HeaderBase):
     """ACK_MESSAGE (200051). ``offset`` is the message's queue offset."""
 
     consumer_group: Group
@@ -102,7 +100,7 @@ class AckMessageRequestHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class ChangeInvisibleTimeRequestHeader(_Header):
+class ChangeInvisibleTimeRequestHeader(HeaderBase):
     """CHANGE_MESSAGE_INVISIBLETIME (200053): visible again ``invisible_time`` ms from now."""
 
     consumer_group: Group
@@ -114,7 +112,7 @@ class ChangeInvisibleTimeRequestHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class ChangeInvisibleTimeResponseHeader(_Header):
+class ChangeInvisibleTimeResponseHeader(HeaderBase):
     """The delivery's new deadline is ``pop_time + invisible_time``."""
 
     pop_time: int
