@@ -231,11 +231,16 @@ class BrokerApp:
             await service.start()
         # Stopped last (services stop in reverse): sends still waiting for a slave are answered first.
         self._services.insert(0, replication)
+        # What is bound (bindAddress, 0.0.0.0 = every interface) and, apart, what is advertised.
         logger.info(
-            "broker %s (%s, id %d) listening on %s, HA port %s (store %s)",
+            "broker %s (%s, id %d) listening on %s:%d, HA on %s:%d; advertised as %s, HA %s (store %s)",
             config.broker_name,
             config.broker_role.value,
             config.broker_id,
+            config.bind_address,
+            self.port,
+            config.bind_address,
+            replication.master.port,
             self.address,
             replication.ha_address,
             self._store.store_path,
