@@ -28,6 +28,7 @@ from orbitmq.protocol.headers import (
     CreateTopicRequestHeader,
     EndTransactionRequestHeader,
     GetMaxOffsetRequestHeader,
+    QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 from orbitmq.protocol.message_codec import (
@@ -240,7 +241,9 @@ async def test_broker_persists_no_offset_that_would_stop_its_restart(
     assert list(orjson.loads(config.read_bytes())["offsetTable"]) == ["HostileOffsets@CG_OFF"]
 
 
-async def test_broker_starts_with_damaged_table_entries_skipped(standalone: ServerProcess) -> None:
+async def test_broker_starts_with_damaged_table_entries_skipped(
+    standalone: ServerProcess, client: RemotingClient
+) -> None:
     config = _data(standalone) / "store" / "config"
     assert standalone.stop() == 0
     offsets = {"offsetTable": {"@CG": {"0": 1}, "T@CG": {"x": 1, "0": 3}, "../t@CG": {"0": 2}}}
@@ -252,9 +255,34 @@ async def test_broker_starts_with_damaged_table_entries_skipped(standalone: Serv
         "writeQueueNums": 1,
     }
     topics["topicConfigTable"]["Huge"] = {"topicName": "Huge", "readQueueNums": 2**40, "writeQueueNums": 1}
+    topics["topicConfigTable"]["T"] = {"topicName": "T", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}
     (config / "topics.json").write_bytes(orjson.dumps(topics))
+    groups = {
+        "subscriptionGroupTable": {
+            "CG": {"groupName": "CG"},
+            "../CG": {"groupName": "../CG"},
+            "CG_BAD": {"groupName": "CG_BAD", "retryQueueNums": "many"},
+        },
+        "dataVersion": {"timestamp": 1, "counter": 1},
+    }
+    (config / "subscriptionGroup.json").write_bytes(orjson.dumps(groups))
+    delay = {"offsetTable": {"1": 4, "x": 1, "0": 2, "2": -5, "3": "7"}}
+    (config / "delayOffset.json").write_bytes(orjson.dumps(delay))
     standalone.start()
-    assert "skipped" in standalone.log()
+    log = standalone.log()
+    for entry in ("'bad topic'", "Huge", "../t@CG", "../CG", "CG_BAD"):
+        assert entry in log and "skipped" in log, entry
+    # The good entries of each table are served.
+    query = QueryConsumerOffsetRequestHeader("CG", "T", 0).to_ext()
+    response = await client.invoke(
+        _addr(standalone), RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, query)
+    )
+    assert (response.code, response.ext_fields.get("offset")) == (ResponseCode.SUCCESS, "3")
+    get_group = RemotingCommand.request(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": "CG"})
+    assert (await client.invoke(_addr(standalone), get_group)).code == ResponseCode.SUCCESS
+    delay_offsets = RemotingCommand.request(RequestCode.GET_ALL_DELAY_OFFSET, {})
+    response = await client.invoke(_addr(standalone), delay_offsets)
+    assert orjson.loads(response.body)["offsetTable"] == {"1": 4}
 
 
 # -- numbers a record cannot hold -----------------------------------------------------------------
