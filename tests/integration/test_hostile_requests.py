@@ -10,6 +10,7 @@ the store, and the log stays free of tracebacks and small.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import zlib
@@ -20,6 +21,8 @@ import orjson
 import pytest
 
 from orbitmq.client import PullConsumer
+from orbitmq.client.push_consumer import ConsumeResult, PushConsumer
+from orbitmq.model.heartbeat import ConsumeFromWhere
 from orbitmq.model.message import MessageExt, MessageQueue, SysFlag
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -368,5 +371,46 @@ async def test_pull_consumer_delivers_the_good_messages_around_an_undecodable_bo
             b"good after",
         ]
         assert [m.decode_error is not None for m in got] == [False, True, False, False]
+    finally:
+        await consumer.shutdown()
+
+
+async def test_push_consumer_delivers_an_undecodable_body_and_keeps_consuming(
+    shared: ServerProcess, client: RemotingClient
+) -> None:
+    addr = _addr(shared)
+    await _create(client, addr, "HostilePushBodies")
+    bodies = [b"push before", b"\x01not zlib either", b"push after"]
+    flags = ["0", str(SysFlag.COMPRESSED), "0"]
+    for body, flag in zip(bodies, flags, strict=True):
+        sent = await _send(client, addr, "HostilePushBodies", body, sysFlag=flag)
+        assert sent.code == ResponseCode.SUCCESS
+    got: list[MessageExt] = []
+
+    async def listener(messages: list[MessageExt]) -> ConsumeResult:
+        got.extend(messages)
+        return ConsumeResult.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "CG_PUSH_BODIES",
+        shared.addr,
+        listener,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    consumer.subscribe("HostilePushBodies", "*")
+    await consumer.start()
+    try:
+        for _ in range(100):
+            if len(got) >= 3:
+                break
+            await asyncio.sleep(0.1)
+        # A later message still arrives: the queue's pull loop did not stop at the bad body.
+        assert (await _send(client, addr, "HostilePushBodies", b"push later")).code == ResponseCode.SUCCESS
+        for _ in range(100):
+            if len(got) >= 4:
+                break
+            await asyncio.sleep(0.1)
+        assert sorted(m.body for m in got) == sorted([*bodies, b"push later"])
+        assert [m.body for m in got if m.decode_error is not None] == [b"\x01not zlib either"]
     finally:
         await consumer.shutdown()
