@@ -112,9 +112,9 @@ def test_broker_bind_address_flag_limits_it_to_one_interface(tmp_path: Path) -> 
     try:
         broker.start()
         # Bound to one interface and no brokerIP1: clients, and slaves, are given that interface.
-        log = _log_when(broker, lambda text: "registered as" in text)
-        assert f"listening on 127.0.0.1:{port}, registered as 127.0.0.1:{port};" in log, log
-        ha = re.search(r"HA port listening on 127\.0\.0\.1:(\d+), registered as 127\.0\.0\.1:(\d+)", log)
+        log = _log_when(broker, lambda text: "advertised as" in text)
+        assert f"listening on 127.0.0.1:{port}, advertised as 127.0.0.1:{port};" in log, log
+        ha = re.search(r"HA port listening on 127\.0\.0\.1:(\d+), advertised as 127\.0\.0\.1:(\d+)", log)
         assert ha is not None and ha.group(1) == ha.group(2), log
         assert not _reachable(ip, port)
         assert not _reachable(ip, int(ha.group(1)))

@@ -135,11 +135,13 @@ def run_standalone(args: argparse.Namespace) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     log = logging.getLogger("orbitmq")
     log.info(
-        "standalone: nameserver port %d, broker port %d and gRPC port %s on %s, data in %s",
+        "standalone: nameserver on %s:%d, broker on %s:%d (advertised as %s), gRPC %s, data in %s",
+        namesrv_config.bind_address,
         args.namesrv_port,
+        broker_config.bind_address,
         args.broker_port,
-        "off" if args.no_proxy else proxy_config.grpc_server_port,
-        "every interface" if bind in _WILDCARD_ADDRESSES else bind,
+        broker_config.advertised_host,
+        "off" if args.no_proxy else f"on {proxy_config.grpc_bind_address}:{proxy_config.grpc_server_port}",
         data_dir,
     )
     if not bind.startswith("127.") and bind != "::1":
