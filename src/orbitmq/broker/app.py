@@ -363,6 +363,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.GET_CONSUMER_LIST_BY_GROUP: client_manage.get_consumer_list_by_group,
         RequestCode.LOCK_BATCH_MQ: client_manage.lock_batch_mq,
         RequestCode.UNLOCK_BATCH_MQ: client_manage.unlock_batch_mq,
+        RequestCode.CHECK_CLIENT_CONFIG: client_manage.check_client_config,
         RequestCode.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
         RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic_in_broker,
         RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,

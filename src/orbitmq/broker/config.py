@@ -105,6 +105,18 @@ class BrokerConfig:
     timer_max_delay_sec: int = field(default=259_200, metadata=_key("timerMaxDelaySec"))
     # Period of flushing the timer log and wheel and writing the timer checkpoint.
     timer_flush_interval_ms: int = field(default=1_000, metadata=_key("timerFlushIntervalMs"))
+    # Serve SQL92 subscriptions (RocketMQ's default is off: pulls with SQL92 answer SYSTEM_ERROR).
+    enable_property_filter: bool = field(default=False, metadata=_key("enablePropertyFilter"))
+    # Create the message-trace topic (msgTraceTopicName, 1 queue) at start-up.
+    trace_topic_enable: bool = field(default=False, metadata=_key("traceTopicEnable"))
+    # Topic the trace records go to when clients use the default.
+    msg_trace_topic_name: str = field(default="RMQ_SYS_TRACE_TOPIC", metadata=_key("msgTraceTopicName"))
+    # Region stamped on every stored message (MSG_REGION) and send answer; trace records carry it.
+    region_id: str = field(default="DefaultRegion", metadata=_key("regionId"))
+    # Stamped as TRACE_ON on every message; false tells clients not to trace what this broker stores.
+    trace_on: bool = field(default=True, metadata=_key("traceOn"))
+    # Also store the replies of request-reply in <cluster>_REPLY_TOPIC (besides pushing them).
+    store_reply_message_enable: bool = field(default=True, metadata=_key("storeReplyMessageEnable"))
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -165,8 +177,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "dLegerPeers",
         "dLegerSelfId",
         "aclEnable",
-        "traceTopicEnable",
-        "msgTraceTopicName",
         "sendMessageThreadPoolNums",
         "pullMessageThreadPoolNums",
         "queryMessageThreadPoolNums",
@@ -180,7 +190,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "waitTimeMillsInSendQueue",
         "waitTimeMillsInPullQueue",
         "osPageCacheBusyTimeOutMills",
-        "enablePropertyFilter",
         "enableCalcFilterBitMap",
         "filterServerNums",
         "slaveReadEnable",

@@ -10,6 +10,7 @@ from orbitmq.client.config import ClientConfig, ProducerConfig
 from orbitmq.client.producer import Producer
 from orbitmq.client.pull_consumer import PullConsumer
 from orbitmq.client.push_consumer import ConsumeResult, PushConsumer
+from orbitmq.client.selector import MessageSelector
 from orbitmq.client.transaction_producer import (
     LocalTransactionState,
     TransactionProducer,
@@ -25,6 +26,7 @@ __all__ = [
     "Message",
     "MessageExt",
     "MessageQueue",
+    "MessageSelector",
     "Producer",
     "ProducerConfig",
     "PullConsumer",

@@ -33,7 +33,7 @@ from orbitmq.client._consume_service import (
     OrderlyConsumeService,
 )
 from orbitmq.client._consumer_config import PushConsumerConfig, queues_of_route
-from orbitmq.client._group_api import consumer_ids, lock_queues, unlock_queues
+from orbitmq.client._group_api import check_client_config, consumer_ids, lock_queues, unlock_queues
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client._process_queue import ProcessQueue
 from orbitmq.client._pull_api import (
@@ -49,15 +49,14 @@ from orbitmq.client._pull_api import (
 from orbitmq.client.config import split_config
 from orbitmq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from orbitmq.client.rebalance import AllocateStrategy, strategy_by_name
+from orbitmq.client.selector import MessageSelector, selector_of
 from orbitmq.errors import ClientStateError, OrbitError
 from orbitmq.model.heartbeat import (
     ConsumerData,
     ConsumeType,
     MessageModel,
-    SubscriptionData,
 )
 from orbitmq.model.message import MessageQueue
-from orbitmq.protocol.tags import TagFilter
 
 __all__ = ["ConsumeResult", "MessageListener", "PushConsumer", "PushConsumerConfig", "queues_of_route"]
 
@@ -95,7 +94,7 @@ class PushConsumer:
         self.group = group
         self.client_config, self.config = split_config(namesrv_addr, config, PushConsumerConfig)
         self._listener = listener
-        self._subscriptions: dict[str, TagFilter] = {}
+        self._subscriptions: dict[str, MessageSelector] = {}
         self._owned: dict[MessageQueue, _Owned] = {}
         self._instance: ClientInstance | None = None
         self._store: OffsetStore | None = None
@@ -114,9 +113,18 @@ class PushConsumer:
     def clustering(self) -> bool:
         return self.config.message_model is MessageModel.CLUSTERING
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic`` messages whose tag matches ``expression`` (``"*"`` or ``"a || b"``)."""
-        self._subscriptions[topic] = TagFilter.parse(expression)
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Consume ``topic`` messages that ``expression`` selects.
+
+        Args:
+            topic: the topic.
+            expression: a tag expression (``"*"`` or ``"a || b"``), or a
+                :class:`~orbitmq.client.MessageSelector` (``MessageSelector.by_sql(...)``).
+
+        Raises:
+            FilterExpressionError: a SQL92 expression that does not compile.
+        """
+        self._subscriptions[topic] = selector_of(expression)
         if self._running:
             self.rebalance_soon()
 
@@ -147,7 +155,7 @@ class PushConsumer:
                 f"consumer group {self.group} needs a listener and a subscription before start()"
             )
         if self.clustering:
-            self._subscriptions.setdefault(retry_topic(self.group), TagFilter.parse("*"))
+            self._subscriptions.setdefault(retry_topic(self.group), MessageSelector.by_tag("*"))
         instance = ClientInstance.get_or_create(self.client_config)
         self._instance = instance
         instance.register_consumer(self.group, self)
@@ -171,6 +179,7 @@ class PushConsumer:
             await instance.start()
             for topic in self._subscriptions:
                 await instance.get_route(topic)
+            await self._check_sql_subscriptions(instance)
             await instance.send_heartbeat_to_all_brokers()
             self._service.start()
             await self.rebalance()
@@ -181,6 +190,21 @@ class PushConsumer:
         self._tasks.append(loop.create_task(self._rebalance_loop(), name=f"orbitmq rebalance {self.group}"))
         if self.config.orderly and self.clustering:
             self._tasks.append(loop.create_task(self._lock_loop(), name=f"orbitmq lock {self.group}"))
+
+    async def _check_sql_subscriptions(self, instance: ClientInstance) -> None:
+        """CHECK_CLIENT_CONFIG for each SQL92 subscription, as the Java consumer does at start.
+
+        Raises:
+            BrokerResponseError: a broker does not filter by properties, or cannot compile.
+        """
+        for topic, selector in self._subscriptions.items():
+            if not selector.is_sql:
+                continue
+            route = await instance.get_route(topic)
+            for broker_name in sorted({data.broker_name for data in route.broker_datas} if route else set()):
+                await check_client_config(
+                    instance, broker_name, self.group, instance.client_id, selector.subscription_data(topic)
+                )
 
     async def shutdown(self) -> None:
         """Stop pulling, let in-flight listener calls finish, commit offsets, leave the group."""
@@ -223,13 +247,7 @@ class PushConsumer:
             message_model=self.config.message_model,
             consume_from_where=self.config.consume_from_where,
             subscription_data_set=[
-                SubscriptionData(
-                    topic=topic,
-                    sub_string=tag_filter.expression,
-                    tags_set=tag_filter.tags,
-                    code_set=tag_filter.codes,
-                )
-                for topic, tag_filter in sorted(self._subscriptions.items())
+                selector.subscription_data(topic) for topic, selector in sorted(self._subscriptions.items())
             ],
         )
 
@@ -411,12 +429,12 @@ class PushConsumer:
             if pq.msg_count >= self.config.pull_threshold_for_queue or pq.msg_size_bytes >= threshold_bytes:
                 await asyncio.sleep(PULL_DELAY_ON_FLOW_CONTROL_S)
                 continue
-            tag_filter = self._subscriptions.get(mq.topic)
-            if tag_filter is None:
+            selector = self._subscriptions.get(mq.topic)
+            if selector is None:
                 return
             spec = PullRequestSpec(
                 self.group,
-                tag_filter,
+                selector,
                 self.config.pull_batch_size,
                 self.config.broker_suspend_max_ms,
                 self.config.consumer_timeout_when_suspend_ms,
@@ -437,7 +455,7 @@ class PushConsumer:
             if pq.dropped:
                 return
             if result.status is PullStatus.FOUND:
-                messages = decode_pull_body(result.body, tag_filter, mq)
+                messages = decode_pull_body(result.body, selector, mq)
                 restore_retry_topic(messages, self.group)
                 pq.put_messages(messages, result.next_begin_offset)
                 if messages:
