@@ -9,7 +9,8 @@ and a :class:`MessageFilter` answers in two steps, as RocketMQ's ``MessageFilter
 
 * :meth:`MessageFilter.matches_tags_code` on the consume-queue entry's tags hash (cheap; a
   TAG filter decides here, modulo hash collisions, which clients re-check);
-* :meth:`MessageFilter.matches_properties` on the stored message's properties, only when
+* :meth:`MessageFilter.matches_properties` on the stored message's properties (a dict, or
+  :class:`PropertyBytes` over the raw property string), only when
   :attr:`MessageFilter.needs_properties` (SQL92 decides here).
 
 :func:`compiled_filter` caches compilations by (type, expression), so a subscription is
@@ -19,12 +20,12 @@ compiled once per version however many pulls carry it. A bad expression raises
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
 from orbitmq.errors import FilterExpressionError
+from orbitmq.filter.properties import PropertyBytes, PropertyLookup
 from orbitmq.filter.sql92 import Sql92Expression, compile_sql92
 from orbitmq.protocol.tags import TagFilter
 
@@ -32,6 +33,8 @@ __all__ = [
     "EXPRESSION_TYPE_SQL92",
     "EXPRESSION_TYPE_TAG",
     "MessageFilter",
+    "PropertyBytes",
+    "PropertyLookup",
     "Sql92Expression",
     "Sql92Filter",
     "TagExpressionFilter",
@@ -65,7 +68,11 @@ class MessageFilter(Protocol):
 
     def matches_tags_code(self, code: int) -> bool: ...
 
-    def matches_properties(self, properties: Mapping[str, str]) -> bool: ...
+    def matches_properties(self, properties: PropertyLookup) -> bool: ...
+
+    def matches_property_bytes(self, property_bytes: bytes) -> bool:
+        """:meth:`matches_properties` over a raw property string (a stored record's)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +94,14 @@ class TagExpressionFilter:
     def matches_tags_code(self, code: int) -> bool:
         return self.tag_filter.matches_code(code)
 
-    def matches_properties(self, properties: Mapping[str, str]) -> bool:
+    def matches_properties(self, properties: PropertyLookup) -> bool:
         return self.tag_filter.matches_tag(properties.get("TAGS"))
+
+    def matches_property_bytes(self, property_bytes: bytes) -> bool:
+        try:
+            return self.matches_properties(PropertyBytes(property_bytes))
+        except UnicodeDecodeError:
+            return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +120,11 @@ class Sql92Filter:
     def matches_tags_code(self, code: int) -> bool:
         return True
 
-    def matches_properties(self, properties: Mapping[str, str]) -> bool:
+    def matches_properties(self, properties: PropertyLookup) -> bool:
         return self.compiled.matches(properties)
+
+    def matches_property_bytes(self, property_bytes: bytes) -> bool:
+        return self.compiled.matches_raw(property_bytes)
 
 
 def compile_filter(expression_type: str | None, expression: str | None) -> MessageFilter:

@@ -66,6 +66,8 @@ def java_class(value: Any) -> str:
 
 def parse_int(text: str) -> int:
     """``Integer.valueOf``; raises EvaluationError like a NumberFormatException."""
+    if text.isdigit() and text.isascii() and len(text) < 10:
+        return int(text)  # the common case, fast: fewer than 10 digits always fit
     if _JAVA_INTEGER.fullmatch(text):
         value = int(text)
         if INT_MIN <= value <= INT_MAX:
@@ -75,6 +77,8 @@ def parse_int(text: str) -> int:
 
 def parse_long(text: str) -> JavaLong:
     """``Long.valueOf``; raises EvaluationError like a NumberFormatException."""
+    if text.isdigit() and text.isascii() and len(text) < 19:
+        return JavaLong(text)
     if _JAVA_INTEGER.fullmatch(text):
         value = int(text)
         if LONG_MIN <= value <= LONG_MAX:

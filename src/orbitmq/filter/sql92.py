@@ -30,7 +30,7 @@ per node. The common shape ``property OP constant`` gets a specialised closure.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,11 +52,13 @@ from orbitmq.filter._java_values import (
     parse_int,
     parse_long,
 )
+from orbitmq.filter.properties import PropertyLookup
 
 __all__ = ["Sql92Expression", "compile_sql92"]
 
-Properties = Mapping[str, str]
-Evaluator = Callable[[Properties], Any]
+# What the closures read: a PropertyLookup, or in raw mode the raw property string (bytes).
+Properties = PropertyLookup | bytes
+Evaluator = Callable[[Any], Any]
 
 _GRAMMAR = r"""
 ?start: or_expr
@@ -149,15 +151,23 @@ class Sql92Expression:
 
     ``evaluate(properties)`` gives Java's three-valued answer; :meth:`matches` is what the
     broker asks: True only for TRUE, False for FALSE, null or an evaluation error.
+    ``evaluate_raw`` and :meth:`matches_raw` take the raw property string instead.
     """
 
     text: str
     evaluate: Evaluator
+    evaluate_raw: Callable[[bytes], Any]
 
     def matches(self, properties: Properties) -> bool:
         try:
             return self.evaluate(properties) is True
         except EvaluationError:
+            return False
+
+    def matches_raw(self, property_bytes: bytes) -> bool:
+        try:
+            return self.evaluate_raw(property_bytes) is True
+        except (EvaluationError, UnicodeDecodeError):
             return False
 
 
@@ -192,8 +202,9 @@ def compile_sql92(text: str) -> Sql92Expression:
         ) from None
     except LarkError as exc:  # pragma: no cover - lark's other errors are grammar bugs
         raise FilterExpressionError(f"invalid SQL92 expression: {exc}", 1, 1) from None
-    root = _Compiler().build(tree)
-    return Sql92Expression(text, _as_boolean(root).evaluate)
+    root = _as_boolean(_Compiler(raw=False).build(tree))
+    raw_root = _as_boolean(_Compiler(raw=True).build(tree))
+    return Sql92Expression(text, root.evaluate, raw_root.evaluate)
 
 
 def _end_position(text: str) -> tuple[int, int]:
@@ -241,14 +252,38 @@ def _as_boolean(node: _Node) -> _Node:
     if node.is_boolean:
         return node
     if node.kind == "property":
-        name = node.name
+        read = node.evaluate
 
         def cast(properties: Properties) -> bool | None:
             # A property is a String, never a Boolean: the cast answers FALSE when it is set.
-            return None if properties.get(name) is None else False
+            return None if read(properties) is None else False
 
         return _Node("boolean", cast, node.line, node.column)
     raise _fail(node, f"{_describe(node)} will not result in a boolean value")
+
+
+def _lookup_reader(name: str) -> Evaluator:
+    return lambda properties: properties.get(name)
+
+
+def _raw_reader(name: str) -> Evaluator:
+    """A reader of ``name`` in a raw property string (see ``orbitmq.filter.properties``)."""
+    head = name.encode("utf-8") + b"\x01"
+    inner = b"\x02" + head
+    head_len, inner_len = len(head), len(inner)
+
+    def read(data: bytes) -> str | None:
+        index = data.rfind(inner)
+        if index >= 0:
+            start = index + inner_len
+        elif data.startswith(head):
+            start = head_len
+        else:
+            return None
+        end = data.find(b"\x02", start)
+        return (data[start:end] if end >= 0 else data[start:]).decode("utf-8")
+
+    return read
 
 
 def _unquote(token: Token) -> str:
@@ -256,7 +291,15 @@ def _unquote(token: Token) -> str:
 
 
 class _Compiler:
-    """Turns the lark tree into :class:`_Node` closures, running Java's parse-time checks."""
+    """Turns the lark tree into :class:`_Node` closures, running Java's parse-time checks.
+
+    With ``raw`` the closures take the raw property string (bytes) instead of a lookup: each
+    property node searches the bytes itself, which saves a method call per property read on
+    the broker's pull path.
+    """
+
+    def __init__(self, *, raw: bool) -> None:
+        self.raw = raw
 
     def build(self, tree: Tree[Any] | Token) -> _Node:
         if isinstance(tree, Token):  # pragma: no cover - every terminal is wrapped in a rule
@@ -268,13 +311,8 @@ class _Compiler:
         if data == "property":
             token: Token = children[0]
             name = str(token)
-            return _Node(
-                "property",
-                lambda properties: properties.get(name),
-                token.line or 1,
-                token.column or 1,
-                name=name,
-            )
+            reader = _raw_reader(name) if self.raw else _lookup_reader(name)
+            return _Node("property", reader, token.line or 1, token.column or 1, name=name)
         if data == "unary":  # unary plus: the operand itself
             return self.build(children[-1])
         method = getattr(self, f"_{data}", None)
@@ -342,6 +380,9 @@ class _Compiler:
 
     def _is_null(self, tree: Tree[Any], children: list[Any]) -> _Node:
         operand = self.build(children[0])
+        if operand.kind == "property":
+            read = operand.evaluate
+            return _Node("boolean", lambda properties: read(properties) is None, operand.line, operand.column)
         operand_eval = operand.evaluate
 
         def evaluate(properties: Properties) -> bool:
@@ -351,6 +392,11 @@ class _Compiler:
 
     def _is_not_null(self, tree: Tree[Any], children: list[Any]) -> _Node:
         operand = self.build(children[0])
+        if operand.kind == "property":
+            read = operand.evaluate
+            return _Node(
+                "boolean", lambda properties: read(properties) is not None, operand.line, operand.column
+            )
         operand_eval = operand.evaluate
 
         def evaluate(properties: Properties) -> bool | None:
@@ -533,26 +579,26 @@ _STRING_PARSERS: dict[str, Callable[[str], Any]] = {"I": parse_int, "L": parse_l
 
 def _property_equals(prop: _Node, constant: _Node) -> _Node:
     """``property = constant``, specialised: no class dispatch per message."""
-    name, value = prop.name, constant.value
+    read, value = prop.evaluate, constant.value
     value_class = java_class(value)
     evaluate: Evaluator
     if value_class == "S":
 
         def evaluate(properties: Properties) -> bool | None:
-            text = properties.get(name)
+            text = read(properties)
             return None if text is None else text == value
 
     elif value_class == "B":
 
         def evaluate(properties: Properties) -> bool | None:
-            text = properties.get(name)
+            text = read(properties)
             return None if text is None else (text.lower() == "true") == value
 
     else:
         parse = _STRING_PARSERS[value_class]
 
         def evaluate(properties: Properties) -> bool | None:
-            text = properties.get(name)
+            text = read(properties)
             return None if text is None else compare(parse(text), value) == 0
 
     return _Node("boolean", evaluate, prop.line, prop.column)
@@ -582,12 +628,20 @@ def _ordering(left: _Node, right: _Node, test: Callable[[int, int], bool]) -> _N
     _check_orderable(right)
     evaluate: Evaluator
     if left.kind == "property" and right.kind == "constant":
-        name, value = left.name, right.value
-        parse = _STRING_PARSERS[java_class(value)]
+        read, value = left.evaluate, right.value
+        value_class = java_class(value)
+        parse = _STRING_PARSERS[value_class]
+        if value_class == "D":
 
-        def evaluate(properties: Properties) -> bool | None:
-            text = properties.get(name)
-            return None if text is None else test(compare(parse(text), value), 0)
+            def evaluate(properties: Properties) -> bool | None:
+                text = read(properties)
+                return None if text is None else test(compare(parse(text), value), 0)
+
+        else:
+            # Integer or Long on both sides: Java's compareTo is Python's ordering.
+            def evaluate(properties: Properties) -> bool | None:
+                text = read(properties)
+                return None if text is None else test(parse(text), value)
 
     else:
         left_eval, right_eval = left.evaluate, right.evaluate
@@ -601,11 +655,11 @@ def _ordering(left: _Node, right: _Node, test: Callable[[int, int], bool]) -> _N
 def _membership(operand: _Node, tokens: list[Token], *, negated: bool) -> _Node:
     if operand.kind != "property":
         raise _fail(operand, f"IN needs a property on its left, not {_describe(operand)}")
-    name = operand.name
+    read = operand.evaluate
     values = frozenset(_unquote(token) for token in tokens)
 
     def evaluate(properties: Properties) -> bool | None:
-        text = properties.get(name)
+        text = read(properties)
         return None if text is None else (text in values) != negated
 
     return _Node("boolean", evaluate, operand.line, operand.column)

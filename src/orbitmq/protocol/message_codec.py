@@ -376,27 +376,30 @@ def decode_stored_messages(
     return messages
 
 
-_SHORT = struct.Struct(">h")
-
-
-def stored_message_properties(record: bytes | memoryview) -> dict[str, str]:
-    """The properties of one stored record, read without decoding the rest (filters use it).
+def stored_message_property_bytes(record: bytes) -> bytes:
+    """The raw property string of one stored record (UTF-8, undecoded); filters read it.
 
     Raises:
-        RemoteProtocolError: the record is truncated or its properties are not UTF-8.
+        RemoteProtocolError: the record is truncated before the end of its properties.
     """
     try:
         (sys_flag,) = _INT.unpack_from(record, SYSFLAG_POSITION)
         position = body_length_position(sys_flag)
         (body_len,) = _INT.unpack_from(record, position)
-        position += 4 + body_len
-        topic_len = record[position]
-        position += 1 + topic_len
+        position += 5 + body_len + record[position + 4 + body_len]
         (properties_len,) = _SHORT.unpack_from(record, position)
-        position += 2
-        data = record[position : position + properties_len]
     except (struct.error, IndexError) as exc:
         raise RemoteProtocolError(f"stored message is truncated before its properties: {exc}") from exc
-    if len(data) != properties_len or body_len < 0 or properties_len < 0:
+    end = position + 2 + properties_len
+    if body_len < 0 or properties_len < 0 or end > len(record):
         raise RemoteProtocolError("stored message is truncated before the end of its properties")
-    return decode_properties_bytes(data)
+    return bytes(record[position + 2 : end])
+
+
+def stored_message_properties(record: bytes) -> dict[str, str]:
+    """The properties of one stored record, read without decoding the rest.
+
+    Raises:
+        RemoteProtocolError: the record is truncated or its properties are not UTF-8.
+    """
+    return decode_properties_bytes(stored_message_property_bytes(record))

@@ -329,7 +329,7 @@ class MessageStore:
         max_msg_nums: int,
         max_total_bytes: int = 256 * 1024,
         tag_filter: Callable[[int], bool] | None = None,
-        record_filter: Callable[[bytes | memoryview], bool] | None = None,
+        record_filter: Callable[[bytes], bool] | None = None,
     ) -> GetResult:
         """Up to ``max_msg_nums`` raw records of a queue from ``queue_offset`` (remoting-protocol §2.5).
 

@@ -17,7 +17,7 @@ def collect_records(
     max_msg_nums: int,
     max_total_bytes: int,
     tag_filter: Callable[[int], bool] | None,
-    record_filter: Callable[[bytes | memoryview], bool] | None = None,
+    record_filter: Callable[[bytes], bool] | None = None,
 ) -> None:
     """Fill ``result`` with the records that consume-queue ``entries`` point at (store lock held).
 

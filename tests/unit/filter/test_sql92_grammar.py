@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from orbitmq.errors import FilterExpressionError
 from orbitmq.filter import compile_filter, compile_sql92
+from orbitmq.protocol.properties import encode_properties
 
 NUMERIC = ("n0", "n1", "price")
 STRINGS = ("s0", "s1", "TAGS")
@@ -194,7 +195,11 @@ def test_sql92_agrees_with_plain_python_evaluation(
     for props in samples:
         expected = evaluate(expr, props)
         assert compiled.evaluate(props) is expected, (text, props)
+        # The broker's path reads the raw property string (noise properties around).
+        raw = encode_properties({"UNIQ_KEY": "ABC", **props, "CLUSTER": "c"}).encode()
+        assert compiled.evaluate_raw(raw) is expected, (text, props)
         assert compile_filter("sql92", text).matches_properties(props) is (expected is True)
+        assert compile_filter("sql92", text).matches_property_bytes(raw) is (expected is True)
 
 
 _PIECES = [*"ab01 ()'<>=!-+.,*/%$_\n", " AND ", " OR ", " NOT ", " IN ", " IS ", " NULL ", " BETWEEN ", "1.5"]

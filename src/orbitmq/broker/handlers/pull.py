@@ -33,7 +33,7 @@ from orbitmq.model.route import PERM_READ, TopicConfig
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader
-from orbitmq.protocol.message_codec import stored_message_properties
+from orbitmq.protocol.message_codec import stored_message_property_bytes
 from orbitmq.transport.server import RequestContext
 
 FLAG_COMMIT_OFFSET = 0x1
@@ -203,13 +203,13 @@ class PullHandlers:
         return request.response(code, remark, ext, body)
 
 
-def _record_filter(message_filter: MessageFilter) -> Callable[[bytes | memoryview], bool]:
-    """The store-side check of a property filter: decode a record's properties and ask."""
-    matches = message_filter.matches_properties
+def _record_filter(message_filter: MessageFilter) -> Callable[[bytes], bool]:
+    """The store-side check of a property filter: look the record's properties up and ask."""
+    matches = message_filter.matches_property_bytes
 
-    def record_matches(record: bytes | memoryview) -> bool:
+    def record_matches(record: bytes) -> bool:
         try:
-            return matches(stored_message_properties(record))
+            return matches(stored_message_property_bytes(record))
         except RemoteProtocolError:
             return False  # a record we cannot read never matches a property filter
 
