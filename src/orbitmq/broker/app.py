@@ -25,7 +25,10 @@ from orbitmq.broker.clients import ConsumerTable, ProducerTable
 from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.handlers.admin import AdminHandlers
+from orbitmq.broker.handlers.broker_info import BrokerInfoHandlers
 from orbitmq.broker.handlers.client_manage import ClientManageHandlers
+from orbitmq.broker.handlers.client_relay import ClientRelayHandlers
+from orbitmq.broker.handlers.group_admin import GroupAdminHandlers
 from orbitmq.broker.handlers.offsets import OffsetHandlers
 from orbitmq.broker.handlers.pull import PullHandlers
 from orbitmq.broker.handlers.query import QueryHandlers
@@ -36,11 +39,13 @@ from orbitmq.broker.long_polling import LongPollingService
 from orbitmq.broker.offsets import ConsumerOffsetTable
 from orbitmq.broker.registration import NamesrvRegistration
 from orbitmq.broker.schedule import DELAY_OFFSET_FILE, ScheduleService
+from orbitmq.broker.stats import BrokerStats
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.timer import TimerService
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.transaction import TransactionService
 from orbitmq.errors import ConfigError, ProtocolError
+from orbitmq.model.route import PERM_READ_WRITE
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.store.config import StoreConfig, delay_levels_ms
 from orbitmq.store.message_store import MessageStore
@@ -51,6 +56,7 @@ logger = logging.getLogger(__name__)
 TOPICS_FILE = "topics.json"
 CONSUMER_OFFSETS_FILE = "consumerOffset.json"
 SUBSCRIPTION_GROUPS_FILE = "subscriptionGroup.json"
+STATS_SAMPLE_INTERVAL_MS = 1_000
 
 
 class Service(Protocol):
@@ -161,6 +167,8 @@ class BrokerApp:
             auto_create_topic_enable=config.auto_create_topic_enable,
             default_topic_queue_nums=config.default_topic_queue_nums,
         )
+        if config.trace_topic_enable:
+            topics.find_or_create(config.msg_trace_topic_name, 1, PERM_READ_WRITE)
         long_polling = LongPollingService(self._store.get_max_queue_offset)
         self._store.add_arrival_listener(long_polling.on_arrival)
         state = BrokerState(
@@ -176,6 +184,8 @@ class BrokerApp:
             long_polling=long_polling,
             store_host=(self._host, config.listen_port),
             on_topics_changed=self._on_topics_changed,
+            stats=BrokerStats(config.broker_cluster_name, now_ms()),
+            on_config_changed=self._on_config_changed,
         )
         self._state = state
         await self._create_message_services(state)
@@ -195,6 +205,7 @@ class BrokerApp:
             long_polling,
             PeriodicService("persist-tables", config.flush_consumer_offset_interval_ms, self._persist_tables),
             PeriodicService("client-expiry-scan", config.client_scan_interval_ms, client_manage.scan_expired),
+            PeriodicService("stats-sample", STATS_SAMPLE_INTERVAL_MS, lambda: state.stats.sample(now_ms())),
             self._registration,
         ]
         self._services += [
@@ -281,6 +292,21 @@ class BrokerApp:
         await asyncio.to_thread(transactions.load)
         state.transactions = transactions
 
+    def _on_config_changed(self, new_config: BrokerConfig) -> None:
+        """UPDATE_BROKER_CONFIG swapped in ``new_config``: update what holds the old one."""
+        state = self.state
+        old_config, state.config = state.config, new_config
+        self.broker_config = new_config
+        if self._registration is not None:
+            self._registration.set_config(new_config)
+        if new_config.trace_topic_enable and new_config.msg_trace_topic_name not in state.topics:
+            state.topics.find_or_create(new_config.msg_trace_topic_name, 1, PERM_READ_WRITE)
+            self._on_topics_changed()
+        elif new_config.broker_permission != old_config.broker_permission:
+            # Routes carry the broker's permission: publish the new one now.
+            self._on_topics_changed()
+        logger.info("broker %s config updated live", new_config.broker_name)
+
     def _on_topics_changed(self) -> None:
         if self._registration is not None:
             self._registration.request()
@@ -344,6 +370,9 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
     pull = PullHandlers(state)
     offsets = OffsetHandlers(state)
     admin = AdminHandlers(state)
+    broker_info = BrokerInfoHandlers(state)
+    group_admin = GroupAdminHandlers(state)
+    relay = ClientRelayHandlers(state)
     query = QueryHandlers(state)
     transaction = TransactionHandlers(state)
     return {
@@ -370,4 +399,21 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
         RequestCode.QUERY_MESSAGE: query.query_message,
         RequestCode.END_TRANSACTION: transaction.end_transaction,
+        RequestCode.GET_BROKER_RUNTIME_INFO: broker_info.get_broker_runtime_info,
+        RequestCode.VIEW_BROKER_STATS_DATA: broker_info.view_broker_stats_data,
+        RequestCode.GET_BROKER_CONFIG: broker_info.get_broker_config,
+        RequestCode.UPDATE_BROKER_CONFIG: broker_info.update_broker_config,
+        RequestCode.GET_TOPIC_STATS_INFO: group_admin.get_topic_stats_info,
+        RequestCode.GET_CONSUME_STATS: group_admin.get_consume_stats,
+        RequestCode.GET_BROKER_CONSUME_STATS: group_admin.get_broker_consume_stats,
+        RequestCode.GET_CONSUMER_CONNECTION_LIST: group_admin.get_consumer_connection_list,
+        RequestCode.GET_PRODUCER_CONNECTION_LIST: group_admin.get_producer_connection_list,
+        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: group_admin.query_topic_consume_by_who,
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: group_admin.get_all_subscription_group_config,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: group_admin.update_and_create_subscription_group,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP: group_admin.delete_subscription_group,
+        RequestCode.CLONE_GROUP_OFFSET: group_admin.clone_group_offset,
+        RequestCode.GET_CONSUMER_RUNNING_INFO: relay.get_consumer_running_info,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY: relay.consume_message_directly,
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: relay.invoke_broker_to_reset_offset,
     }

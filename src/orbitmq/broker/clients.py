@@ -20,6 +20,7 @@ from typing import Generic, TypeVar
 
 from orbitmq.errors import FilterExpressionError
 from orbitmq.filter import MessageFilter, TagExpressionFilter, compiled_filter
+from orbitmq.model.heartbeat import SubscriptionData
 from orbitmq.protocol.tags import TagFilter
 
 C = TypeVar("C")
@@ -66,6 +67,18 @@ class GroupSubscription:
         except FilterExpressionError as exc:
             message_filter, error = None, str(exc)
         return cls(topic, expression or "*", kind, sub_version, message_filter, error)
+
+    def subscription_data(self) -> SubscriptionData:
+        """This subscription as RocketMQ's SubscriptionData (admin answers carry it)."""
+        tag_filter = self.tag_filter
+        return SubscriptionData(
+            topic=self.topic,
+            sub_string=self.expression,
+            tags_set=tag_filter.tags if tag_filter else frozenset(),
+            code_set=tag_filter.codes if tag_filter else frozenset(),
+            sub_version=self.sub_version,
+            expression_type=self.expression_type,
+        )
 
     @property
     def tag_filter(self) -> TagFilter | None:

@@ -97,6 +97,10 @@ class NamesrvRegistration:
         ]
         return list(await asyncio.gather(*calls))
 
+    def set_config(self, config: BrokerConfig) -> None:
+        """Use ``config`` from the next registration on (the broker's permission may have changed)."""
+        self._config = config
+
     def _register_body(self) -> bytes:
         wrapper = self._topics.snapshot()
         permission = self._config.broker_permission

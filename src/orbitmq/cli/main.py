@@ -102,7 +102,14 @@ def run_standalone(args: argparse.Namespace) -> int:
     if args.flush:
         overrides["flushDiskType"] = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
     try:
-        namesrv_config = load_namesrv_config(None, {"listenPort": args.namesrv_port, "bindAddress": bind})
+        namesrv_config = load_namesrv_config(
+            None,
+            {
+                "listenPort": args.namesrv_port,
+                "bindAddress": bind,
+                "kvConfigPath": str(data_dir / "namesrv" / "kvConfig.json"),
+            },
+        )
         broker_config, store_config = load_broker_config(args.config_file, overrides)
     except ConfigError as exc:
         print(f"orbitmq standalone: {exc}", file=sys.stderr)

@@ -51,6 +51,7 @@ __all__ = [
     "decode_broker_stats_data",
     "decode_check_client_body",
     "decode_consume_stats",
+    "decode_consume_stats_list",
     "decode_consumer_connection",
     "decode_consumer_status_body",
     "decode_group_list",
@@ -63,6 +64,7 @@ __all__ = [
     "encode_broker_stats_data",
     "encode_check_client_body",
     "encode_consume_stats",
+    "encode_consume_stats_list",
     "encode_consumer_connection",
     "encode_consumer_status_body",
     "encode_group_list",
@@ -233,6 +235,36 @@ def decode_consume_stats(data: bytes | bytearray | memoryview | str) -> ConsumeS
         },
         float(_number(obj, "consumeTps", what, 0.0)),
     )
+
+
+def encode_consume_stats_list(
+    broker_addr: str, stats_by_group: Mapping[str, list[ConsumeStats]], total_diff: int
+) -> bytes:
+    """GET_BROKER_CONSUME_STATS's ConsumeStatsList: every group's stats (one per topic)."""
+    return dumps(
+        {
+            "brokerAddr": broker_addr,
+            "consumeStatsList": [
+                {group: [loads(encode_consume_stats(stats)) for stats in items]}
+                for group, items in sorted(stats_by_group.items())
+            ],
+            "totalDiff": total_diff,
+        }
+    )
+
+
+def decode_consume_stats_list(data: bytes | bytearray | memoryview | str) -> dict[str, list[ConsumeStats]]:
+    what = "ConsumeStatsList"
+    raw = _object(data, what).get("consumeStatsList") or []
+    if not isinstance(raw, list):
+        raise RemoteProtocolError(f"{what}.consumeStatsList is not an array")
+    found: dict[str, list[ConsumeStats]] = {}
+    for entry in raw:
+        if not isinstance(entry, dict):
+            raise RemoteProtocolError(f"{what}: an entry is not an object")
+        for group, items in entry.items():
+            found.setdefault(str(group), []).extend(decode_consume_stats(dumps(item)) for item in items or [])
+    return found
 
 
 # -- connections ------------------------------------------------------------------------------

@@ -64,7 +64,10 @@ class OffsetHandlers:
         illegal_group = check_group_name(header.consumer_group)
         if illegal_group is not None:
             return illegal_group.response(request)
-        self._state.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        # Ignored (but acknowledged) while an admin reset of the queue waits for the group's pull.
+        self._state.offsets.commit_unless_reset(
+            header.consumer_group, header.topic, header.queue_id, header.commit_offset
+        )
         return request.response(ResponseCode.SUCCESS, None, {})
 
     async def get_max_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

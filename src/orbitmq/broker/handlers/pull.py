@@ -61,9 +61,12 @@ class PullHandlers:
         if isinstance(message_filter, RemotingCommand):
             return message_filter
         if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0:
-            self._state.offsets.commit(
+            self._state.offsets.commit_unless_reset(
                 header.consumer_group, header.topic, header.queue_id, header.commit_offset
             )
+        moved = self._offset_reset(request, header)
+        if moved is not None:
+            return moved
         response = self._read(request, header, message_filter)
         if header.sys_flag & FLAG_SUSPEND and is_long_poll_candidate(ResponseCode(response.code)):
             hold_ms = (
@@ -74,8 +77,33 @@ class PullHandlers:
             await self._state.long_polling.hold(
                 header.topic, header.queue_id, header.queue_offset, min(max(hold_ms, 0), HOLD_MAX_MS)
             )
-            response = self._read(request, header, message_filter)
+            response = self._offset_reset(request, header) or self._read(request, header, message_filter)
+        if response.code != ResponseCode.SUCCESS:
+            self._state.stats.on_get(header.consumer_group, header.topic, 0, 0)
         return response
+
+    def _offset_reset(
+        self, request: RemotingCommand, header: PullMessageRequestHeader
+    ) -> RemotingCommand | None:
+        """PULL_OFFSET_MOVED to a pending admin reset of this queue (taken once), else None.
+
+        A pull already at the reset offset (the consumer applied RESET_CONSUMER_CLIENT_OFFSET)
+        just takes the reset and reads.
+        """
+        offsets = self._state.offsets
+        reset = offsets.take_reset(header.consumer_group, header.topic, header.queue_id)
+        if reset is None or reset == header.queue_offset:
+            return None
+        store = self._state.store
+        ext = {
+            "nextBeginOffset": str(reset),
+            "minOffset": str(store.get_min_queue_offset(header.topic, header.queue_id)),
+            "maxOffset": str(store.get_max_queue_offset(header.topic, header.queue_id)),
+            "suggestWhichBrokerId": "0",
+        }
+        return request.response(
+            ResponseCode.PULL_OFFSET_MOVED, f"OFFSET_RESET: the group's offset was reset to {reset}", ext
+        )
 
     def _check(self, request: RemotingCommand, header: PullMessageRequestHeader) -> RemotingCommand | None:
         state = self._state
@@ -199,6 +227,8 @@ class PullHandlers:
             "suggestWhichBrokerId": "0",
         }
         body = result.body() if code is ResponseCode.SUCCESS else b""
+        if body:
+            self._state.stats.on_get(header.consumer_group, header.topic, result.message_count, len(body))
         remark = None if code is ResponseCode.SUCCESS else result.status.name
         return request.response(code, remark, ext, body)
 
