@@ -115,6 +115,9 @@ class BrokerConfig:
     region_id: str = field(default="DefaultRegion", metadata=_key("regionId"))
     # Stamped as TRACE_ON on every message; false tells clients not to trace what this broker stores.
     trace_on: bool = field(default=True, metadata=_key("traceOn"))
+    # Offset resets (INVOKE_BROKER_TO_RESET_OFFSET) held by the broker until the group's next pull
+    # (RocketMQ 5); false: only RESET_CONSUMER_CLIENT_OFFSET to the online consumers (RocketMQ 4).
+    use_server_side_reset_offset: bool = field(default=True, metadata=_key("useServerSideResetOffset"))
     # Also store the replies of request-reply in <cluster>_REPLY_TOPIC (besides pushing them).
     store_reply_message_enable: bool = field(default=True, metadata=_key("storeReplyMessageEnable"))
 

@@ -26,12 +26,14 @@ from typing import Any
 
 from orbitmq.client._consume_service import (
     ConcurrentConsumeService,
+    ConsumeHook,
     ConsumeResult,
     ConsumeService,
     ConsumeSettings,
     MessageListener,
     OrderlyConsumeService,
 )
+from orbitmq.client._consume_stats import ConsumeStatsRecorder
 from orbitmq.client._consumer_config import PushConsumerConfig, queues_of_route
 from orbitmq.client._group_api import check_client_config, consumer_ids, lock_queues, unlock_queues
 from orbitmq.client._instance import ClientInstance
@@ -56,7 +58,12 @@ from orbitmq.model.heartbeat import (
     ConsumeType,
     MessageModel,
 )
-from orbitmq.model.message import MessageQueue
+from orbitmq.model.message import MessageExt, MessageQueue
+from orbitmq.protocol.client_bodies import (
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
+    ProcessQueueInfo,
+)
 
 __all__ = ["ConsumeResult", "MessageListener", "PushConsumer", "PushConsumerConfig", "queues_of_route"]
 
@@ -108,6 +115,8 @@ class PushConsumer:
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_lock = asyncio.Lock()
         self._running = False
+        self._stats = ConsumeStatsRecorder()
+        self._started_ms = 0
 
     @property
     def clustering(self) -> bool:
@@ -173,7 +182,9 @@ class PushConsumer:
             self.config.suspend_current_queue_time_ms,
         )
         service_type = OrderlyConsumeService if self.config.orderly else ConcurrentConsumeService
-        self._service = service_type(settings, self._listener, instance, self)
+        hooks: list[ConsumeHook] = [_StatsHook(self._stats)]
+        self._service = service_type(settings, self._listener, instance, self, hooks)
+        self._started_ms = _now_ms()
         self._running = True
         try:
             await instance.start()
@@ -260,6 +271,63 @@ class PushConsumer:
     async def persist_offsets(self) -> None:
         if self._store is not None and self._owned:
             await self._store.persist(list(self._owned))
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """What GET_CONSUMER_RUNNING_INFO answers: settings, subscriptions, queues and rates."""
+        instance = self._require_instance()
+        now = _now_ms()
+        mq_table = {}
+        for mq, owned in sorted(self._owned.items()):
+            pq = owned.pq
+            low, high = pq.cached_offset_range()
+            mq_table[mq] = ProcessQueueInfo(
+                commit_offset=max(pq.commit_offset(), 0),
+                cached_msg_min_offset=low,
+                cached_msg_max_offset=high,
+                cached_msg_count=pq.msg_count,
+                cached_msg_size_in_mi_b=pq.msg_size_bytes // (1024 * 1024),
+                locked=pq.locked,
+                last_lock_timestamp=pq.last_lock_ms,
+                droped=pq.dropped,
+                last_pull_timestamp=pq.last_pull_ms,
+            )
+        properties = {
+            "clientId": instance.client_id,
+            "PROP_CLIENT_VERSION": "OrbitMQ",
+            "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
+            "PROP_CONSUMEORDERLY": str(self.config.orderly).lower(),
+            "PROP_THREADPOOL_CORE_SIZE": str(self.config.consume_thread_max),
+            "PROP_CONSUMER_START_TIMESTAMP": str(self._started_ms),
+            "PROP_NAMESERVER_ADDR": ";".join(self.client_config.namesrv_addrs),
+            "messageModel": self.config.message_model.name,
+            "consumeFromWhere": self.config.consume_from_where.name,
+        }
+        return ConsumerRunningInfo(
+            properties,
+            [selector.subscription_data(topic) for topic, selector in sorted(self._subscriptions.items())],
+            mq_table,
+            self._stats.status(now),
+        )
+
+    async def consume_directly(self, message: MessageExt) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: the listener on one message now (no retry, no offset)."""
+        service = self._service
+        if service is None:
+            return ConsumeMessageDirectlyResult(
+                "CR_THROW_EXCEPTION", remark=f"group {self.group} is not started"
+            )
+        restore_retry_topic([message], self.group)
+        mq = MessageQueue(message.topic, "", message.queue_id)
+        started = time.perf_counter()
+        result, return_type = await service.consume_directly([message], mq)
+        spent_ms = int((time.perf_counter() - started) * 1000)
+        if result is ConsumeResult.CONSUME_SUCCESS:
+            outcome = "CR_SUCCESS"
+        else:
+            outcome = {2: "CR_THROW_EXCEPTION", 3: "CR_RETURN_NULL"}.get(return_type, "CR_LATER")
+        return ConsumeMessageDirectlyResult(
+            outcome, self.config.orderly, True, f"listener answered {result.value}", spent_ms
+        )
 
     async def on_reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """Drop the topic's queues, store the new offsets, and take the queues again."""
@@ -440,6 +508,7 @@ class PushConsumer:
                 self.config.consumer_timeout_when_suspend_ms,
             )
             commit_offset = store.table.get(mq) if self.clustering else None
+            pull_started = time.perf_counter()
             try:
                 result = await pull_queue(
                     instance,
@@ -456,6 +525,9 @@ class PushConsumer:
                 return
             if result.status is PullStatus.FOUND:
                 messages = decode_pull_body(result.body, selector, mq)
+                self._stats.on_pull(
+                    mq.topic, len(messages), (time.perf_counter() - pull_started) * 1000, _now_ms()
+                )
                 restore_retry_topic(messages, self.group)
                 pq.put_messages(messages, result.next_begin_offset)
                 if messages:
@@ -467,13 +539,15 @@ class PushConsumer:
                 if pq.msg_count == 0:
                     self.on_consumed(mq, pq, pq.commit_offset())
             elif result.status is PullStatus.OFFSET_ILLEGAL:
-                logger.warning(
-                    "queue offset %d of %s is outside the queue [%d, %d]; continuing at %d",
-                    next_offset,
+                # The broker moved this queue: an admin reset the group's offset, or the
+                # offset fell outside the queue. Either way consumption continues there.
+                logger.info(
+                    "broker moved %s from queue offset %d to %d (queue holds [%d, %d])",
                     mq,
+                    next_offset,
+                    result.next_begin_offset,
                     result.min_offset,
                     result.max_offset,
-                    result.next_begin_offset,
                 )
                 pq.reset_to(result.next_begin_offset)
                 store.table.update(mq, result.next_begin_offset)
@@ -486,6 +560,28 @@ class PushConsumer:
         if self._instance is None:
             raise ClientStateError(f"consumer group {self.group} is not started")
         return self._instance
+
+
+class _StatsHook:
+    """Feeds the listener's outcomes into the consumer's rates (running info)."""
+
+    def __init__(self, stats: ConsumeStatsRecorder) -> None:
+        self._stats = stats
+
+    def consume_started(self, messages: list[MessageExt], mq: MessageQueue) -> object:
+        return None
+
+    def consume_finished(
+        self,
+        token: object,
+        messages: list[MessageExt],
+        mq: MessageQueue,
+        result: ConsumeResult,
+        return_type: int,
+        elapsed_ms: float,
+    ) -> None:
+        ok = len(messages) if result is ConsumeResult.CONSUME_SUCCESS else 0
+        self._stats.on_consumed(mq.topic, ok, len(messages) - ok, elapsed_ms, _now_ms())
 
 
 def _now_ms() -> int:

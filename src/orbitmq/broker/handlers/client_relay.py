@@ -140,7 +140,11 @@ class ClientRelayHandlers:
         broker_name = state.config.broker_name
         offsets: dict[MessageQueue, int] = {}
         for queue_id, target in targets.items():
-            state.offsets.assign_reset(header.group, header.topic, queue_id, target)
+            if state.config.use_server_side_reset_offset:
+                state.offsets.assign_reset(header.group, header.topic, queue_id, target)
+            else:
+                state.offsets.commit(header.group, header.topic, queue_id, target)
+            # A pull parked at the old position answers now, so its consumer moves at once.
             state.long_polling.wake_queue(header.topic, queue_id)
             offsets[MessageQueue(header.topic, broker_name, queue_id)] = target
         logger.info("group %s reset on %s to %s", header.group, header.topic, sorted(targets.items()))
