@@ -57,7 +57,6 @@ _NOT_ALLOWED_SEND_TOPICS = frozenset(
         "RMQ_SYS_TRANS_HALF_TOPIC",
         "RMQ_SYS_TRANS_OP_HALF_TOPIC",
         "TRANS_CHECK_MAX_TIME_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
         "SELF_TEST_TOPIC",
         "OFFSET_MOVED_EVENT",
     }
@@ -98,6 +97,7 @@ class SendResult:
     queue_offset: int
     transaction_id: str | None = None
     region_id: str | None = None
+    trace_on: bool = True
 
 
 # -- validation ---------------------------------------------------------------------------------
@@ -336,6 +336,7 @@ def parse_send_response(response: RemotingCommand, queue: MessageQueue, uniq_key
         queue_offset=queue_offset,
         transaction_id=ext.get("transactionId"),
         region_id=ext.get(MessageConst.MSG_REGION),
+        trace_on=ext.get(MessageConst.TRACE_SWITCH, "true").lower() != "false",
     )
 
 
@@ -353,6 +354,7 @@ def batch_send_results(result: SendResult, uniq_keys: list[str]) -> list[SendRes
             queue_offset=result.queue_offset + index,
             transaction_id=result.transaction_id,
             region_id=result.region_id,
+            trace_on=result.trace_on,
         )
         for index, (uniq_key, offset_id) in enumerate(zip(uniq_keys, offset_ids, strict=True))
     ]

@@ -42,6 +42,7 @@ from orbitmq.client._send import (
     prepare_message,
     validate_message,
 )
+from orbitmq.client._trace import TraceDispatcher, now_ms, pub_record
 from orbitmq.client.config import ClientConfig, ProducerConfig, split_config
 from orbitmq.errors import ClientStateError, NoRouteError, OrbitError, RequestTimeoutError
 from orbitmq.model.message import Message, MessageQueue
@@ -107,6 +108,7 @@ class Producer:
         self._publish: dict[str, TopicPublishInfo] = {}
         self._faults = LatencyFaultTable(self.config.latency_max_ms, self.config.not_available_duration_ms)
         self._pending: set[asyncio.Task[SendResult]] = set()
+        self._trace: TraceDispatcher | None = None
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -133,6 +135,16 @@ class Producer:
             raise
         self._instance = instance
         self._state = _State.RUNNING
+        if self.client_config.enable_msg_trace:
+            self._trace = TraceDispatcher(
+                self.client_config.namesrv_addr,
+                self.group,
+                "PRODUCE",
+                self.client_config.trace_topic,
+                request_timeout_ms=self.client_config.request_timeout_ms,
+                client_ip=self.client_config.client_ip,
+            )
+            await self._trace.start()
         try:
             # Every broker of the cluster hears of this group now, not at the first send.
             await instance.reach_all_brokers(self.config.create_topic_key)
@@ -150,6 +162,9 @@ class Producer:
         if self._pending:
             await asyncio.wait(list(self._pending), timeout=self.config.send_msg_timeout_ms / 1000)
         instance = self._instance
+        if self._trace is not None:
+            await self._trace.shutdown()
+            self._trace = None
         instance.unregister_producer(self.group)
         await instance.unregister_client(producer_group=self.group)
         await instance.close()
@@ -247,9 +262,12 @@ class Producer:
         prepared = self._prepare(message)
         info = await self._publish_info(message.topic)
         queue = selector(info.queues, message, sharding_key)
-        return await self._attempt_single(prepared, info)(
+        started_ms = now_ms()
+        result = await self._attempt_single(prepared, info)(
             queue, timeout_ms or self.config.send_msg_timeout_ms
         )
+        self._trace_sent(message, result, started_ms)
+        return result
 
     async def send_batch(
         self, messages: Sequence[Message], timeout_ms: int | None = None
@@ -278,6 +296,10 @@ class Producer:
                 batch.topic, self._attempt_batch(batch), timeout_ms, self.config.retry_times_when_send_failed
             )
             results.extend(batch_send_results(result, batch.uniq_keys))
+        if self._trace is not None:
+            started_ms = now_ms()
+            for message, result in zip(messages, results, strict=False):
+                self._trace_sent(message, result, started_ms)
         return results
 
     # -- internals -------------------------------------------------------------------------------
@@ -287,8 +309,36 @@ class Producer:
         validate_message(message, self.config.max_message_size_bytes)
         prepared = self._prepare(message)
         info = await self._publish_info(message.topic)
-        return await self._with_retries(
+        started_ms = now_ms()
+        result = await self._with_retries(
             message.topic, self._attempt_single(prepared, info), timeout_ms, retries
+        )
+        self._trace_sent(message, result, started_ms)
+        return result
+
+    def _trace_sent(self, message: Message, result: SendResult, started_ms: int) -> None:
+        """A Pub trace record of a stored message (when tracing, and the broker wants traces)."""
+        trace = self._trace
+        if trace is None or not result.trace_on or message.topic.startswith(trace.trace_topic):
+            return
+        instance = self._instance
+        store_host = (
+            instance.find_broker_addr(result.message_queue.broker_name) if instance is not None else None
+        )
+        trace.append(
+            [
+                pub_record(
+                    self.group,
+                    message,
+                    started_ms=started_ms,
+                    cost_ms=now_ms() - started_ms,
+                    msg_id=result.msg_id,
+                    offset_msg_id=result.offset_msg_id,
+                    store_host=store_host or "",
+                    region_id=result.region_id,
+                    success=result.status is SendStatus.OK,
+                )
+            ]
         )
 
     def _prepare(self, message: Message) -> PreparedMessage:

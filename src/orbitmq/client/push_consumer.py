@@ -48,6 +48,7 @@ from orbitmq.client._pull_api import (
     retry_topic,
     wait_event,
 )
+from orbitmq.client._trace import TraceConsumeHook, TraceDispatcher
 from orbitmq.client.config import split_config
 from orbitmq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from orbitmq.client.rebalance import AllocateStrategy, strategy_by_name
@@ -117,6 +118,7 @@ class PushConsumer:
         self._running = False
         self._stats = ConsumeStatsRecorder()
         self._started_ms = 0
+        self._trace: TraceDispatcher | None = None
 
     @property
     def clustering(self) -> bool:
@@ -183,10 +185,22 @@ class PushConsumer:
         )
         service_type = OrderlyConsumeService if self.config.orderly else ConcurrentConsumeService
         hooks: list[ConsumeHook] = [_StatsHook(self._stats)]
+        if self.client_config.enable_msg_trace:
+            self._trace = TraceDispatcher(
+                self.client_config.namesrv_addr,
+                self.group,
+                "CONSUME",
+                self.client_config.trace_topic,
+                request_timeout_ms=self.client_config.request_timeout_ms,
+                client_ip=self.client_config.client_ip,
+            )
+            hooks.append(TraceConsumeHook(self._trace, self.group, self.client_config.client_ip))
         self._service = service_type(settings, self._listener, instance, self, hooks)
         self._started_ms = _now_ms()
         self._running = True
         try:
+            if self._trace is not None:
+                await self._trace.start()
             await instance.start()
             for topic in self._subscriptions:
                 await instance.get_route(topic)
@@ -233,6 +247,9 @@ class PushConsumer:
         if self._service is not None:
             await self._service.drain(self.config.shutdown_timeout_ms / 1000)
             await self._service.stop()
+        if self._trace is not None:
+            await self._trace.shutdown()
+            self._trace = None
         instance = self._instance
         if instance is None:
             return
