@@ -32,6 +32,7 @@ from orbitmq.broker.handlers.group_admin import GroupAdminHandlers
 from orbitmq.broker.handlers.offsets import OffsetHandlers
 from orbitmq.broker.handlers.pull import PullHandlers
 from orbitmq.broker.handlers.query import QueryHandlers
+from orbitmq.broker.handlers.reply import ReplyHandlers
 from orbitmq.broker.handlers.send import SendHandlers
 from orbitmq.broker.handlers.transaction import TransactionHandlers
 from orbitmq.broker.locks import QueueLockTable
@@ -373,6 +374,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
     broker_info = BrokerInfoHandlers(state)
     group_admin = GroupAdminHandlers(state)
     relay = ClientRelayHandlers(state)
+    reply = ReplyHandlers(state, send)
     query = QueryHandlers(state)
     transaction = TransactionHandlers(state)
     return {
@@ -416,4 +418,6 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.GET_CONSUMER_RUNNING_INFO: relay.get_consumer_running_info,
         RequestCode.CONSUME_MESSAGE_DIRECTLY: relay.consume_message_directly,
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: relay.invoke_broker_to_reset_offset,
+        RequestCode.SEND_REPLY_MESSAGE: reply.send_reply_message,
+        RequestCode.SEND_REPLY_MESSAGE_V2: reply.send_reply_message,
     }

@@ -142,6 +142,16 @@ class ProducerTable(Generic[C]):
     def channels(self, group: str) -> list[ClientChannel[C]]:
         return list(self._groups.get(group, {}).values())
 
+    def find_by_client_id(self, client_id: str) -> ClientChannel[C] | None:
+        """The newest connection of client ``client_id`` in any producer group (request-reply)."""
+        found = [
+            entry
+            for members in self._groups.values()
+            for entry in members.values()
+            if entry.client_id == client_id
+        ]
+        return max(found, key=lambda entry: entry.last_update_ms) if found else None
+
     def groups(self) -> list[str]:
         return list(self._groups)
 

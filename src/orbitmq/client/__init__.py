@@ -4,6 +4,7 @@ The asyncio classes live here; :mod:`orbitmq.client.blocking` wraps them for cod
 event loop.
 """
 
+from orbitmq.client._reply import create_reply_message
 from orbitmq.client._send import SendResult, SendStatus
 from orbitmq.client.admin import AdminClient, QueueProgress, QueueStatus
 from orbitmq.client.config import ClientConfig, ProducerConfig
@@ -37,4 +38,5 @@ __all__ = [
     "SendStatus",
     "TransactionProducer",
     "TransactionSendResult",
+    "create_reply_message",
 ]

@@ -25,6 +25,7 @@ import asyncio
 import enum
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -45,7 +46,7 @@ from orbitmq.client._send import (
 from orbitmq.client._trace import TraceDispatcher, now_ms, pub_record
 from orbitmq.client.config import ClientConfig, ProducerConfig, split_config
 from orbitmq.errors import ClientStateError, NoRouteError, OrbitError, RequestTimeoutError
-from orbitmq.model.message import Message, MessageQueue
+from orbitmq.model.message import Message, MessageConst, MessageExt, MessageQueue
 from orbitmq.protocol.message_id import UniqKeyGenerator
 from orbitmq.protocol.tags import java_string_hash
 
@@ -109,6 +110,7 @@ class Producer:
         self._faults = LatencyFaultTable(self.config.latency_max_ms, self.config.not_available_duration_ms)
         self._pending: set[asyncio.Task[SendResult]] = set()
         self._trace: TraceDispatcher | None = None
+        self._reply_topics_known: set[str] = set()
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -224,6 +226,61 @@ class Producer:
         if callback is not None:
             task.add_done_callback(lambda done: _run_callback(callback, done))
         return task
+
+    async def request(self, message: Message, timeout_ms: int | None = None) -> MessageExt:
+        """Send ``message`` as a request and wait for its reply (RocketMQ's request-reply).
+
+        The responder, on receiving it, sends ``create_reply_message(request, body)`` with
+        any producer; the broker pushes that reply to this client.
+
+        Args:
+            message: the request; it gains ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` and ``TTL``.
+            timeout_ms: how long to wait for the reply, sending included (default
+                ``send_msg_timeout_ms``).
+
+        Returns:
+            The reply message.
+
+        Raises:
+            RequestTimeoutError: no reply within ``timeout_ms``.
+            MessageValidationError, ClientStateError, NoRouteError, OrbitError: as :meth:`send`.
+        """
+        instance = self._running_instance()
+        budget_ms = timeout_ms or self.config.send_msg_timeout_ms
+        deadline = time.monotonic() + budget_ms / 1000
+        correlation_id = str(uuid.uuid4())
+        message.properties[MessageConst.CORRELATION_ID] = correlation_id
+        message.properties[MessageConst.MESSAGE_REPLY_TO_CLIENT] = instance.client_id
+        message.properties[MessageConst.MESSAGE_TTL] = str(budget_ms)
+        await self._introduce_for_replies(message.topic)
+        future = instance.expect_reply(correlation_id)
+        try:
+            await self.send(message, budget_ms)
+            remaining_s = max(deadline - time.monotonic(), 0.001)
+            try:
+                return await asyncio.wait_for(future, remaining_s)
+            except TimeoutError:
+                raise RequestTimeoutError(
+                    f"no reply to request {message.uniq_key} on topic {message.topic} within {budget_ms} ms"
+                ) from None
+        finally:
+            instance.forget_reply(correlation_id)
+
+    async def _introduce_for_replies(self, topic: str) -> None:
+        """Heartbeat every broker of the request topic's clusters (once per topic).
+
+        A reply goes to ``<cluster>_REPLY_TOPIC`` on any broker of the cluster, which pushes
+        it over the connection this client's heartbeat registered there.
+        """
+        if topic in self._reply_topics_known:
+            return
+        instance = self._running_instance()
+        route = await instance.get_route(topic)
+        clusters = {data.cluster for data in route.broker_datas} if route is not None else set()
+        for cluster in sorted(clusters):
+            await instance.get_route(f"{cluster}_REPLY_TOPIC")
+        await instance.send_heartbeat_to_all_brokers()
+        self._reply_topics_known.add(topic)
 
     async def send_oneway(self, message: Message) -> None:
         """Send ``message`` without waiting for any answer (no retry, no result).
