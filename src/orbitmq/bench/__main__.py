@@ -33,6 +33,15 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 USAGE_ERROR_STATUS = 2
 
 
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, except "none" and off switches (their help says what happens)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def _usage(prog: str) -> str:
     lines = [f"usage: {prog} SUBCOMMAND [options]", "", "subcommands:"]
     lines += [f"  {name:<12} {help_text}" for name, (_, help_text) in SUBCOMMANDS.items()]
@@ -58,7 +67,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m orbitmq.bench
     module = importlib.import_module(module_name)
     # Every option's default is printed in --help, so a run's settings are never a guess.
     parser = argparse.ArgumentParser(
-        prog=f"{prog} {name}", description=help_text, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        prog=f"{prog} {name}", description=help_text, formatter_class=_DefaultsFormatter
     )
     module.add_arguments(parser)
     args = parser.parse_args(arguments[1:])
