@@ -1,7 +1,9 @@
 """Filtered pulls (SQL92 and TAG) beside unfiltered pulls of the same messages, in one run.
 
-A temporary ``orbitmq standalone`` (``enablePropertyFilter=true``) gets ``--prefill`` messages
-over ``--queues`` queues through raw batch sends; every message carries a ``price`` (0-99) and
+A temporary ``orbitmq standalone`` (``enablePropertyFilter=true``; or the running cluster
+``-n/--namesrv`` names, whose brokers must have it on) gets ``--prefill`` messages over
+``--queues`` queues through raw batch sends (a topic the benchmark created is removed at the
+end); every message carries a ``price`` (0-99) and
 a ``region`` property and one of four tags. Then each case reads every queue from offset 0 to
 its end with plain PULL_MESSAGE requests of ``--pull-batch-size`` (records left undecoded, as
 the broker's cost is what is measured), once per case, in this order:
@@ -30,12 +32,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from orbitmq.bench._servers import start_standalone
+from orbitmq.bench._servers import add_namesrv_argument, start_standalone
+from orbitmq.bench._topics import BenchTopic
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
-    CreateTopicRequestHeader,
     GetMaxOffsetRequestHeader,
     PullMessageRequestHeader,
     SendMessageRequestHeader,
@@ -57,6 +59,7 @@ _TAGS = ("TagA", "TagB", "TagC", "TagD")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_namesrv_argument(parser)
     parser.add_argument("--prefill", type=int, default=200_000, help="messages stored before the runs")
     parser.add_argument("--queues", type=int, default=4, help="queues of the topic")
     parser.add_argument("--size", type=int, default=100, help="body bytes per message")
@@ -82,25 +85,33 @@ class _CaseResult:
 
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="orbitmq-filter-") as workdir:
-        conf = Path(workdir) / "broker.conf"
-        conf.write_text("enablePropertyFilter=true\n")
-        proc, _, broker_port = start_standalone(Path(workdir), "-c", str(conf))
+        proc = None
+        namesrv = args.namesrv
+        if not namesrv:
+            conf = Path(workdir) / "broker.conf"
+            conf.write_text("enablePropertyFilter=true\n")
+            proc, namesrv_port, _ = start_standalone(Path(workdir), "-c", str(conf))
+            namesrv = f"127.0.0.1:{namesrv_port}"
         try:
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                results = runner.run(_bench(f"127.0.0.1:{broker_port}", args))
+                results = runner.run(_bench(namesrv, args))
         finally:
-            proc.terminate()
-            proc.wait(30)
+            if proc is not None:
+                proc.terminate()
+                proc.wait(30)
     return _summary(results, args)
 
 
-async def _bench(broker: str, args: argparse.Namespace) -> list[_CaseResult]:
+async def _bench(namesrv: str, args: argparse.Namespace) -> list[_CaseResult]:
+    topic = BenchTopic(namesrv, args.topic, args.queues)
+    await topic.create()
     client = RemotingClient()
     try:
-        await _prefill(client, broker, args)
+        queues = await topic.write_queues()
+        await _prefill(client, queues, args)
         results = []
         for name, expression_type, expression in _CASES:
-            results.append(await _read_all(client, broker, args, name, expression_type, expression))
+            results.append(await _read_all(client, queues, args, name, expression_type, expression))
             print(
                 f"{name:<12} {results[-1].delivered:>9,} delivered in {results[-1].elapsed_s:6.2f} s",
                 flush=True,
@@ -108,15 +119,10 @@ async def _bench(broker: str, args: argparse.Namespace) -> list[_CaseResult]:
         return results
     finally:
         await client.close()
+        await topic.remove_created()
 
 
-async def _prefill(client: RemotingClient, broker: str, args: argparse.Namespace) -> None:
-    header = CreateTopicRequestHeader(args.topic, read_queue_nums=args.queues, write_queue_nums=args.queues)
-    response = await client.invoke(
-        broker, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
-    )
-    if response.code != ResponseCode.SUCCESS:
-        raise SystemExit(f"cannot create {args.topic} on {broker}: {response.remark}")
+async def _prefill(client: RemotingClient, queues: list[tuple[str, int]], args: argparse.Namespace) -> None:
     body_bytes = b"x" * args.size
     in_flight: set[asyncio.Task[RemotingCommand]] = set()
     for start in range(0, args.prefill, 1000):
@@ -133,9 +139,8 @@ async def _prefill(client: RemotingClient, broker: str, args: argparse.Namespace
             )
             for index in range(count)
         ]
-        header_ext = SendMessageRequestHeader(
-            "bench", args.topic, (start // 1000) % args.queues, batch=True
-        ).to_ext()
+        broker, queue_id = queues[(start // 1000) % len(queues)]
+        header_ext = SendMessageRequestHeader("bench", args.topic, queue_id, batch=True).to_ext()
         request = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header_ext, encode_batch(items))
         in_flight.add(asyncio.get_running_loop().create_task(client.invoke(broker, request, 30_000)))
         if len(in_flight) >= 8:
@@ -147,14 +152,14 @@ async def _prefill(client: RemotingClient, broker: str, args: argparse.Namespace
 
 async def _read_all(
     client: RemotingClient,
-    broker: str,
+    queues: list[tuple[str, int]],
     args: argparse.Namespace,
     name: str,
     expression_type: str,
     expression: str,
 ) -> _CaseResult:
     ends = []
-    for queue_id in range(args.queues):
+    for broker, queue_id in queues:
         request = RemotingCommand.request(
             RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(args.topic, queue_id).to_ext()
         )
@@ -163,7 +168,7 @@ async def _read_all(
     counts = await asyncio.gather(
         *(
             _read_queue(client, broker, args, queue_id, end, f"bench-{name}", expression_type, expression)
-            for queue_id, end in enumerate(ends)
+            for (broker, queue_id), end in zip(queues, ends, strict=True)
         )
     )
     return _CaseResult(name, sum(counts), sum(ends), time.perf_counter() - started)
