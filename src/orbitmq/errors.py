@@ -132,6 +132,10 @@ class TopicNotExistError(BrokerResponseError):
     refresh_route = True
 
 
+class QueryNotFoundError(BrokerResponseError):
+    """QUERY_NOT_FOUND (22): no message (or offset, or config item) matched the query."""
+
+
 class SubscriptionParseFailedError(BrokerResponseError):
     """SUBSCRIPTION_PARSE_FAILED (23): the broker could not compile a subscription expression."""
 
@@ -152,6 +156,7 @@ _ERRORS_BY_CODE: dict[int, type[BrokerResponseError]] = {
     14: ServiceNotAvailableError,
     16: NoPermissionError,
     17: TopicNotExistError,
+    22: QueryNotFoundError,
     23: SubscriptionParseFailedError,
     26: SubscriptionGroupNotExistError,
     206: ConsumerNotOnlineError,

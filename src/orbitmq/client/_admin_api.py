@@ -194,6 +194,12 @@ class AdminOperations:
         """The message at one queue offset (None when there is none)."""
         return await _admin_messages.message_at(self._core(), mq, queue_offset)
 
+    async def messages_from(
+        self, mq: MessageQueue, queue_offset: int, max_count: int, end_offset: int | None = None
+    ) -> list[MessageExt]:
+        """Up to ``max_count`` messages of one queue from ``queue_offset`` (none committed)."""
+        return await _admin_messages.messages_from(self._core(), mq, queue_offset, max_count, end_offset)
+
     async def query_trace(
         self, msg_id: str, trace_topic: str = DEFAULT_TRACE_TOPIC
     ) -> list[tuple[TraceRecord, MessageExt]]:

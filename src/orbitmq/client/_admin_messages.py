@@ -8,7 +8,7 @@ query_messages              QUERY_MESSAGE (12) to each master hosting the topic
 query_message_by_id         an offsetMsgId: VIEW_MESSAGE_BY_ID; otherwise the id is a UNIQ_KEY
                             (what producers return): QUERY_MESSAGE with ``_UNIQUE_KEY_QUERY`` on
                             the given topic, or on every user topic when none is given
-message_at                  PULL_MESSAGE of one message at a queue offset (no offset committed)
+message_at, messages_from   PULL_MESSAGE from a queue offset (no offset committed)
 query_trace                 QUERY_MESSAGE on the trace topic by msgId, records decoded
                             (``mqadmin queryMsgTraceById``)
 ==========================  ======================================================================
@@ -31,7 +31,14 @@ from orbitmq.protocol.headers import (
 from orbitmq.protocol.message_id import decode_offset_msg_id
 from orbitmq.protocol.trace_data import TraceRecord, decode_trace_records
 
-__all__ = ["message_at", "query_message_by_id", "query_messages", "query_trace", "view_message"]
+__all__ = [
+    "message_at",
+    "messages_from",
+    "query_message_by_id",
+    "query_messages",
+    "query_trace",
+    "view_message",
+]
 
 QUERY_MAX_NUM = 64
 _PULL_FLAG_SUBSCRIPTION = 0x4
@@ -154,6 +161,41 @@ async def message_at(admin: AdminCore, mq: MessageQueue, queue_offset: int) -> M
         return None
     messages = decode_records(response.body)
     return messages[0] if messages and messages[0].queue_offset == queue_offset else None
+
+
+async def messages_from(
+    admin: AdminCore, mq: MessageQueue, queue_offset: int, max_count: int, end_offset: int | None = None
+) -> list[MessageExt]:
+    """Up to ``max_count`` messages of ``mq`` from ``queue_offset`` (before ``end_offset``)."""
+    addr = (await route_master_addrs(admin, mq.topic)).get(mq.broker_name)
+    if addr is None:
+        raise TopicNotExistError(
+            ResponseCode.TOPIC_NOT_EXIST, f"broker {mq.broker_name} does not host {mq.topic}"
+        )
+    found: list[MessageExt] = []
+    while len(found) < max_count and (end_offset is None or queue_offset < end_offset):
+        header = PullMessageRequestHeader(
+            consumer_group=TOOLS_CONSUMER_GROUP,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=queue_offset,
+            max_msg_nums=min(max_count - len(found), 32),
+            sys_flag=_PULL_FLAG_SUBSCRIPTION,
+            subscription="*",
+            expression_type="TAG",
+        )
+        response = await invoke(admin, addr, RequestCode.PULL_MESSAGE, header.to_ext())
+        next_offset = int(response.ext_fields.get("nextBeginOffset", queue_offset))
+        if response.code == ResponseCode.SUCCESS:
+            found += [
+                m for m in decode_records(response.body) if end_offset is None or m.queue_offset < end_offset
+            ]
+        elif response.code != ResponseCode.PULL_RETRY_IMMEDIATELY:
+            break
+        if next_offset <= queue_offset:
+            break
+        queue_offset = next_offset
+    return found[:max_count]
 
 
 async def query_trace(
