@@ -53,7 +53,7 @@ def test_bench_consume_prefills_through_namesrv_alone_and_cleans_up(
     server: ServerProcess, tmp_path: Path
 ) -> None:
     before = _topics(server.addr)
-    done = _bench(tmp_path, "consume", "-n", server.addr, "--prefill", "3000", "--duration-s", "10")
+    done = _bench(tmp_path, "consume", "--namesrv", server.addr, "--prefill", "3000", "--duration-s", "5")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "prefilled 3000 messages" in done.stdout
     assert "consumed 3,000 messages" in done.stdout

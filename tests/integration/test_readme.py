@@ -156,7 +156,9 @@ class Readme:
             self.servers.append((command, proc, log))
             started.append((command, proc, log))
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while not all(_connectable(port) for port in ports):
+        # Listening, and by these processes (their logs say so): on a shared machine another
+        # program may take a default port meanwhile, and must not pass for the README's server.
+        while not all(_connectable(port) for port in ports) or not _logged_listening(started, ports):
             for command, proc, log in started:
                 if proc.poll() is not None:
                     pytest.fail(f"{command!r} exited with {proc.returncode}:\n{_tail(log)}")
@@ -202,6 +204,12 @@ class Readme:
             f"--- stdout\n{done.stdout.decode(errors='replace')[-4000:]}\n"
             f"--- stderr\n{done.stderr.decode(errors='replace')[-6000:]}"
         )
+
+
+def _logged_listening(servers: list[tuple[str, subprocess.Popen[bytes], Path]], ports: list[int]) -> bool:
+    logs = "".join(log.read_text(errors="replace") for _, _, log in servers)
+    bound = {int(port) for port in re.findall(r"listening on \S+?:(\d+)", logs)}
+    return set(ports) <= bound
 
 
 def _tail(path: Path, lines: int = 60) -> str:
