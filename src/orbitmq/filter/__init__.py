@@ -20,6 +20,7 @@ compiled once per version however many pulls carry it. A bad expression raises
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
@@ -74,6 +75,10 @@ class MessageFilter(Protocol):
         """:meth:`matches_properties` over a raw property string (a stored record's)."""
         ...
 
+    def property_bytes_matcher(self) -> Callable[[bytes], bool]:
+        """:meth:`matches_property_bytes` as a plain function, for per-record loops."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class TagExpressionFilter:
@@ -103,6 +108,9 @@ class TagExpressionFilter:
         except UnicodeDecodeError:
             return False
 
+    def property_bytes_matcher(self) -> Callable[[bytes], bool]:
+        return self.matches_property_bytes
+
 
 @dataclass(frozen=True, slots=True)
 class Sql92Filter:
@@ -125,6 +133,9 @@ class Sql92Filter:
 
     def matches_property_bytes(self, property_bytes: bytes) -> bool:
         return self.compiled.matches_raw(property_bytes)
+
+    def property_bytes_matcher(self) -> Callable[[bytes], bool]:
+        return self.compiled.raw_matcher()
 
 
 def compile_filter(expression_type: str | None, expression: str | None) -> MessageFilter:

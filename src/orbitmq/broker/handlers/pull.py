@@ -235,11 +235,12 @@ class PullHandlers:
 
 def _record_filter(message_filter: MessageFilter) -> Callable[[bytes], bool]:
     """The store-side check of a property filter: look the record's properties up and ask."""
-    matches = message_filter.matches_property_bytes
+    matches = message_filter.property_bytes_matcher()
+    extract = stored_message_property_bytes
 
     def record_matches(record: bytes) -> bool:
         try:
-            return matches(stored_message_property_bytes(record))
+            return matches(extract(record))
         except RemoteProtocolError:
             return False  # a record we cannot read never matches a property filter
 
