@@ -19,7 +19,9 @@ before it says:
 Commands run in the clone with no virtual environment activated (no venv ``bin`` on PATH, no
 VIRTUAL_ENV, PYSPARK_PYTHON, PYTHONPATH or NAMESRV_ADDR) and HOME in a temporary directory
 (the C++ client logs there); pip keeps its own cache and configuration. The README uses the
-default ports (9876, 10911): the test fails at once, naming the port, when one is taken.
+default ports (9876, 10911): when one is taken the test waits up to two minutes for it (another
+run of this README on a shared machine), then fails naming the port; a server counts as
+started only once its own log says it bound the port, never because another program holds it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(120
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVER_START_TIMEOUT_S = 900.0  # the first server block installs .venv (a cold pip cache included)
 STOP_TIMEOUT_S = 30.0
+PORT_WAIT_S = 120.0
 RUN_TIMEOUT_S = 300.0
 
 _MARKER = re.compile(r"<!-- readme-test: (?P<what>[^>]*?) -->")
@@ -140,11 +143,16 @@ class Readme:
         assert step.body is not None
         self.stop()
         ports = [int(port) for port in step.what.split()[1:]]
-        for port in ports:
-            if not _port_free(port):
+        # Nothing else uses these ports on a CI machine; on a shared one another run of this
+        # README may hold them for a while, so wait a bounded time, then fail naming the port.
+        deadline = time.monotonic() + PORT_WAIT_S
+        while taken := [port for port in ports if not _port_free(port)]:
+            if time.monotonic() > deadline:
                 pytest.fail(
-                    f"port {port} is in use: the README's commands need it (README.md line {step.line})"
+                    f"port {taken[0]} is in use (waited {PORT_WAIT_S:g} s): the README's commands need "
+                    f"it (README.md line {step.line})"
                 )
+            time.sleep(1)
         started = []
         for command in (line for line in step.body.splitlines() if line.strip()):
             log = self.logs / f"server-{len(self.servers)}.log"
