@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from orbitmq.bench._report import verdict
 from orbitmq.bench._servers import add_namesrv_argument, start_standalone
 from orbitmq.bench._topics import BenchTopic
 from orbitmq.protocol.batch import encode_batch
@@ -237,10 +238,9 @@ def _summary(results: list[_CaseResult], args: argparse.Namespace) -> int:
     sql = [
         result.examined_per_s / reference for result in results if result.name.startswith("sql") and reference
     ]
-    verdict = "meets" if sql and min(sql) >= TARGET_RATIO else "misses"
     print(
         f"SQL92 filtered pulls examine {min(sql, default=0):.2f}x the unfiltered msgs/s "
-        f"({verdict} the {TARGET_RATIO}x target; {args.prefill:,} messages, {args.queues} queues, "
-        f"batches of {args.pull_batch_size})"
+        f"({args.prefill:,} messages, {args.queues} queues, batches of {args.pull_batch_size})"
     )
+    print(f"  target >= {TARGET_RATIO}x: {verdict(bool(sql) and min(sql) >= TARGET_RATIO)}")
     return 0
