@@ -41,7 +41,8 @@ def _reachable(ip: str, port: int) -> bool:
 
 
 def _listening_lines(log: str) -> list[str]:
-    return re.findall(r"remoting server listening on (\S+)", log)
+    """Addresses the remoting servers and the gRPC proxy logged they bound."""
+    return re.findall(r"(?:remoting server|gRPC proxy) listening on (\S+)", log)
 
 
 def _log_when(proc: ServerProcess, done: Callable[[str], bool], timeout_s: float = 15.0) -> str:
@@ -61,7 +62,7 @@ def test_standalone_listens_on_loopback_by_default_and_says_so(tmp_path: Path) -
     try:
         ports = [proc.port, *proc.extra_ports]
         assert not any(_reachable(ip, port) for port in ports)
-        log = _log_when(proc, lambda text: len(_listening_lines(text)) >= 2)
+        log = _log_when(proc, lambda text: len(_listening_lines(text)) >= len(ports))
         assert sorted(_listening_lines(log)) == sorted(f"127.0.0.1:{port}" for port in ports), log
         assert "0.0.0.0" not in log
     finally:
@@ -74,7 +75,7 @@ def test_standalone_bind_address_opens_every_interface_and_warns(tmp_path: Path)
     try:
         ports = [proc.port, *proc.extra_ports]
         assert all(_reachable(ip, port) for port in ports)
-        log = _log_when(proc, lambda text: len(_listening_lines(text)) >= 2)
+        log = _log_when(proc, lambda text: len(_listening_lines(text)) >= len(ports))
         assert sorted(_listening_lines(log)) == sorted(f"0.0.0.0:{port}" for port in ports), log
         assert "without authentication" in log
     finally:

@@ -30,14 +30,18 @@ from orbitmq.broker.handlers.client_manage import ClientManageHandlers
 from orbitmq.broker.handlers.client_relay import ClientRelayHandlers
 from orbitmq.broker.handlers.group_admin import GroupAdminHandlers
 from orbitmq.broker.handlers.offsets import OffsetHandlers
+from orbitmq.broker.handlers.pop import PopHandlers
 from orbitmq.broker.handlers.pull import PullHandlers
 from orbitmq.broker.handlers.query import QueryHandlers
+from orbitmq.broker.handlers.recall import RecallHandlers
 from orbitmq.broker.handlers.reply import ReplyHandlers
 from orbitmq.broker.handlers.send import SendHandlers
 from orbitmq.broker.handlers.transaction import TransactionHandlers
 from orbitmq.broker.locks import QueueLockTable
 from orbitmq.broker.long_polling import LongPollingService
 from orbitmq.broker.offsets import ConsumerOffsetTable
+from orbitmq.broker.pop import PopService
+from orbitmq.broker.pop.journal import SNAPSHOT_FILE
 from orbitmq.broker.registration import NamesrvRegistration
 from orbitmq.broker.schedule import DELAY_OFFSET_FILE, ScheduleService
 from orbitmq.broker.stats import BrokerStats
@@ -210,7 +214,9 @@ class BrokerApp:
             self._registration,
         ]
         self._services += [
-            service for service in (state.schedule, state.timer, state.transactions) if service is not None
+            service
+            for service in (state.schedule, state.timer, state.transactions, state.pop)
+            if service is not None
         ]
         for service in self._services:
             await service.start()
@@ -225,9 +231,11 @@ class BrokerApp:
     async def shutdown(self) -> None:
         if self._server is None:
             return
-        # Release parked pulls first: they answer PULL_NOT_FOUND now instead of holding the drain.
+        # Release parked pulls and pops first: they answer "nothing" now instead of holding the drain.
         if self._state is not None:
             await self._state.long_polling.stop()
+            if self._state.pop is not None:
+                self._state.pop.release_waiters()
         # Stop accepting; requests in flight get the grace period to finish.
         await self._server.stop(self.broker_config.shutdown_grace_ms / 1000)
         # Stop background work; the registration service unregisters from every name server.
@@ -292,6 +300,26 @@ class BrokerApp:
         )
         await asyncio.to_thread(transactions.load)
         state.transactions = transactions
+        pop = PopService(
+            store,
+            state.topics,
+            state.groups,
+            state.offsets,
+            self._config_dir / SNAPSHOT_FILE,
+            (
+                config.auto_create_subscription_group,
+                config.max_reconsume_times,
+                config.pop_snapshot_interval_ms,
+            ),
+            store_host,
+            write_atomically,
+            now_ms,
+        )
+        # Replaying the journal reads the store: keep it off the event loop.
+        await asyncio.to_thread(pop.load)
+        pop.on_topics_changed(state.on_topics_changed)
+        store.add_arrival_listener(pop.on_arrival)
+        state.pop = pop
 
     def _on_config_changed(self, new_config: BrokerConfig) -> None:
         """UPDATE_BROKER_CONFIG swapped in ``new_config``: update what holds the old one."""
@@ -377,6 +405,8 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
     reply = ReplyHandlers(state, send)
     query = QueryHandlers(state)
     transaction = TransactionHandlers(state)
+    pop = PopHandlers(state)
+    recall = RecallHandlers(state)
     return {
         RequestCode.SEND_MESSAGE: send.send_message,
         RequestCode.SEND_MESSAGE_V2: send.send_message,
@@ -398,6 +428,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
         RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic_in_broker,
         RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
+        RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: admin.get_subscription_group_config,
         RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
         RequestCode.QUERY_MESSAGE: query.query_message,
         RequestCode.END_TRANSACTION: transaction.end_transaction,
@@ -420,4 +451,8 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: relay.invoke_broker_to_reset_offset,
         RequestCode.SEND_REPLY_MESSAGE: reply.send_reply_message,
         RequestCode.SEND_REPLY_MESSAGE_V2: reply.send_reply_message,
+        RequestCode.POP_MESSAGE: pop.pop_message,
+        RequestCode.ACK_MESSAGE: pop.ack_message,
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.change_invisible_time,
+        RequestCode.RECALL_MESSAGE: recall.recall_message,
     }

@@ -15,10 +15,11 @@ non-loopback IPv4 address of this host (127.0.0.1 when there is none); tests set
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from orbitmq.conf import build_configs, load_properties
 from orbitmq.errors import ConfigError
@@ -120,6 +121,8 @@ class BrokerConfig:
     use_server_side_reset_offset: bool = field(default=True, metadata=_key("useServerSideResetOffset"))
     # Also store the replies of request-reply in <cluster>_REPLY_TOPIC (besides pushing them).
     store_reply_message_enable: bool = field(default=True, metadata=_key("storeReplyMessageEnable"))
+    # Period of writing the POP state snapshot (config/popState.json; OrbitMQ's own key).
+    pop_snapshot_interval_ms: int = field(default=5_000, metadata=_key("popSnapshotInterval"))
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -144,6 +147,8 @@ class BrokerConfig:
             raise ConfigError(f"config key 'timerPrecisionMs': {self.timer_precision_ms} is not 1..60000")
         if self.timer_max_delay_sec < 1:
             raise ConfigError(f"config key 'timerMaxDelaySec': {self.timer_max_delay_sec} < 1")
+        if self.pop_snapshot_interval_ms < 1:
+            raise ConfigError(f"config key 'popSnapshotInterval': {self.pop_snapshot_interval_ms} < 1")
         if self.timer_flush_interval_ms < 1 or self.flush_delay_offset_interval_ms < 1:
             raise ConfigError(
                 "config keys 'timerFlushIntervalMs'/'flushDelayOffsetInterval' must be positive"
@@ -225,12 +230,24 @@ def load_broker_config(
         ConfigError: unreadable file, unknown key, bad value, broken cross-field rule, or no
             ``storePathRootDir`` (the CLI derives one when the operator gives none).
     """
+    broker_config, store_config = load_broker_configs(path, overrides)
+    return broker_config, store_config
+
+
+def load_broker_configs(
+    path: str | Path | None, overrides: Mapping[str, object] | None = None, extra: Sequence[type] = ()
+) -> tuple[Any, ...]:
+    """As :func:`load_broker_config`, plus configs of parts run in the broker's process.
+
+    ``extra`` config dataclasses read their keys from the same file (the gRPC proxy in local
+    mode reads ``grpcServerPort`` and friends from ``broker.conf``); returns
+    ``(BrokerConfig, StoreConfig, *extra instances)``.
+    """
     values: dict[str, object] = dict(load_properties(path)) if path is not None else {}
     values.update(overrides or {})
     if not values.get("storePathRootDir"):
         raise ConfigError("config key 'storePathRootDir' is required (the directory of the store)")
-    broker_config, store_config = build_configs([BrokerConfig, StoreConfig], values, UNIMPLEMENTED_KEYS)
-    return broker_config, store_config
+    return build_configs([BrokerConfig, StoreConfig, *extra], values, UNIMPLEMENTED_KEYS)
 
 
 def first_non_loopback_ipv4() -> str:

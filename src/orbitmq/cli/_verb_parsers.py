@@ -75,6 +75,7 @@ def add_verbs(
     parser.add_argument("-s", "--consume-enable", type=_bool)
     parser.add_argument("-m", "--consume-from-min-enable", type=_bool)
     parser.add_argument("-d", "--consume-broadcast-enable", type=_bool)
+    parser.add_argument("-o", "--consume-message-orderly", type=_bool, help="FIFO for POP / 5.x consumers")
     parser.add_argument("-q", "--retry-queue-nums", type=int)
     parser.add_argument("-r", "--retry-max-times", type=int)
     parser.add_argument("-i", "--broker-id", type=int)

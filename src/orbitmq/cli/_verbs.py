@@ -110,6 +110,7 @@ async def update_sub_group(admin: AdminClient, args: argparse.Namespace) -> None
             ("consume_enable", args.consume_enable),
             ("consume_from_min_enable", args.consume_from_min_enable),
             ("consume_broadcast_enable", args.consume_broadcast_enable),
+            ("consume_message_orderly", args.consume_message_orderly),
             ("retry_queue_nums", args.retry_queue_nums),
             ("retry_max_times", args.retry_max_times),
             ("broker_id", args.broker_id),

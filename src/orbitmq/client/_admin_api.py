@@ -83,6 +83,29 @@ class AdminOperations:
         """Create or update a consumer group config on every master; the brokers written."""
         return await _admin_groups.create_subscription_group(self._core(), config, cluster)
 
+    async def update_subscription_group(
+        self,
+        group: str,
+        *,
+        consume_message_orderly: bool = False,
+        retry_max_times: int = 16,
+        cluster: str | None = None,
+    ) -> None:
+        """Create or update consumer group ``group`` on every master (RocketMQ's ``updateSubGroup``).
+
+        ``consume_message_orderly`` makes POP / 5.x consumers of the group FIFO consumers;
+        ``retry_max_times + 1`` deliveries of a message are tried before it is dead-lettered.
+        :meth:`create_subscription_group` takes every setting.
+
+        Raises:
+            ClientError: unknown cluster or no master.
+            BrokerResponseError: a broker refused (an invalid group name).
+        """
+        config = SubscriptionGroupConfig(
+            group, consume_message_orderly=consume_message_orderly, retry_max_times=retry_max_times
+        )
+        await self.create_subscription_group(config, cluster)
+
     async def delete_subscription_group(
         self, group: str, cluster: str | None = None, *, clean_offset: bool = False
     ) -> list[str]:

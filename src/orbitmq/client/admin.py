@@ -210,8 +210,10 @@ class AdminClient(AdminOperations):
             raise ClientError(f"no master broker in cluster {cluster or '(any)'}")
         return masters
 
-    async def _broker(self, addr: str, code: int, ext: dict[str, str], what: str) -> RemotingCommand:
-        request = RemotingCommand.request(code, ext)
+    async def _broker(
+        self, addr: str, code: int, ext: dict[str, str], what: str, body: bytes = b""
+    ) -> RemotingCommand:
+        request = RemotingCommand.request(code, ext, body)
         response = await self._client.remoting.invoke(addr, request, self.client_config.request_timeout_ms)
         if response.code != ResponseCode.SUCCESS:
             raise error_for_code(response.code, f"{what} on broker {addr}: {response.remark}")

@@ -20,6 +20,7 @@ class SubscriptionGroupConfig:
     consume_enable: bool = True
     consume_from_min_enable: bool = True
     consume_broadcast_enable: bool = True
+    consume_message_orderly: bool = False  # POP/gRPC consumers get FIFO delivery per message group
     retry_queue_nums: int = 1
     retry_max_times: int = DEFAULT_RETRY_MAX_TIMES
     broker_id: int = 0
@@ -32,6 +33,7 @@ class SubscriptionGroupConfig:
             "consumeEnable": self.consume_enable,
             "consumeFromMinEnable": self.consume_from_min_enable,
             "consumeBroadcastEnable": self.consume_broadcast_enable,
+            "consumeMessageOrderly": self.consume_message_orderly,
             "retryQueueNums": self.retry_queue_nums,
             "retryMaxTimes": self.retry_max_times,
             "brokerId": self.broker_id,
@@ -47,6 +49,7 @@ class SubscriptionGroupConfig:
             consume_enable=bool(raw.get("consumeEnable", base.consume_enable)),
             consume_from_min_enable=bool(raw.get("consumeFromMinEnable", base.consume_from_min_enable)),
             consume_broadcast_enable=bool(raw.get("consumeBroadcastEnable", base.consume_broadcast_enable)),
+            consume_message_orderly=bool(raw.get("consumeMessageOrderly", base.consume_message_orderly)),
             retry_queue_nums=int(raw.get("retryQueueNums", base.retry_queue_nums)),
             retry_max_times=int(raw.get("retryMaxTimes", base.retry_max_times)),
             broker_id=int(raw.get("brokerId", base.broker_id)),

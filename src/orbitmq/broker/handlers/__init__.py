@@ -27,6 +27,7 @@ from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.server import ServerConnection
 
 if TYPE_CHECKING:
+    from orbitmq.broker.pop import PopService
     from orbitmq.broker.schedule import ScheduleService
     from orbitmq.broker.timer import TimerService
     from orbitmq.broker.transaction import TransactionService
@@ -69,3 +70,5 @@ class BrokerState:
     """DataVersion of the broker config (timestamp ms, counter), bumped by UPDATE_BROKER_CONFIG."""
     on_config_changed: Callable[[BrokerConfig], None] | None = None
     """Swaps in a new BrokerConfig (UPDATE_BROKER_CONFIG): the app updates what captured the old one."""
+    pop: PopService | None = None
+    """POP consumption (RocketMQ 5 clients; None until the broker starts its services)."""

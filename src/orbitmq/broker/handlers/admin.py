@@ -3,9 +3,15 @@
 A created or deleted topic is persisted by the persistence service (the table is dirty) and
 published at once: the registration service re-registers with every name server. Reserved
 names (TBW102 and the system topics) cannot be created or deleted.
+
+Consumer groups: GET_SUBSCRIPTIONGROUP_CONFIG (352; header ``group``). The gRPC proxy reads a
+group's ``consumeMessageOrderly`` and ``retryMaxTimes`` this way (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+and the other group codes are in :mod:`orbitmq.broker.handlers.group_admin`).
 """
 
 from __future__ import annotations
+
+import orjson
 
 from orbitmq.broker.handlers import BrokerState
 from orbitmq.broker.validation import check_admin_topic
@@ -60,4 +66,16 @@ class AdminHandlers:
 
     async def get_all_topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         body = encode_topic_config_wrapper(self._state.topics.snapshot())
+        return request.response(ResponseCode.SUCCESS, None, {}, body)
+
+    async def get_subscription_group_config(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        group = request.ext_fields.get("group", "")
+        config = self._state.groups.get(group)
+        if config is None:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] not exist"
+            )
+        body = orjson.dumps({"groupName": config.group_name, **config.to_json()})
         return request.response(ResponseCode.SUCCESS, None, {}, body)
