@@ -38,7 +38,14 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
+# It starts a Spark session of its own: on the Spark tier's xdist worker, never beside that
+# tier's JVM (see tests/conftest.py).
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(1200),
+    pytest.mark.xdist_group("spark"),
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVER_START_TIMEOUT_S = 900.0  # the first server block installs .venv (a cold pip cache included)
