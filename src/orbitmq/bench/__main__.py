@@ -28,6 +28,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "SQL92 and TAG filtered pulls beside unfiltered pulls of the same messages (msgs/s)",
     ),
     "timer": ("orbitmq.bench.timer", "1M pending timed messages: put rate, memory, disk, delivery lateness"),
+    "replication": (
+        "orbitmq.bench.replication",
+        "produce with no slave, ASYNC_MASTER and SYNC_MASTER; replication lag under load",
+    ),
     "proxy": ("orbitmq.bench.proxy", "gRPC proxy send and receive+ack msgs/s beside the remoting port"),
 }
 

@@ -63,7 +63,7 @@ class SubscriptionGroupTable:
     def names(self) -> list[str]:
         return list(self._groups)
 
-    def snapshot(self) -> tuple[dict[str, SubscriptionGroupConfig], tuple[int, int]]:
+    def configs(self) -> tuple[dict[str, SubscriptionGroupConfig], tuple[int, int]]:
         """Every group's config and the table's data version (timestamp ms, counter)."""
         with self._lock:
             return dict(self._groups), self._data_version
@@ -80,14 +80,32 @@ class SubscriptionGroupTable:
     def encode(self) -> bytes:
         """The table as RocketMQ's subscriptionGroup.json; clears the dirty flag."""
         with self._lock:
-            document = {
-                "subscriptionGroupTable": {
-                    name: config.to_json() for name, config in sorted(self._groups.items())
-                },
-                "dataVersion": {"timestamp": self._data_version[0], "counter": self._data_version[1]},
-            }
+            data = self.snapshot()
             self._dirty = False
+        return data
+
+    def snapshot(self) -> bytes:
+        """The table as subscriptionGroup.json, leaving the dirty flag alone (a slave's copy)."""
+        document = {
+            "subscriptionGroupTable": {
+                name: config.to_json() for name, config in sorted(self._groups.items())
+            },
+            "dataVersion": {"timestamp": self._data_version[0], "counter": self._data_version[1]},
+        }
         return orjson.dumps(document, option=orjson.OPT_INDENT_2)
+
+    def adopt(self, other: SubscriptionGroupTable) -> bool:
+        """A slave takes its master's table and version, unless the version is the same.
+
+        Returns True when the table changed (SlaveSynchronize, ha-replication §3).
+        """
+        with self._lock:
+            if other._data_version == self._data_version:
+                return False
+            self._groups = dict(other._groups)
+            self._data_version = other._data_version
+            self._dirty = True
+            return True
 
     @classmethod
     def decode(cls, data: bytes, source: str = "subscriptionGroup.json") -> SubscriptionGroupTable:

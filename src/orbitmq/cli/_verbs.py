@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from orbitmq.cli._render import Output
 from orbitmq.client.admin import AdminClient
@@ -22,6 +22,7 @@ __all__ = [
     "broker_status",
     "clone_group_offset",
     "cluster_list",
+    "cluster_members",
     "consumer_connection",
     "consumer_progress_all",
     "consumer_status",
@@ -78,6 +79,43 @@ async def cluster_list(admin: AdminClient, args: argparse.Namespace) -> None:
                     )
                 )
     _out(args).table(("cluster", "broker", "id", "address", "version", "in_tps", "out_tps"), rows)
+
+
+async def cluster_members(admin: AdminClient, args: argparse.Namespace) -> None:
+    """``cluster list``: every broker's role and, for a slave, its replication lag and state."""
+    members = [
+        member
+        for member in await admin.cluster_members()
+        if not args.cluster or member.cluster == args.cluster
+    ]
+    headers = (
+        "cluster",
+        "broker",
+        "id",
+        "address",
+        "role",
+        "max_offset",
+        "lag_bytes",
+        "lag_ms",
+        "in_sync",
+        "ha_link",
+    )
+    rows = [
+        (
+            member.cluster,
+            member.broker_name,
+            member.broker_id,
+            member.address,
+            member.role,
+            member.max_offset,
+            member.lag_bytes,
+            member.lag_ms,
+            None if member.in_sync is None else ("yes" if member.in_sync else "NO"),
+            member.state,
+        )
+        for member in members
+    ]
+    _out(args).table(headers, rows, document=[asdict(member) for member in members])
 
 
 async def _runtime_or_none(admin: AdminClient, addr: str) -> dict[str, str] | None:

@@ -330,9 +330,11 @@ def build_parser() -> argparse.ArgumentParser:
     reset.set_defaults(command=_consumer_reset)
 
     cluster = groups.add_parser("cluster", help="clusters").add_subparsers(dest="action", required=True)
-    cluster_list = leaf(cluster, "list", "brokers of every cluster")
+    cluster_list = leaf(
+        cluster, "list", "brokers of every cluster: role, and each slave's replication lag and in-sync flag"
+    )
     cluster_list.add_argument("-c", "--cluster", help="only this cluster")
-    cluster_list.set_defaults(command=_verbs.cluster_list)
+    cluster_list.set_defaults(command=_verbs.cluster_members)
     shared: dict[str, _Command] = {
         "topic_route": _topic_route,
         "topic_status": _topic_status,

@@ -1,9 +1,9 @@
 """``orbitmq``: one command for every OrbitMQ program.
 
-``namesrv``, ``proxy``, ``admin`` and ``bench`` hand their arguments to the program's own entry
-point; ``broker`` does too, unless ``--enable-proxy`` asks for the gRPC proxy beside it (local
-mode, as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the main job: a nameserver,
-a broker and the gRPC proxy in one process, on the default ports, with an embedded data
+``namesrv``, ``proxy``, ``admin``, ``cluster`` and ``bench`` hand their arguments to the
+program's own entry point; ``broker`` does too, unless ``--enable-proxy`` asks for the gRPC
+proxy beside it (local mode, as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the
+main job: a nameserver, a broker and the gRPC proxy in one process, on the default ports, with an embedded data
 directory, the broker registered with that nameserver. This module is where the servers are
 put together in one process, so it sits above all of them in the import layers.
 
@@ -34,6 +34,7 @@ _FORWARDED = {
     "broker": "run a broker (orbitmq broker --help); --enable-proxy adds the gRPC proxy",
     "proxy": "run the gRPC proxy for RocketMQ 5.x clients (orbitmq proxy --help)",
     "admin": "administer topics, groups and clusters (orbitmq admin --help)",
+    "cluster": "a local cluster: a nameserver and masters with slaves (orbitmq cluster --help)",
     "bench": "benchmarks (orbitmq bench --help)",
 }
 
@@ -219,6 +220,10 @@ def _forward(command: str, rest: list[str]) -> int:
         from orbitmq.cli.admin import main as admin_main
 
         return admin_main(rest)
+    if command == "cluster":
+        from orbitmq.cli.cluster import main as cluster_main
+
+        return cluster_main(rest)
     from orbitmq.bench.__main__ import main as bench_main
 
     return bench_main(rest, prog="orbitmq bench")

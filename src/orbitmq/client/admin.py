@@ -15,6 +15,7 @@ topic_status            GET_TOPIC_STATS_INFO to each master of the topic's route
 consumer_progress       per queue QUERY_CONSUMER_OFFSET (``setZeroIfNotFound=false``),
                         GET_MIN_OFFSET and GET_MAX_OFFSET; GET_CONSUMER_LIST_BY_GROUP to each
                         master when the group committed nothing
+cluster_members         GET_BROKER_CLUSTER_INFO, then GET_BROKER_HA_STATUS to every broker
 reset_offset_by_time    INVOKE_BROKER_TO_RESET_OFFSET to each master of the topic's route
 ======================  ===================================================================
 
@@ -37,13 +38,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from orbitmq.client._admin_api import AdminOperations
 from orbitmq.client._admin_core import AdminCore
+from orbitmq.client._cluster_status import MemberStatus, member_statuses
 from orbitmq.client._group_progress import QueueProgress, consumer_progress
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client._topic_names import check_topic_perm, is_internal_topic
 from orbitmq.client.config import ClientConfig, split_config
-from orbitmq.errors import ClientError, ClientStateError, TopicNotExistError, error_for_code
+from orbitmq.errors import ClientError, ClientStateError, OrbitError, TopicNotExistError, error_for_code
 from orbitmq.model.message import MessageQueue
 from orbitmq.model.route import ClusterInfo, TopicConfig, TopicRouteData
 from orbitmq.protocol.bodies import decode_cluster_info, decode_topic_config_wrapper, decode_topic_list
@@ -63,7 +67,7 @@ from orbitmq.protocol.headers import (
 )
 from orbitmq.protocol.message_codec import decode_stored_messages
 
-__all__ = ["AdminClient", "AdminConfig", "QueueProgress", "QueueStatus"]
+__all__ = ["AdminClient", "AdminConfig", "MemberStatus", "QueueProgress", "QueueStatus"]
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 """Group named in the admin's own pulls (RocketMQ's tools use the same name); it commits nothing."""
@@ -149,6 +153,28 @@ class AdminClient(AdminOperations):
         """Every broker the name server knows, grouped by cluster."""
         response = await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
         return decode_cluster_info(response.body)
+
+    async def cluster_members(self) -> list[MemberStatus]:
+        """Every broker with its role and, for a slave, its replication lag and in-sync flag."""
+        info = await self.cluster_info()
+        addrs = sorted(
+            {addr for broker in info.broker_addr_table.values() for addr in broker.broker_addrs.values()}
+        )
+        answers = await asyncio.gather(*(self._ha_status(addr) for addr in addrs))
+        return member_statuses(info, dict(zip(addrs, answers, strict=True)))
+
+    async def _ha_status(self, addr: str) -> dict[str, Any] | None:
+        request = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS, {})
+        try:
+            response = await self._client.remoting.invoke(
+                addr, request, self.client_config.request_timeout_ms
+            )
+            if response.code != ResponseCode.SUCCESS:
+                return None
+            status = orjson.loads(response.body)
+        except (OrbitError, orjson.JSONDecodeError):
+            return None
+        return status if isinstance(status, dict) else None
 
     async def list_topics(self) -> list[str]:
         """Every topic the name server knows, sorted."""

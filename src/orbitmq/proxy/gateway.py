@@ -185,7 +185,7 @@ class BrokerGateway:
             RemotingError: the broker could not be reached or did not answer in time.
         """
         return await self.instance.invoke_broker(
-            broker_name, request, timeout_ms or self._config.broker_request_timeout_ms
+            broker_name, request, timeout_ms or self._config.broker_request_timeout_ms, only_this=True
         )
 
     async def invoke_addr(self, addr: str, request: RemotingCommand) -> RemotingCommand:

@@ -28,6 +28,7 @@ from orbitmq.transport.server import ServerConnection
 
 if TYPE_CHECKING:
     from orbitmq.broker.pop import PopService
+    from orbitmq.broker.replication import ReplicationService
     from orbitmq.broker.schedule import ScheduleService
     from orbitmq.broker.timer import TimerService
     from orbitmq.broker.transaction import TransactionService
@@ -70,5 +71,7 @@ class BrokerState:
     """DataVersion of the broker config (timestamp ms, counter), bumped by UPDATE_BROKER_CONFIG."""
     on_config_changed: Callable[[BrokerConfig], None] | None = None
     """Swaps in a new BrokerConfig (UPDATE_BROKER_CONFIG): the app updates what captured the old one."""
+    replication: ReplicationService | None = None
+    """The HA port, and for a slave its HA client and metadata copy (None until startup)."""
     pop: PopService | None = None
     """POP consumption (RocketMQ 5 clients; None until the broker starts its services)."""

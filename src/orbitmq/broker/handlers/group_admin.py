@@ -129,7 +129,7 @@ class GroupAdminHandlers:
         state = self._state
         by_group: dict[str, list[ConsumeStats]] = {}
         total_diff = 0
-        groups, _ = state.groups.snapshot()
+        groups, _ = state.groups.configs()
         for group in sorted(groups):
             items = []
             for topic in sorted(state.offsets.topics_of_group(group)):
@@ -196,7 +196,7 @@ class GroupAdminHandlers:
     async def get_all_subscription_group_config(
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand:
-        groups, version = self._state.groups.snapshot()
+        groups, version = self._state.groups.configs()
         return request.response(
             ResponseCode.SUCCESS, None, {}, encode_subscription_group_wrapper(groups, version)
         )

@@ -9,12 +9,14 @@ answer's ``msgId`` is the recalled message's id. A marker for a message that doe
 | refusal | code |
 | --- | --- |
 | timer wheel off, or the broker not writable | NO_PERMISSION / SERVICE_NOT_AVAILABLE |
+| a slave broker | SERVICE_NOT_AVAILABLE |
 | unknown topic | TOPIC_NOT_EXIST |
 | malformed handle, other topic or broker, due time past or too far | ILLEGAL_OPERATION |
 """
 
 from __future__ import annotations
 
+from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.status_map import put_response_code
 from orbitmq.broker.timer import recall_marker
@@ -35,6 +37,12 @@ class RecallHandlers:
     async def recall_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         state = self._state
         topic = request.ext_fields.get("topic", "")
+        if state.config.broker_role is BrokerRole.SLAVE:
+            # A slave runs no timer of its own; the marker must go to the master's log.
+            return request.response(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                f"broker {state.config.broker_name} is a slave: recall on its master",
+            )
         if state.timer is None:
             return request.response(ResponseCode.NO_PERMISSION, "recall failed, timerWheelEnable is off")
         if not state.config.broker_permission & PERM_WRITE:
