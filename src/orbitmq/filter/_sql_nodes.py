@@ -2,8 +2,8 @@
 
 ``orbitmq.filter.sql92`` parses; this module holds what it builds from the parse tree: a
 :class:`Node` per sub-expression (a closure plus what Java's parse-time checks need to know),
-the property readers (over a dict-like lookup, or over the raw property string), and the
-builders that implement each operator with RocketMQ's semantics (see the sql92 docstring).
+the property reader (over a dict-like lookup), and the builders that implement each operator
+with RocketMQ's semantics (see the sql92 docstring).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from orbitmq.filter._java_values import (
 )
 from orbitmq.filter.properties import PropertyLookup
 
-# What the closures read: a PropertyLookup, or in raw mode the raw property string (bytes).
-Properties = PropertyLookup | bytes
+# What the closures read: a dict of properties, or anything with its ``get``.
+Properties = PropertyLookup
 Evaluator = Callable[[Any], Any]
 
 
@@ -108,26 +108,6 @@ def as_boolean(node: Node) -> Node:
 
 def lookup_reader(name: str) -> Evaluator:
     return lambda properties: properties.get(name)
-
-
-def raw_reader(name: str) -> Evaluator:
-    """A reader of ``name`` in a raw property string (see ``orbitmq.filter.properties``)."""
-    head = name.encode("utf-8") + b"\x01"
-    inner = b"\x02" + head
-    head_len, inner_len = len(head), len(inner)
-
-    def read(data: bytes) -> str | None:
-        index = data.rfind(inner)
-        if index >= 0:
-            start = index + inner_len
-        elif data.startswith(head):
-            start = head_len
-        else:
-            return None
-        end = data.find(b"\x02", start)
-        return (data[start:end] if end >= 0 else data[start:]).decode("utf-8")
-
-    return read
 
 
 def unquote(token: Token) -> str:

@@ -6,13 +6,17 @@ A stored message's properties are ``name 0x01 value 0x02 ...`` in UTF-8
 property (the message's UNIQ_KEY, KEYS, CLUSTER...). A later duplicate wins, as when Java
 decodes the string into a HashMap; names and values cannot contain the separators, so a search
 for ``0x02 name 0x01`` never matches inside a value.
+
+:func:`memoized_matcher` is the broker's per-record check: it reads only the properties an
+expression names and remembers the expression's answer per tuple of their raw values.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["PropertyBytes", "PropertyLookup"]
+__all__ = ["PropertyBytes", "PropertyLookup", "memoized_matcher", "raw_value_reader"]
 
 _KEY_CACHE_MAX = 4096
 _keys: dict[str, tuple[bytes, bytes]] = {}
@@ -58,3 +62,88 @@ class PropertyBytes:
             return None
         end = data.find(b"\x02", start)
         return (data[start:end] if end >= 0 else data[start:]).decode("utf-8")
+
+
+RawValue = bytes | None
+"""A property's value as it sits in the raw string (undecoded), None when it is absent."""
+
+MEMO_MAX_ENTRIES = 4096
+"""Answers one memo keeps before it starts over (values of ``price`` x ``region``, say)."""
+MEMO_MAX_KEY_BYTES = 256
+"""Longer value tuples are evaluated without being remembered: the memo's memory stays small."""
+
+
+def raw_value_reader(name: str) -> Callable[[bytes], RawValue]:
+    """A reader of ``name``'s undecoded value in a raw property string (a later duplicate wins)."""
+    head, inner = _key(name)
+    head_len, inner_len = len(head), len(inner)
+
+    def read(data: bytes) -> RawValue:
+        index = data.rfind(inner)
+        if index >= 0:
+            start = index + inner_len
+        elif data.startswith(head):
+            start = head_len
+        else:
+            return None
+        end = data.find(b"\x02", start)
+        return data[start:end] if end >= 0 else data[start:]
+
+    return read
+
+
+def memoized_matcher(
+    names: tuple[str, ...], decide: Callable[[dict[str, str]], bool]
+) -> Callable[[bytes], bool]:
+    """``raw property string -> bool``: ``decide`` over the named properties, remembered by their values.
+
+    ``decide`` must depend on those properties alone (a compiled filter reads no others), so
+    its answer for one tuple of raw values is its answer for every message carrying them: a
+    filter over ``price`` and ``region`` evaluates once per distinct pair, and each further
+    message costs the byte searches and a dict lookup. A value that is not UTF-8 never matches.
+    """
+    readers = tuple(raw_value_reader(name) for name in names)
+    memo: dict[tuple[RawValue, ...], bool] = {}
+
+    def answer(key: tuple[RawValue, ...]) -> bool:
+        try:
+            values = {
+                name: value.decode("utf-8")
+                for name, value in zip(names, key, strict=True)
+                if value is not None
+            }
+        except UnicodeDecodeError:
+            decided = False
+        else:
+            decided = decide(values)
+        if sum(len(value) for value in key if value is not None) <= MEMO_MAX_KEY_BYTES:
+            if len(memo) >= MEMO_MAX_ENTRIES:
+                memo.clear()
+            memo[key] = decided
+        return decided
+
+    if len(readers) == 1:
+        (read,) = readers
+
+        def matches_one(data: bytes) -> bool:
+            key = (read(data),)
+            decided = memo.get(key)
+            return answer(key) if decided is None else decided
+
+        return matches_one
+    if len(readers) == 2:
+        first, second = readers
+
+        def matches_two(data: bytes) -> bool:
+            key = (first(data), second(data))
+            decided = memo.get(key)
+            return answer(key) if decided is None else decided
+
+        return matches_two
+
+    def matches(data: bytes) -> bool:
+        key = tuple([read(data) for read in readers])
+        decided = memo.get(key)
+        return answer(key) if decided is None else decided
+
+    return matches

@@ -24,14 +24,16 @@ BETWEEN of constants needs low <= high, IN needs a property on its left, and the
 expression must be boolean.
 
 A compiled expression is a tree of closures built once; evaluating it is a few Python calls
-per node. The common shape ``property OP constant`` gets a specialised closure.
+per node. The common shape ``property OP constant`` gets a specialised closure. The broker's
+per-record check reads only the properties the expression names from the raw property string
+and remembers the answer per tuple of their values (``orbitmq.filter.properties``).
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lark import Lark, Token, Tree
@@ -54,10 +56,10 @@ from orbitmq.filter._sql_nodes import (
     membership,
     negation,
     ordering,
-    raw_reader,
     substring,
     unquote,
 )
+from orbitmq.filter.properties import PropertyBytes, memoized_matcher
 
 __all__ = ["Sql92Expression", "compile_sql92"]
 
@@ -131,12 +133,17 @@ class Sql92Expression:
 
     ``evaluate(properties)`` gives Java's three-valued answer; :meth:`matches` is what the
     broker asks: True only for TRUE, False for FALSE, null or an evaluation error.
-    ``evaluate_raw`` and :meth:`matches_raw` take the raw property string instead.
+    :meth:`evaluate_raw` and :meth:`matches_raw` take the raw property string instead; the
+    latter remembers its answer per tuple of the named properties' values
+    (``orbitmq.filter.properties.memoized_matcher``), so a pull over many messages evaluates
+    the expression once per distinct tuple.
     """
 
     text: str
     evaluate: Evaluator
-    evaluate_raw: Callable[[bytes], Any]
+    property_names: tuple[str, ...]
+    """The properties the expression reads (TAGS for the tag), in order of appearance."""
+    _match_raw: Callable[[bytes], bool] = field(repr=False, compare=False)
 
     def matches(self, properties: Properties) -> bool:
         try:
@@ -144,23 +151,18 @@ class Sql92Expression:
         except EvaluationError:
             return False
 
+    def evaluate_raw(self, property_bytes: bytes) -> Any:
+        """:attr:`evaluate` over a raw property string (raises UnicodeDecodeError on bad UTF-8)."""
+        lookup = PropertyBytes(property_bytes)
+        values = {name: value for name in self.property_names if (value := lookup.get(name)) is not None}
+        return self.evaluate(values)
+
     def matches_raw(self, property_bytes: bytes) -> bool:
-        try:
-            return self.evaluate_raw(property_bytes) is True
-        except (EvaluationError, UnicodeDecodeError):
-            return False
+        return self._match_raw(property_bytes)
 
     def raw_matcher(self) -> Callable[[bytes], bool]:
         """:meth:`matches_raw` as one closure (the broker calls it per record: no lookups)."""
-        evaluate_raw = self.evaluate_raw
-
-        def matches(property_bytes: bytes) -> bool:
-            try:
-                return evaluate_raw(property_bytes) is True
-            except (EvaluationError, UnicodeDecodeError):
-                return False
-
-        return matches
+        return self._match_raw
 
 
 def compile_sql92(text: str) -> Sql92Expression:
@@ -194,9 +196,18 @@ def compile_sql92(text: str) -> Sql92Expression:
         ) from None
     except LarkError as exc:  # pragma: no cover - lark's other errors are grammar bugs
         raise FilterExpressionError(f"invalid SQL92 expression: {exc}", 1, 1) from None
-    root = as_boolean(_Compiler(raw=False).build(tree))
-    raw_root = as_boolean(_Compiler(raw=True).build(tree))
-    return Sql92Expression(text, root.evaluate, raw_root.evaluate)
+    compiler = _Compiler()
+    root = as_boolean(compiler.build(tree))
+    names = tuple(compiler.property_names)
+    evaluate = root.evaluate
+
+    def decide(values: dict[str, str]) -> bool:
+        try:
+            return evaluate(values) is True
+        except EvaluationError:
+            return False
+
+    return Sql92Expression(text, evaluate, names, memoized_matcher(names, decide))
 
 
 def _end_position(text: str) -> tuple[int, int]:
@@ -207,13 +218,12 @@ def _end_position(text: str) -> tuple[int, int]:
 class _Compiler:
     """Turns the lark tree into :class:`Node` closures, running Java's parse-time checks.
 
-    With ``raw`` the closures take the raw property string (bytes) instead of a lookup: each
-    property node searches the bytes itself, which saves a method call per property read on
-    the broker's pull path.
+    It notes every property the expression reads (``property_names``, first appearance
+    first): the raw-string matcher reads those and nothing else.
     """
 
-    def __init__(self, *, raw: bool) -> None:
-        self.raw = raw
+    def __init__(self) -> None:
+        self.property_names: dict[str, None] = {}
 
     def build(self, tree: Tree[Any] | Token) -> Node:
         if isinstance(tree, Token):  # pragma: no cover - every terminal is wrapped in a rule
@@ -225,8 +235,8 @@ class _Compiler:
         if data == "property":
             token: Token = children[0]
             name = str(token)
-            reader = raw_reader(name) if self.raw else lookup_reader(name)
-            return Node("property", reader, token.line or 1, token.column or 1, name=name)
+            self.property_names[name] = None
+            return Node("property", lookup_reader(name), token.line or 1, token.column or 1, name=name)
         if data == "unary":  # unary plus: the operand itself
             return self.build(children[-1])
         method = getattr(self, f"_{data}", None)

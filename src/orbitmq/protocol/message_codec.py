@@ -211,6 +211,10 @@ def body_length_position(sys_flag: int) -> int:
     return position
 
 
+# body_length_position by the two host bits (sysFlag 0x10, 0x20), for per-record loops.
+_BODY_LENGTH_POSITIONS = tuple(body_length_position(host_bits << 4) for host_bits in range(4))
+
+
 def with_reconsume_times(record: bytes | memoryview, reconsume_times: int) -> bytes:
     """A copy of ``record`` whose RECONSUMETIMES field is ``reconsume_times``.
 
@@ -404,8 +408,8 @@ def stored_message_property_bytes(record: bytes) -> bytes:
         RemoteProtocolError: the record is truncated before the end of its properties.
     """
     try:
-        (sys_flag,) = _INT.unpack_from(record, SYSFLAG_POSITION)
-        position = body_length_position(sys_flag)
+        # The host bits (0x10, 0x20) are in the last byte of the big-endian SYSFLAG.
+        position = _BODY_LENGTH_POSITIONS[(record[SYSFLAG_POSITION + 3] >> 4) & 3]
         (body_len,) = _INT.unpack_from(record, position)
         position += 5 + body_len + record[position + 4 + body_len]
         (properties_len,) = _SHORT.unpack_from(record, position)

@@ -1,4 +1,4 @@
-"""Compiled filters: parse errors name their position, Java's conversion rules, the cache.
+"""Compiled filters: parse errors name their position, Java's conversion rules, the caches.
 
 Method: known expressions with known answers, including the corners where RocketMQ's Java
 evaluation differs from a naive one (Integer parsing of a property, null and NOT, TRUE = 'x').
@@ -9,7 +9,9 @@ from __future__ import annotations
 import pytest
 
 from orbitmq.errors import FilterExpressionError
-from orbitmq.filter import compile_filter, compiled_filter
+from orbitmq.filter import compile_filter, compile_sql92, compiled_filter
+from orbitmq.filter.properties import MEMO_MAX_ENTRIES, MEMO_MAX_KEY_BYTES, memoized_matcher
+from orbitmq.protocol.properties import encode_properties
 from orbitmq.protocol.tags import java_string_hash
 
 
@@ -82,3 +84,43 @@ def test_tag_filter_decides_on_tags_code() -> None:
 def test_unknown_expression_type_is_refused() -> None:
     with pytest.raises(FilterExpressionError, match="not supported"):
         compile_filter("JAVASCRIPT", "true")
+
+
+def test_memoized_matcher_decides_once_per_value_tuple_and_stays_bounded() -> None:
+    calls: list[dict[str, str]] = []
+
+    def decide(values: dict[str, str]) -> bool:
+        calls.append(values)
+        return values.get("price") == "5"
+
+    matches = memoized_matcher(("price", "region"), decide)
+    records = [
+        encode_properties({"UNIQ_KEY": f"K{index}", "price": str(index % 2 * 5), "region": "eu"}).encode()
+        for index in range(10)
+    ]
+    assert [matches(record) for record in records] == [index % 2 == 1 for index in range(10)]
+    assert calls == [{"price": "0", "region": "eu"}, {"price": "5", "region": "eu"}]
+    # An absent property is part of the key (None), a later duplicate wins as in Java's HashMap.
+    assert matches(b"region\x01eu") is False and calls[-1] == {"region": "eu"}
+    assert matches(b"price\x011\x02price\x015") is True and calls[-1] == {"price": "5"}
+    # A value that is not UTF-8 never matches and never reaches the expression.
+    before = len(calls)
+    assert matches(b"price\x01\xff") is False and len(calls) == before
+    # Long values are evaluated every time rather than remembered; the memo starts over when full.
+    long_value = b"price\x01" + b"9" * (MEMO_MAX_KEY_BYTES + 1)
+    matches(long_value)
+    matches(long_value)
+    assert len(calls) == before + 2
+    for index in range(MEMO_MAX_ENTRIES + 10):
+        matches(b"price\x01x" + str(index).encode())
+    before = len(calls)
+    matches(records[0])
+    assert len(calls) == before + 1  # forgotten when the memo started over
+
+
+def test_sql92_raw_matcher_reads_only_named_properties() -> None:
+    compiled = compile_sql92("price > 5 AND TAGS IN ('a') OR region IS NULL")
+    assert compiled.property_names == ("price", "TAGS", "region")
+    raw = encode_properties({"price": "7", "TAGS": "a", "region": "eu", "KEYS": "k"}).encode()
+    assert compiled.raw_matcher()(raw) is True and compiled.matches_raw(raw) is True
+    assert compiled.raw_matcher()(raw.replace(b"price\x017", b"price\x015")) is False

@@ -198,6 +198,9 @@ def test_sql92_agrees_with_plain_python_evaluation(
         # The broker's path reads the raw property string (noise properties around).
         raw = encode_properties({"UNIQ_KEY": "ABC", **props, "CLUSTER": "c"}).encode()
         assert compiled.evaluate_raw(raw) is expected, (text, props)
+        # The memoized per-record matcher: the first call evaluates, the second remembers.
+        assert compiled.raw_matcher()(raw) is (expected is True), (text, props)
+        assert compiled.raw_matcher()(raw) is (expected is True), (text, props)
         assert compile_filter("sql92", text).matches_properties(props) is (expected is True)
         assert compile_filter("sql92", text).matches_property_bytes(raw) is (expected is True)
 

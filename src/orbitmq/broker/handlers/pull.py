@@ -223,14 +223,16 @@ class PullHandlers:
     def _read(
         self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: MessageFilter
     ) -> RemotingCommand:
+        # A property filter (SQL92) decides on properties alone: its tags-code check passes all.
+        by_properties = message_filter.needs_properties
         result = self._state.store.get_messages(
             header.topic,
             header.queue_id,
             header.queue_offset,
             max(header.max_msg_nums, 1),
             MAX_TRANSFER_BYTES,
-            None if message_filter.matches_all else message_filter.matches_tags_code,
-            _record_filter(message_filter) if message_filter.needs_properties else None,
+            None if message_filter.matches_all or by_properties else message_filter.matches_tags_code,
+            _record_filter(message_filter) if by_properties else None,
         )
         code = pull_response_code(result.status, header.queue_offset)
         suggested = self._suggest(header.consumer_group, result)
