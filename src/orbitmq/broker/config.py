@@ -169,6 +169,23 @@ class BrokerConfig:
     # Queue locks of orderly consumers held at once; past it (after expired ones are dropped) a
     # queue is not locked.
     queue_locks_max: int = field(default=100_000, metadata=_key("maxQueueLocks"))
+
+    # -- operations (SQL92 filters, trace, resets, request-reply) ---------------------------------
+    # Serve SQL92 subscriptions (RocketMQ's default is off: pulls with SQL92 answer SYSTEM_ERROR).
+    enable_property_filter: bool = field(default=False, metadata=_key("enablePropertyFilter"))
+    # Create the message-trace topic (msgTraceTopicName, 1 queue) at start-up.
+    trace_topic_enable: bool = field(default=False, metadata=_key("traceTopicEnable"))
+    # Topic the trace records go to when clients use the default.
+    msg_trace_topic_name: str = field(default="RMQ_SYS_TRACE_TOPIC", metadata=_key("msgTraceTopicName"))
+    # Region stamped on every stored message (MSG_REGION) and send answer; trace records carry it.
+    region_id: str = field(default="DefaultRegion", metadata=_key("regionId"))
+    # Stamped as TRACE_ON on every message; false tells clients not to trace what this broker stores.
+    trace_on: bool = field(default=True, metadata=_key("traceOn"))
+    # Offset resets (INVOKE_BROKER_TO_RESET_OFFSET) held by the broker until the group's next pull
+    # (RocketMQ 5); false: only RESET_CONSUMER_CLIENT_OFFSET to the online consumers (RocketMQ 4).
+    use_server_side_reset_offset: bool = field(default=True, metadata=_key("useServerSideResetOffset"))
+    # Also store the replies of request-reply in <cluster>_REPLY_TOPIC (besides pushing them).
+    store_reply_message_enable: bool = field(default=True, metadata=_key("storeReplyMessageEnable"))
     # Period of writing the POP state snapshot (config/popState.json; OrbitMQ's own key).
     pop_snapshot_interval_ms: int = field(default=5_000, metadata=_key("popSnapshotInterval"))
 
@@ -304,8 +321,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "dLegerPeers",
         "dLegerSelfId",
         "aclEnable",
-        "traceTopicEnable",
-        "msgTraceTopicName",
         "sendMessageThreadPoolNums",
         "pullMessageThreadPoolNums",
         "queryMessageThreadPoolNums",
@@ -319,7 +334,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "waitTimeMillsInSendQueue",
         "waitTimeMillsInPullQueue",
         "osPageCacheBusyTimeOutMills",
-        "enablePropertyFilter",
         "enableCalcFilterBitMap",
         "filterServerNums",
         "transferMsgByHeap",

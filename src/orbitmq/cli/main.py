@@ -1,9 +1,9 @@
 """``orbitmq``: one command for every OrbitMQ program.
 
-``namesrv``, ``proxy``, ``admin``, ``cluster`` and ``bench`` hand their arguments to the program's
-own entry point; ``broker`` does too, unless ``--enable-proxy`` asks for the gRPC proxy beside it
-(local mode, as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the main job: a
-nameserver, a broker and the gRPC proxy in one process, on the default ports, with an embedded data
+``namesrv``, ``proxy``, ``admin``, ``cluster`` and ``bench`` hand their arguments to the
+program's own entry point; ``broker`` does too, unless ``--enable-proxy`` asks for the gRPC
+proxy beside it (local mode, as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the
+main job: a nameserver, a broker and the gRPC proxy in one process, on the default ports, with an embedded data
 directory, the broker registered with that nameserver. This module is where the servers are
 put together in one process, so it sits above all of them in the import layers.
 
@@ -123,9 +123,17 @@ def run_standalone(args: argparse.Namespace) -> int:
         overrides["flushDiskType"] = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
     if not args.no_proxy:
         overrides["grpcServerPort"] = args.grpc_port
-        overrides["grpcBindAddress"] = str(file_values.get("grpcBindAddress") or bind)
+        if args.bind_address or "grpcBindAddress" not in file_values:
+            overrides["grpcBindAddress"] = bind
     try:
-        namesrv_config = load_namesrv_config(None, {"listenPort": args.namesrv_port, "bindAddress": bind})
+        namesrv_config = load_namesrv_config(
+            None,
+            {
+                "listenPort": args.namesrv_port,
+                "bindAddress": bind,
+                "kvConfigPath": str(data_dir / "namesrv" / "kvConfig.json"),
+            },
+        )
         broker_config, store_config, proxy_config = load_broker_configs(
             args.config_file, overrides, (ProxyConfig,)
         )
@@ -140,7 +148,7 @@ def run_standalone(args: argparse.Namespace) -> int:
         args.namesrv_port,
         broker_config.bind_address,
         args.broker_port,
-        broker_config.advertised_host,
+        broker_config.advertised_address,
         "off" if args.no_proxy else f"on {proxy_config.grpc_bind_address}:{proxy_config.grpc_server_port}",
         data_dir,
     )
@@ -169,7 +177,7 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     extra.add_argument("--enable-proxy", action="store_true")
     extra.add_argument("--grpc-port", type=int)
     proxy_args, broker_argv = extra.parse_known_args(rest)
-    args = parse_args(broker_argv, prog="orbitmq broker")
+    args = parse_args(broker_argv, "orbitmq broker")
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level.upper(),

@@ -9,10 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.handlers import NamesrvHandlers, monotonic_ms
+from orbitmq.namesrv.kv_config import KVConfigTable
 from orbitmq.namesrv.route_table import RouteTable
 from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server import RemotingServer, ServerConnection
@@ -37,9 +40,12 @@ class NamesrvApp:
         self.config = config
         self.route_table = RouteTable()
         self._clock_ms = clock_ms
+        self.kv_config = self._load_kv_config()
         self._handlers = NamesrvHandlers(
             self.route_table,
             clock_ms,
+            self.kv_config,
+            self._persist_kv_config,
             topics_per_broker_max=config.topics_per_broker_max,
             brokers_max=config.brokers_max,
         )
@@ -54,6 +60,27 @@ class NamesrvApp:
             bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
         )
         self._scan_task: asyncio.Task[None] | None = None
+
+    def _load_kv_config(self) -> KVConfigTable:
+        path = self.config.kv_config_path
+        if not path:
+            return KVConfigTable()
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            return KVConfigTable()
+        return KVConfigTable.decode(data, path)
+
+    def _persist_kv_config(self) -> None:
+        """Rewrite kvConfig.json (atomically) after a KV change; a no-op without kvConfigPath."""
+        path = self.config.kv_config_path
+        if not path:
+            return
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(target.name + ".tmp")
+        temporary.write_bytes(self.kv_config.encode())
+        os.replace(temporary, target)
 
     @property
     def port(self) -> int:
