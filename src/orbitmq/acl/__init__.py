@@ -28,7 +28,7 @@ from orbitmq.acl.accounts import (
 )
 from orbitmq.acl.address import AddressPattern, parse_address_pattern
 from orbitmq.acl.resources import ADMIN_CODES, NAMESRV_ADMIN_CODES, required_resources
-from orbitmq.acl.signature import compute_signature, sign_request, signature_content
+from orbitmq.acl.signature import Credentials, compute_signature, sign_request, signature_content
 from orbitmq.acl.validator import AclTable
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "AclDocument",
     "AclTable",
     "AddressPattern",
+    "Credentials",
     "DataVersion",
     "compute_signature",
     "dump_document",

@@ -21,9 +21,13 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field
+
+from orbitmq.protocol.command import RemotingCommand
 
 __all__ = [
     "ACCESS_KEY",
+    "Credentials",
     "SIGNATURE",
     "compute_signature",
     "sign_request",
@@ -66,3 +70,15 @@ def sign_request(
     """Add ``AccessKey`` and ``Signature`` to a request's ext fields, in place."""
     ext[ACCESS_KEY] = access_key
     ext[SIGNATURE] = compute_signature(signature_content(ext, body, version), secret_key)
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """An access key and its secret; :meth:`sign` is a transport request signer."""
+
+    access_key: str
+    secret_key: str = field(repr=False)
+
+    def sign(self, request: RemotingCommand) -> None:
+        """Sign ``request`` in place (its ext fields and body must be final)."""
+        sign_request(request.ext_fields, request.body, request.version, self.access_key, self.secret_key)

@@ -5,6 +5,10 @@ take a while), loads the persisted tables from ``<storePathRootDir>/config``, cr
 topics, binds the remoting server with every handler in one table keyed by request code, then
 starts the services. :meth:`BrokerApp.shutdown` undoes it in reverse, one commented step each.
 
+With ``aclEnable=true`` the accounts are loaded first (a bad file stops the start), every
+handler sits behind the :class:`~orbitmq.security.AclService` check, and the service reloads
+the files when they change. ``tls.server.mode`` decides whether the port speaks TLS.
+
 Background work uses one shape, :class:`PeriodicService` (start/stop): persisting dirty tables,
 scanning for expired clients; the long-polling, registration, delay-level (broker.schedule),
 timer (broker.timer) and transaction-check (broker.transaction) services have the same
@@ -21,9 +25,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
+from orbitmq.acl.signature import Credentials
 from orbitmq.broker.clients import ConsumerTable, ProducerTable
 from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.handlers import BrokerState, now_ms
+from orbitmq.broker.handlers.acl import AclHandlers
 from orbitmq.broker.handlers.admin import AdminHandlers
 from orbitmq.broker.handlers.client_manage import ClientManageHandlers
 from orbitmq.broker.handlers.offsets import OffsetHandlers
@@ -42,8 +48,10 @@ from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.transaction import TransactionService
 from orbitmq.errors import ConfigError, ProtocolError
 from orbitmq.protocol.codes import RequestCode
+from orbitmq.security import AclService, warn_if_exposed
 from orbitmq.store.config import StoreConfig, delay_levels_ms
 from orbitmq.store.message_store import MessageStore
+from orbitmq.transport.connection import RemotingClient
 from orbitmq.transport.server import Handler, RemotingServer
 
 logger = logging.getLogger(__name__)
@@ -117,12 +125,34 @@ def _read_optional(path: Path) -> bytes | None:
         return None
 
 
-class BrokerApp:
-    """One broker process: store + tables + remoting server + services."""
+ACL_FILE = Path("conf") / "plain_acl.yml"
+"""The accounts file's place under ``storePathRootDir`` when ``aclFile`` is not set."""
 
-    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+
+class BrokerApp:
+    """One broker process: store + tables + remoting server + services.
+
+    Args:
+        broker_config: the broker's settings (``tls`` and ACL included).
+        store_config: the store's settings.
+        namesrv_credentials: what to sign name-server requests with; default
+            ``innerClientAuthenticationCredentials`` (a standalone passes its in-memory key).
+    """
+
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store_config: StoreConfig,
+        *,
+        namesrv_credentials: Credentials | None = None,
+    ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
+        self._namesrv_credentials = namesrv_credentials or broker_config.inner_credentials
+        self.acl: AclService | None = None
+        if broker_config.acl_enable:
+            acl_file = broker_config.acl_file or Path(store_config.store_path_root_dir) / ACL_FILE
+            self.acl = AclService(Path(acl_file), "broker")
         self._config_dir = Path(store_config.store_path_root_dir) / "config"
         # Resolved once: without brokerIP1 this looks up the host's addresses.
         self._host = broker_config.advertised_host
@@ -152,6 +182,10 @@ class BrokerApp:
 
     async def startup(self) -> None:
         config = self.broker_config
+        # Accounts and certificates first: a broker that cannot enforce them must not start.
+        if self.acl is not None:
+            self.acl.load()
+        ssl_context = config.tls.server_context()
         # Recovery after a crash re-scans the commit log: keep it off the event loop.
         await asyncio.to_thread(self._store.open)
         topics, offsets, groups = self._load_tables()
@@ -180,17 +214,27 @@ class BrokerApp:
         self._state = state
         await self._create_message_services(state)
         client_manage = ClientManageHandlers(state)
+        handlers = build_handler_table(state, client_manage)
+        handlers.update(build_acl_handler_table(AclHandlers(state, self.acl, lambda: self.address)))
+        if self.acl is not None:
+            handlers = self.acl.guard(handlers)
         self._server = RemotingServer(
             config.bind_address,
             config.listen_port,
-            build_handler_table(state, client_manage),
+            handlers,
             idle_timeout_s=config.channel_expired_timeout_ms / 1000,
             on_connection_closed=client_manage.on_connection_closed,
+            tls_mode=config.tls.server_mode,
+            ssl_context=ssl_context,
         )
         await self._server.start()
         # With listenPort=0 the bound port is known only now; records must carry the real one.
         state.store_host = (self._host, self._server.port)
-        self._registration = NamesrvRegistration(config, topics, self.address)
+        namesrv_client = RemotingClient(
+            signer=self._namesrv_credentials.sign if self._namesrv_credentials else None,
+            ssl_context=config.tls.client_context(),
+        )
+        self._registration = NamesrvRegistration(config, topics, self.address, namesrv_client)
         self._services = [
             long_polling,
             PeriodicService("persist-tables", config.flush_consumer_offset_interval_ms, self._persist_tables),
@@ -200,10 +244,15 @@ class BrokerApp:
         self._services += [
             service for service in (state.schedule, state.timer, state.transactions) if service is not None
         ]
+        if self.acl is not None:
+            self._services.append(self.acl)
         for service in self._services:
             await service.start()
         logger.info(
             "broker %s listening on %s (store %s)", config.broker_name, self.address, self._store.store_path
+        )
+        warn_if_exposed(
+            logger, f"broker {config.broker_name}", config.bind_address, self.port, self.acl is not None
         )
 
     async def shutdown(self) -> None:
@@ -365,4 +414,15 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
         RequestCode.QUERY_MESSAGE: query.query_message,
         RequestCode.END_TRANSACTION: transaction.end_transaction,
+    }
+
+
+def build_acl_handler_table(acl: AclHandlers) -> dict[int, Handler]:
+    """The ACL admin codes (50-54), served whether or not ACL is on (off: each one fails)."""
+    return {
+        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: acl.update_and_create_acl_config,
+        RequestCode.DELETE_ACL_CONFIG: acl.delete_acl_config,
+        RequestCode.GET_BROKER_CLUSTER_ACL_INFO: acl.get_broker_cluster_acl_info,
+        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl.update_global_white_addrs_config,
+        RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: acl.get_broker_cluster_acl_config,
     }

@@ -5,6 +5,12 @@ One file feeds two frozen dataclasses: :class:`BrokerConfig` (this module) and t
 is defaults < file < CLI overrides. Keys RocketMQ knows but OrbitMQ does not implement (listed
 in :data:`UNIMPLEMENTED_KEYS`) only log a warning; any other unknown key is an error.
 
+The ``tls.*`` keys (``transport.tls``) are read from the same file into :class:`TlsConfig`,
+carried as ``BrokerConfig.tls``. With ``aclEnable=true`` every request is checked against the
+accounts in ``aclFile`` (default ``<storePathRootDir>/conf/plain_acl.yml``), and the broker
+signs its own requests to the name servers with ``innerClientAuthenticationCredentials``
+(RocketMQ 5's key: ``{"accessKey":"...","secretKey":"..."}``).
+
 The address clients reach (written as STOREHOST into every record, returned in routes) is
 ``brokerIP1:listenPort``. Like RocketMQ, an unset ``brokerIP1`` means the first non-loopback
 IPv4 address of this host (127.0.0.1 when there is none); tests set ``brokerIP1=127.0.0.1``.
@@ -14,13 +20,17 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
+import orjson
+
+from orbitmq.acl.signature import Credentials
 from orbitmq.conf import build_configs, load_properties
 from orbitmq.errors import ConfigError
 from orbitmq.store.config import StoreConfig
+from orbitmq.transport.tls import TLS_UNIMPLEMENTED_KEYS, TlsConfig, merge_tls_config_file
 
 
 class BrokerRole(Enum):
@@ -103,6 +113,16 @@ class BrokerConfig:
     timer_max_delay_sec: int = field(default=259_200, metadata=_key("timerMaxDelaySec"))
     # Period of flushing the timer log and wheel and writing the timer checkpoint.
     timer_flush_interval_ms: int = field(default=1_000, metadata=_key("timerFlushIntervalMs"))
+    # Check every request against the accounts file (RocketMQ's plain ACL).
+    acl_enable: bool = field(default=False, metadata=_key("aclEnable"))
+    # The main accounts file; None = <storePathRootDir>/conf/plain_acl.yml (OrbitMQ's own key).
+    acl_file: str | None = field(default=None, metadata=_key("aclFile"))
+    # JSON {"accessKey": ..., "secretKey": ...} this broker signs its name-server requests with.
+    inner_client_authentication_credentials: str | None = field(
+        default=None, repr=False, metadata=_key("innerClientAuthenticationCredentials")
+    )
+    # TLS of the listening port and of the connections to the name servers (the tls.* keys).
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -131,6 +151,14 @@ class BrokerConfig:
             raise ConfigError(
                 "config keys 'timerFlushIntervalMs'/'flushDelayOffsetInterval' must be positive"
             )
+        self.inner_credentials  # noqa: B018 - parse now, so a malformed value stops the start
+
+    @property
+    def inner_credentials(self) -> Credentials | None:
+        """The credentials of ``innerClientAuthenticationCredentials``, if set."""
+        return parse_credentials_json(
+            self.inner_client_authentication_credentials, "innerClientAuthenticationCredentials"
+        )
 
     @property
     def advertised_host(self) -> str:
@@ -153,7 +181,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "dLegerGroup",
         "dLegerPeers",
         "dLegerSelfId",
-        "aclEnable",
         "traceTopicEnable",
         "msgTraceTopicName",
         "sendMessageThreadPoolNums",
@@ -179,7 +206,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "rejectTransactionMessage",
         "clusterTopicEnable",
         "brokerTopicEnable",
-        "useTLS",
         "isEnableBatchPush",
         "offsetCheckInSlave",
         "autoDeleteUnusedStats",
@@ -200,10 +226,31 @@ def load_broker_config(
     """
     values: dict[str, object] = dict(load_properties(path)) if path is not None else {}
     values.update(overrides or {})
+    values = merge_tls_config_file(values)
     if not values.get("storePathRootDir"):
         raise ConfigError("config key 'storePathRootDir' is required (the directory of the store)")
-    broker_config, store_config = build_configs([BrokerConfig, StoreConfig], values, UNIMPLEMENTED_KEYS)
-    return broker_config, store_config
+    broker_config, store_config, tls_config = build_configs(
+        [BrokerConfig, StoreConfig, TlsConfig], values, UNIMPLEMENTED_KEYS | TLS_UNIMPLEMENTED_KEYS
+    )
+    return replace(broker_config, tls=tls_config), store_config
+
+
+def parse_credentials_json(text: str | None, key: str) -> Credentials | None:
+    """``{"accessKey": ..., "secretKey": ...}`` -> Credentials (None for an empty value).
+
+    Raises:
+        ConfigError: not such a JSON object; the message never quotes the secret.
+    """
+    if not text:
+        return None
+    try:
+        tree = orjson.loads(text)
+        access_key, secret_key = tree["accessKey"], tree["secretKey"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        raise ConfigError(f'config key {key!r} must be {{"accessKey": "...", "secretKey": "..."}}') from None
+    if not isinstance(access_key, str) or not isinstance(secret_key, str) or not access_key or not secret_key:
+        raise ConfigError(f"config key {key!r}: accessKey and secretKey must be non-empty strings")
+    return Credentials(access_key, secret_key)
 
 
 def first_non_loopback_ipv4() -> str:

@@ -40,11 +40,18 @@ _CRC_MASK = 0x7FFFFFFF
 class NamesrvRegistration:
     """Keeps every configured name server informed of this broker and its topics."""
 
-    def __init__(self, config: BrokerConfig, topics: TopicConfigTable, broker_addr: str) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicConfigTable,
+        broker_addr: str,
+        client: RemotingClient | None = None,
+    ) -> None:
         self._config = config
         self._topics = topics
         self._broker_addr = broker_addr
-        self._client = RemotingClient()
+        # The caller's client signs (ACL) and speaks TLS as the name servers require.
+        self._client = client if client is not None else RemotingClient()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 

@@ -11,9 +11,12 @@ Commands (``mqadmin`` equivalents in brackets)::
     orbitmq admin consumer progress GROUP [-t TOPIC]                  [consumerProgress]
     orbitmq admin consumer reset-offset GROUP TOPIC -s TIME           [resetOffsetByTime]
     orbitmq admin cluster list                                        [clusterList]
+    orbitmq admin acl update|delete|white-list|version|list ...       (see ``cli.admin_acl``)
 
 The name-server list comes from ``-n``, else the ``NAMESRV_ADDR`` environment variable, else
-``127.0.0.1:9876``. Exit status: 0 on success, 1 when the operation failed, 2 on usage errors.
+``127.0.0.1:9876``. Against a cluster with ACL, ``--access-key`` / ``--secret-key`` (or
+``ORBITMQ_ACCESS_KEY`` / ``ORBITMQ_SECRET_KEY``) sign every request; ``--tls`` connects over
+TLS. Exit status: 0 on success, 1 when the operation failed, 2 on usage errors.
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
+from orbitmq.cli._security import add_security_arguments, security_options
+from orbitmq.cli.admin_acl import add_acl_parser
 from orbitmq.client.admin import AdminClient
-from orbitmq.errors import OrbitError
+from orbitmq.errors import ConfigError, OrbitError
 from orbitmq.protocol.bodies import encode_topic_route
 
 __all__ = ["build_parser", "main"]
@@ -151,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-n", "--namesrv", help=f"name servers host:port;host:port (default {DEFAULT_NAMESRV_ADDR})"
     )
     parser.add_argument("--timeout-ms", type=int, default=5000, help="request timeout (5000)")
+    add_security_arguments(parser)
     groups = parser.add_subparsers(dest="group", required=True)
 
     topic = groups.add_parser("topic", help="topics").add_subparsers(dest="action", required=True)
@@ -185,12 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     cluster = groups.add_parser("cluster", help="clusters").add_subparsers(dest="action", required=True)
     cluster.add_parser("list", help="brokers of every cluster").set_defaults(command=_cluster_list)
+    add_acl_parser(groups)
     return parser
 
 
-async def _run(args: argparse.Namespace, namesrv_addr: str) -> None:
+async def _run(args: argparse.Namespace, namesrv_addr: str, options: dict[str, object]) -> None:
     command: _Command = args.command
-    async with AdminClient(namesrv_addr, request_timeout_ms=args.timeout_ms) as admin:
+    async with AdminClient(namesrv_addr, request_timeout_ms=args.timeout_ms, **options) as admin:
         await command(admin, args)
 
 
@@ -199,7 +206,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     namesrv_addr = args.namesrv or os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV_ADDR
     try:
-        asyncio.run(_run(args, namesrv_addr))
+        options = security_options(args, os.environ)
+    except ConfigError as exc:
+        print(f"orbitmq admin: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_run(args, namesrv_addr, options))
     except OrbitError as exc:
         print(f"orbitmq admin: {exc}", file=sys.stderr)
         return 1

@@ -3,17 +3,35 @@
 ``namesrv``, ``broker`` and ``bench`` hand their arguments to the program's own entry point;
 ``standalone`` is the main job: a nameserver and a broker in one process, on the default
 ports, with an embedded data directory, the broker registered with that nameserver.
+
+The broker.conf of a standalone also governs its name server: ``aclEnable`` turns ACL on for
+both (accounts in ``aclFile``, default ``<data dir>/conf/plain_acl.yml``; the broker signs its
+registrations with a key made at start and known only to this process), and the ``tls.*``
+keys apply to both ports.
+
+The environment variables ``ORBITMQ_ACCESS_KEY`` / ``ORBITMQ_SECRET_KEY`` are read here, and
+only here, for ``admin`` and ``bench`` when no ``--access-key`` is given, so a secret need not
+appear on a command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import secrets
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from orbitmq.acl.accounts import Account
+from orbitmq.acl.signature import Credentials
 from orbitmq.errors import ConfigError
+
+if TYPE_CHECKING:
+    from orbitmq.broker.config import BrokerConfig
+    from orbitmq.namesrv.config import NamesrvConfig
 
 DEFAULT_DATA_DIR = ".orbitmq-data"
 DEFAULT_NAMESRV_PORT = 9876
@@ -51,7 +69,6 @@ def run_standalone(args: argparse.Namespace) -> int:
     from orbitmq.broker.app import BrokerApp
     from orbitmq.broker.config import load_broker_config
     from orbitmq.namesrv.app import NamesrvApp
-    from orbitmq.namesrv.config import load_namesrv_config
     from orbitmq.transport.runner import run_apps
 
     logging.basicConfig(
@@ -69,8 +86,8 @@ def run_standalone(args: argparse.Namespace) -> int:
     if args.flush:
         overrides["flushDiskType"] = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
     try:
-        namesrv_config = load_namesrv_config(None, {"listenPort": args.namesrv_port})
         broker_config, store_config = load_broker_config(args.config_file, overrides)
+        broker_config, namesrv_config = _standalone_security(broker_config, data_dir, args.namesrv_port)
     except ConfigError as exc:
         print(f"orbitmq standalone: {exc}", file=sys.stderr)
         return 2
@@ -82,7 +99,35 @@ def run_standalone(args: argparse.Namespace) -> int:
         args.broker_port,
         data_dir,
     )
-    return run_apps([NamesrvApp(namesrv_config), BrokerApp(broker_config, store_config)])
+    inner = _standalone_inner_account() if broker_config.acl_enable else None
+    namesrv = NamesrvApp(namesrv_config, inner_accounts=[inner] if inner else [])
+    credentials = Credentials(inner.access_key, inner.secret_key) if inner else None
+    return run_apps([namesrv, BrokerApp(broker_config, store_config, namesrv_credentials=credentials)])
+
+
+def _standalone_security(
+    broker_config: BrokerConfig, data_dir: Path, namesrv_port: int
+) -> tuple[BrokerConfig, NamesrvConfig]:
+    """The broker's ACL and TLS settings, extended to the embedded name server."""
+    from orbitmq.namesrv.config import load_namesrv_config
+    from orbitmq.transport.tls import TlsMode
+
+    if broker_config.acl_enable and not broker_config.acl_file:
+        broker_config = replace(broker_config, acl_file=str(data_dir / "conf" / "plain_acl.yml"))
+    tls = broker_config.tls
+    if tls.server_mode is TlsMode.ENFORCING and not tls.client_enable:
+        # The broker registers with its own process over loopback: encrypt, nothing to verify.
+        broker_config = replace(broker_config, tls=replace(tls, client_enable=True, client_auth_server=False))
+    namesrv_values: dict[str, object] = {"listenPort": namesrv_port, "aclEnable": broker_config.acl_enable}
+    if broker_config.acl_file:
+        namesrv_values["aclFile"] = broker_config.acl_file
+    namesrv_config = replace(load_namesrv_config(None, namesrv_values), tls=tls)
+    return broker_config, namesrv_config
+
+
+def _standalone_inner_account() -> Account:
+    """A random admin key for the embedded broker's registrations, never written anywhere."""
+    return Account(f"orbitmq-standalone-{secrets.token_hex(8)}", secrets.token_urlsafe(32), admin=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

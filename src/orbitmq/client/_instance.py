@@ -119,7 +119,12 @@ class ClientInstance:
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
         self.client_id = config.client_id
-        self.remoting = RemotingClient(connect_timeout_ms=config.connect_timeout_ms)
+        credentials = config.credentials
+        self.remoting = RemotingClient(
+            connect_timeout_ms=config.connect_timeout_ms,
+            signer=credentials.sign if credentials is not None else None,
+            ssl_context=config.ssl_context(),
+        )
         self._namesrv_addrs = config.namesrv_addrs
         self._namesrv_index = random.randrange(len(self._namesrv_addrs))
         self._routes: dict[str, TopicRouteData] = {}

@@ -12,6 +12,7 @@ topic_status            per queue GET_MIN_OFFSET, GET_MAX_OFFSET, and one PULL_M
                         last message for its store time (the broker has no GET_TOPIC_STATS_INFO)
 consumer_progress       per queue QUERY_CONSUMER_OFFSET and GET_MAX_OFFSET
 reset_offset_by_time    per queue SEARCH_OFFSET_BY_TIMESTAMP, then UPDATE_CONSUMER_OFFSET
+acl.*                   the ACL admin requests 50-54 (``client.acl_admin``)
 ======================  ===================================================================
 
 Resetting offsets writes the broker's committed offsets directly. OrbitMQ brokers do not
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orbitmq.client._instance import ClientInstance
+from orbitmq.client.acl_admin import AclAdminClient
 from orbitmq.client.config import ClientConfig, split_config
 from orbitmq.errors import ClientError, ClientStateError, TopicNotExistError, error_for_code
 from orbitmq.model.message import MessageQueue
@@ -96,6 +98,8 @@ class AdminClient:
         client_config, _ = split_config(namesrv_addr, config, AdminConfig)
         self.client_config: ClientConfig = client_config
         self._instance: ClientInstance | None = None
+        self.acl = AclAdminClient(self)
+        """Account management on the brokers (see ``orbitmq.client.acl_admin``)."""
 
     async def start(self) -> None:
         """Open the client instance (connections are made on first use)."""

@@ -21,6 +21,9 @@ a burst of responses costs one send system call, and bodies are never copied.
 
 Back-pressure: when the transport's write buffer passes its high-water mark the connection
 stops reading until it drains, so a slow reader cannot make the server buffer without bound.
+
+TLS (``transport.tls``): ``enforcing`` wraps every connection, ``permissive`` lets each
+connection's first byte choose; handlers see the same connection either way.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 import time
 import typing
 from collections.abc import Awaitable, Callable, Mapping
@@ -45,6 +49,7 @@ from orbitmq.protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode, Ser
 from orbitmq.protocol.command import RemotingCommand, decode_command
 from orbitmq.protocol.frame import MAX_FRAME_BYTES, FrameDecoder
 from orbitmq.transport.connection import FrameWriter
+from orbitmq.transport.tls import SniffingServer, TlsMode, start_sniffing_server
 
 __all__ = ["Handler", "RemotingServer", "RequestContext", "ServerConnection"]
 
@@ -322,6 +327,8 @@ class RemotingServer:
         max_frame_bytes: larger frames close their connection.
         idle_timeout_s: a connection with no traffic and no request in flight for this long is closed.
         on_connection_closed: called with each connection that closes.
+        tls_mode: plaintext, plaintext or TLS (permissive), or TLS only (enforcing).
+        ssl_context: the server's TLS context; required unless ``tls_mode`` is disabled.
     """
 
     def __init__(
@@ -333,8 +340,14 @@ class RemotingServer:
         max_frame_bytes: int = MAX_FRAME_BYTES,
         idle_timeout_s: float = 120.0,
         on_connection_closed: Callable[[ServerConnection], None] | None = None,
+        tls_mode: TlsMode = TlsMode.DISABLED,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        if tls_mode is not TlsMode.DISABLED and ssl_context is None:
+            raise ValueError(f"TLS mode {tls_mode.value} needs an ssl_context")
         self.host = host
+        self.tls_mode = tls_mode
+        self._ssl_context = ssl_context
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout_s = idle_timeout_s
         self._requested_port = port
@@ -343,7 +356,7 @@ class RemotingServer:
         self._connections: dict[int, ServerConnection] = {}
         self._connection_ids = itertools.count(1)
         self._inflight: set[asyncio.Task[None]] = set()
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.AbstractServer | SniffingServer | None = None
         self._bound_port = port
         self._idle_task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -365,14 +378,20 @@ class RemotingServer:
     async def start(self) -> None:
         """Bind and start accepting connections."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _ServerProtocol(self), self.host, self._requested_port, reuse_address=True
-        )
+        if self.tls_mode is TlsMode.PERMISSIVE and self._ssl_context is not None:
+            self._server = await start_sniffing_server(
+                lambda: _ServerProtocol(self), self.host, self._requested_port, self._ssl_context
+            )
+        else:
+            tls = self._ssl_context if self.tls_mode is TlsMode.ENFORCING else None
+            self._server = await loop.create_server(
+                lambda: _ServerProtocol(self), self.host, self._requested_port, reuse_address=True, ssl=tls
+            )
         sockets = getattr(self._server, "sockets", None) or ()
         if sockets:
             self._bound_port = int(sockets[0].getsockname()[1])
         self._idle_task = loop.create_task(self._close_idle_connections())
-        logger.info("remoting server listening on %s:%d", self.host, self.port)
+        logger.info("remoting server listening on %s:%d (TLS %s)", self.host, self.port, self.tls_mode.value)
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting, let in-flight handlers finish within ``grace_s``, then close everything."""
