@@ -106,7 +106,9 @@ async def record(out: Path) -> None:
         finally:
             await broker.shutdown()
             await namesrv.shutdown()
-    lines = [json.dumps({"code": code, "frame_hex": frame.hex()}) for (code, _), frame in sorted(frames.items())]
+    lines = [
+        json.dumps({"code": code, "frame_hex": frame.hex()}) for (code, _), frame in sorted(frames.items())
+    ]
     out.write_text("\n".join(lines) + "\n")
     print(f"{len(lines)} request codes recorded in {out}: {sorted(frames)}")
 

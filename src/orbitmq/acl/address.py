@@ -25,6 +25,7 @@ a range whose later parts are not ``*`` (``10.*.0.1``) is rejected instead of be
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 
@@ -37,8 +38,12 @@ _MATCH_ALL = frozenset({"*", "*.*.*.*", "*:*:*:*:*:*:*:*"})
 _IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
+@functools.lru_cache(maxsize=4096)
 def peer_ip(host: str) -> _IP | None:
-    """The socket peer's address as a value; IPv4-mapped IPv6 becomes IPv4; junk is None."""
+    """The socket peer's address as a value; IPv4-mapped IPv6 becomes IPv4; junk is None.
+
+    Cached: every request asks for its connection's address, and parsing costs microseconds.
+    """
     text = host.strip().strip("[]").split("%", 1)[0]
     try:
         address = ipaddress.ip_address(text)
@@ -63,10 +68,17 @@ class AddressPattern:
     low: int = 0
     high: int = -1
 
+    @property
+    def never(self) -> bool:
+        """True for a blank pattern, which matches nothing."""
+        return not (self.match_all or self.addresses or self.family)
+
     def matches(self, host: str) -> bool:
         """Whether the peer address ``host`` matches this pattern."""
         if self.match_all:
             return True
+        if not (self.addresses or self.family):
+            return False
         address = peer_ip(host)
         if address is None:
             return False

@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "consume throughput (msgs/s, MB/s) through the pull or push consumer",
     ),
     "timer": ("orbitmq.bench.timer", "1M pending timed messages: put rate, memory, disk, delivery lateness"),
+    "acl": ("orbitmq.bench.acl", "producer throughput with ACL off and on, in one run"),
 }
 
 USAGE_ERROR_STATUS = 2
@@ -37,8 +38,12 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark named by the first argument; returns its exit status (2 on usage errors)."""
+def main(argv: Sequence[str] | None = None, credentials: tuple[str, str] | None = None) -> int:
+    """Run the benchmark named by the first argument; returns its exit status (2 on usage errors).
+
+    ``credentials`` (access key, secret key) are the defaults of ``--access-key`` /
+    ``--secret-key`` for benchmarks that take them (``orbitmq bench`` passes the environment's).
+    """
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments or arguments[0] in ("-h", "--help"):
         print(_usage())
@@ -51,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"python -m orbitmq.bench {name}", description=help_text)
     module.add_arguments(parser)
+    if credentials is not None and any(action.dest == "access_key" for action in parser._actions):
+        parser.set_defaults(access_key=credentials[0], secret_key=credentials[1])
     args = parser.parse_args(arguments[1:])
     status: int = module.run(args)
     return status

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orbitmq.bench._credentials import add_credential_arguments, client_options, request_signer
 from orbitmq.bench._servers import start_standalone
 from orbitmq.client.pull_consumer import PullConsumer
 from orbitmq.client.push_consumer import ConsumeResult, PushConsumer
@@ -58,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pull-batch-size", type=int, default=1000, help="maxMsgNums per pull (default 1000)"
     )
     parser.add_argument("--live-rate", type=float, default=0.0, help="msgs/s sent during the run (latency)")
+    add_credential_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,7 +118,7 @@ async def _bench(namesrv: str, broker: str | None, args: argparse.Namespace) -> 
 
 
 async def _create_and_prefill(broker: str, args: argparse.Namespace) -> None:
-    client = RemotingClient()
+    client = RemotingClient(signer=request_signer(args))
     try:
         header = CreateTopicRequestHeader(
             args.topic, read_queue_nums=args.queues, write_queue_nums=args.queues
@@ -147,7 +149,7 @@ async def _create_and_prefill(broker: str, args: argparse.Namespace) -> None:
 
 async def _live_sender(broker: str, args: argparse.Namespace) -> None:
     """Send ``--live-rate`` messages per second, paced by a schedule rather than by sleeps."""
-    client = RemotingClient()
+    client = RemotingClient(signer=request_signer(args))
     loop = asyncio.get_running_loop()
     started = loop.time()
     try:
@@ -169,6 +171,7 @@ async def _run_pull(namesrv: str, args: argparse.Namespace, stats: _Stats, goal:
         pull_batch_size=args.pull_batch_size,
         pull_threshold_for_queue=args.pull_batch_size * 4,
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        **client_options(args),
     )
     await consumer.subscribe(args.topic)
     await consumer.start()
@@ -231,6 +234,7 @@ async def _run_push(namesrv: str, args: argparse.Namespace, stats: _Stats, goal:
         consume_thread_max=4,
         pull_threshold_for_queue=4 * args.pull_batch_size,
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        **client_options(args),
     )
     consumer.subscribe(args.topic)
     await consumer.start()

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orbitmq.bench._credentials import add_credential_arguments, client_options
 from orbitmq.bench._servers import start_standalone
 from orbitmq.client.admin import AdminClient
 from orbitmq.client.producer import Producer
@@ -48,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--flush", choices=("sync", "async"), default="async", help="temporary broker flush (async)"
     )
+    add_credential_arguments(parser)
 
 
 @dataclass(slots=True)
@@ -140,13 +142,15 @@ class _Bench:
 
 async def _run_bench(namesrv_addr: str, args: argparse.Namespace) -> int:
     topic = args.topic or f"OrbitBench_{os.getpid()}"
-    async with AdminClient(namesrv_addr) as admin:
+    async with AdminClient(namesrv_addr, **client_options(args)) as admin:
         for _ in range(200):
             if (await admin.cluster_info()).broker_addr_table:
                 break
             await asyncio.sleep(0.05)
         await admin.create_topic(topic, args.queues)
-    async with Producer("PG_BENCH", namesrv_addr, instance_name=f"bench-{os.getpid()}") as producer:
+    async with Producer(
+        "PG_BENCH", namesrv_addr, instance_name=f"bench-{os.getpid()}", **client_options(args)
+    ) as producer:
         bench = _Bench(producer, topic, args)
         senders = [asyncio.create_task(bench.sender()) for _ in range(args.concurrency)]
         await bench.report()

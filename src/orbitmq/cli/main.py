@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import secrets
 import sys
 from collections.abc import Sequence
@@ -158,5 +159,7 @@ def _forward(command: str, rest: list[str]) -> int:
 
         return admin_main(rest)
     from orbitmq.bench.__main__ import main as bench_main
+    from orbitmq.cli._security import ACCESS_KEY_ENV, SECRET_KEY_ENV
 
-    return bench_main(rest)
+    access_key, secret_key = os.environ.get(ACCESS_KEY_ENV), os.environ.get(SECRET_KEY_ENV)
+    return bench_main(rest, (access_key, secret_key) if access_key and secret_key else None)
