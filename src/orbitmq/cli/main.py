@@ -117,8 +117,18 @@ def _standalone_security(
         broker_config = replace(broker_config, acl_file=str(data_dir / "conf" / "plain_acl.yml"))
     tls = broker_config.tls
     if tls.server_mode is TlsMode.ENFORCING and not tls.client_enable:
-        # The broker registers with its own process over loopback: encrypt, nothing to verify.
-        broker_config = replace(broker_config, tls=replace(tls, client_enable=True, client_auth_server=False))
+        # The broker registers with its own process over loopback: encrypt, nothing to verify;
+        # where client certificates are required, it presents the server's own certificate.
+        own_cert = tls.server_need_client_auth != "none" and not tls.client_cert_path
+        tls = replace(
+            tls,
+            client_enable=True,
+            client_auth_server=False,
+            client_cert_path=tls.server_cert_path if own_cert else tls.client_cert_path,
+            client_key_path=tls.server_key_path if own_cert else tls.client_key_path,
+            client_key_password=tls.server_key_password if own_cert else tls.client_key_password,
+        )
+        broker_config = replace(broker_config, tls=tls)
     namesrv_values: dict[str, object] = {"listenPort": namesrv_port, "aclEnable": broker_config.acl_enable}
     if broker_config.acl_file:
         namesrv_values["aclFile"] = broker_config.acl_file

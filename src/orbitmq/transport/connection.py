@@ -51,6 +51,7 @@ RequestSigner = Callable[[RemotingCommand], None]
 """Adds credentials to a request's ext fields, in place, just before it is sent."""
 
 _OPAQUE_MASK = 0x7FFFFFFF  # opaque is a signed 32-bit int in the binary header
+_CLOSE_WAIT_S = 1.0  # how long close() waits for TLS connections to finish closing
 
 
 def split_address(addr: str) -> tuple[str, int]:
@@ -113,6 +114,7 @@ class _ClientProtocol(asyncio.Protocol):
         self._writer: FrameWriter | None = None
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self.closed = False
+        self.lost = asyncio.Event()
         self._writable: asyncio.Event | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -123,6 +125,7 @@ class _ClientProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.lost.set()
         self._client._forget(self)
         pending, self.pending = self.pending, {}
         reason = f": {exc}" if exc else ""
@@ -178,6 +181,10 @@ class _ClientProtocol(asyncio.Protocol):
             self._writer.flush()
         if self._transport is not None:
             self._transport.close()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
 
 
 class RemotingClient:
@@ -280,8 +287,16 @@ class RemotingClient:
             connection.close()
         for handler_task in list(self._tasks):
             handler_task.cancel()
-        # One loop turn lets connection_lost run and fail what was still waiting.
+        # One loop turn lets connection_lost run and fail what was still waiting. A TLS
+        # connection closes after a close_notify exchange: give it a moment, then abort it, so
+        # no socket outlives the client (or the event loop it belongs to).
         await asyncio.sleep(0)
+        closing = [connection for connection in connections if not connection.lost.is_set()]
+        if closing:
+            await asyncio.wait([asyncio.ensure_future(c.lost.wait()) for c in closing], timeout=_CLOSE_WAIT_S)
+            for connection in closing:
+                if not connection.lost.is_set():
+                    connection.abort()
 
     # -- connections -----------------------------------------------------------------------
 
