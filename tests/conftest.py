@@ -2,6 +2,10 @@
 
 So `pytest -m "not integration and not fault and not spark"` runs the unit tier alone, and
 every tier runs from one `pytest` call.
+
+`make test` runs the tiers on a few pytest-xdist workers (`--dist loadgroup`): most tests wait
+on real processes rather than on the CPU. Spark tests share one session per worker, so they
+are kept on one worker (one JVM) through the `spark` xdist group.
 """
 
 from __future__ import annotations
@@ -18,3 +22,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         parts = set(Path(str(item.path)).parts)
         for tier in _TIERS & parts:
             item.add_marker(getattr(pytest.mark, tier))
+        if "spark" in parts:
+            item.add_marker(pytest.mark.xdist_group("spark"))
