@@ -7,7 +7,8 @@ starts the services. :meth:`BrokerApp.shutdown` undoes it in reverse, one commen
 
 With ``aclEnable=true`` the accounts are loaded first (a bad file stops the start), every
 handler sits behind the :class:`~orbitmq.security.AclService` check, and the service reloads
-the files when they change. ``tls.server.mode`` decides whether the port speaks TLS.
+the files when they change. The guard wraps the finished handler table: a handler must be in
+that table (not added later with ``RemotingServer.register``) to be checked. ``tls.server.mode`` decides whether the port speaks TLS.
 
 Background work uses one shape, :class:`PeriodicService` (start/stop): persisting dirty tables,
 scanning for expired clients; the long-polling, registration, delay-level (broker.schedule),
