@@ -8,11 +8,17 @@ Spark reuses executor Python workers across tasks and micro-batches, so the fact
 pull consumer and one producer per nameserver address and credentials for the life of the worker process
 (closed at interpreter exit); connecting once per task would cost more than a small task's
 reading. The driver-side admin client is owned by whichever reader opened it.
+
+Each cluster and set of credentials gets its own client instance name (:func:`_instance_name`):
+clients of one process share a client instance per instance name, and a shared instance would
+use the first user's name servers, routes and credentials for every later one.
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
+import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
@@ -106,6 +112,12 @@ class ClientFactory(Protocol):
     ) -> ProducerPort: ...
 
 
+def _instance_name(namesrv_addr: str, security: ClientSecurity) -> str:
+    """``<pid>-<digest of the cluster and credentials>``: unique per process and per target."""
+    target = f"{namesrv_addr}|{security.access_key}|{security.tls_enable}|{security.tls_trust_cert_path}"
+    return f"{os.getpid()}-spark-{hashlib.sha1(target.encode()).hexdigest()[:10]}"
+
+
 _lock = threading.Lock()
 _pullers: dict[tuple[str, ClientSecurity], Any] = {}
 _producers: dict[tuple[str, str, ClientSecurity], Any] = {}
@@ -138,6 +150,7 @@ class OrbitClientFactory:
                     namesrv_addr,
                     auto_commit=False,
                     request_timeout_ms=request_timeout_ms,
+                    instance_name=_instance_name(namesrv_addr, security),
                     **security.client_options(),
                 )
                 consumer.start()
@@ -157,7 +170,11 @@ class OrbitClientFactory:
             producer = _producers.get((group, namesrv_addr, security))
             if producer is None:
                 producer = BlockingProducer(
-                    group, namesrv_addr, request_timeout_ms=request_timeout_ms, **security.client_options()
+                    group,
+                    namesrv_addr,
+                    request_timeout_ms=request_timeout_ms,
+                    instance_name=_instance_name(namesrv_addr, security),
+                    **security.client_options(),
                 )
                 producer.start()
                 _producers[(group, namesrv_addr, security)] = producer
