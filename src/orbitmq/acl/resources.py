@@ -103,47 +103,51 @@ def required_resources(code: int, ext: Mapping[str, str], body: bytes) -> dict[s
     Raises:
         ResourceError: the body that names the resources (heartbeat, lock) does not decode.
     """
-    needed: dict[str, int] = {}
-
-    def need(resource: str | None, permission: int) -> None:
-        if resource is not None:
-            needed[resource] = permission
-
-    def need_group(group: str | None) -> None:
-        if group is not None:
-            needed[retry_topic(group)] = SUB
-
-    if code == 10 or code in (310, 320):
+    # Sends come first and build their answer directly: they are most of the traffic.
+    if code == 310 or code == 320 or code == 10:
         topic = ext.get("topic" if code == 10 else "b")
-        need(topic, SUB if topic is not None and topic.startswith(RETRY_PREFIX) else PUB)
-    elif code == 36:
-        need_group(ext.get("group"))
+        if topic is None:
+            return {}
+        return {topic: SUB if topic.startswith(RETRY_PREFIX) else PUB}
+    needed: dict[str, int] = {}
+    if code == 36:
+        _need_group(needed, ext.get("group"))
     elif code == 11:
-        need(ext.get("topic"), SUB)
-        need_group(ext.get("consumerGroup"))
+        _need(needed, ext.get("topic"), SUB)
+        _need_group(needed, ext.get("consumerGroup"))
     elif code == 12:
-        need(ext.get("topic"), SUB)
+        _need(needed, ext.get("topic"), SUB)
     elif code == 34:
         try:
             heartbeat = decode_heartbeat(body)
         except ProtocolError as exc:
             raise ResourceError(f"heartbeat body: {exc}") from None
         for consumer in heartbeat.consumer_data_set:
-            need_group(consumer.group_name)
+            _need_group(needed, consumer.group_name)
             for subscription in consumer.subscription_data_set:
-                need(subscription.topic, SUB)
+                _need(needed, subscription.topic, SUB)
     elif code in (35, 38):
-        need_group(ext.get("consumerGroup"))
+        _need_group(needed, ext.get("consumerGroup"))
     elif code == 15:
-        need_group(ext.get("consumerGroup"))
-        need(ext.get("topic"), SUB)
+        _need_group(needed, ext.get("consumerGroup"))
+        _need(needed, ext.get("topic"), SUB)
     elif code in (41, 42):
         try:
             lock = decode_lock_batch_request(body)
         except ProtocolError as exc:
             raise ResourceError(f"lock request body: {exc}") from None
-        need_group(lock.consumer_group)
+        _need_group(needed, lock.consumer_group)
     elif code == 222:
-        need_group(ext.get("group"))
-        need(ext.get("topic"), SUB)
+        _need_group(needed, ext.get("group"))
+        _need(needed, ext.get("topic"), SUB)
     return needed
+
+
+def _need(needed: dict[str, int], resource: str | None, permission: int) -> None:
+    if resource is not None:
+        needed[resource] = permission
+
+
+def _need_group(needed: dict[str, int], group: str | None) -> None:
+    if group is not None:
+        needed[retry_topic(group)] = SUB

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -131,6 +131,10 @@ class _RefusalLog:
         self._last[key] = (now, 0)
         more = f" ({skipped} more like it in the last minute)" if skipped else ""
         logger.warning("refused request code %d from %s: %s%s", code, peer, reason, more)
+
+
+async def _answer(response: RemotingCommand) -> RemotingCommand:
+    return response
 
 
 class AclService:
@@ -266,23 +270,30 @@ class AclService:
 
     def check(self, request: RemotingCommand, peer_host: str) -> str | None:
         """None when the request may be served, else RocketMQ's reason for refusing it."""
-        if self.role == "broker":
-            return self._table.check_broker(request, peer_host)
-        return self._table.check_namesrv(request, peer_host)
+        return self._table_check(request, peer_host)
 
     def guard(self, handlers: Mapping[int, Handler]) -> dict[int, Handler]:
         """The same table with every handler behind the ACL check."""
         return {code: self._guarded(handler) for code, handler in handlers.items()}
 
     def _guarded(self, handler: Handler) -> Handler:
-        async def guarded(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-            refusal = self.check(request, ctx.peer_host)
-            if refusal is not None:
-                self._refusals.note(ctx.peer_host, request.code, refusal)
-                return request.response(ResponseCode.SYSTEM_ERROR, f"{ACL_EXCEPTION}: {refusal}")
-            return await handler(ctx, request)
+        check = self._table_check
+
+        def guarded(ctx: RequestContext, request: RemotingCommand) -> Awaitable[RemotingCommand | None]:
+            refusal = check(request, ctx.peer_host)
+            if refusal is None:
+                # The handler's own coroutine, not one awaiting it: no extra frame per request.
+                return handler(ctx, request)
+            self._refusals.note(ctx.peer_host, request.code, refusal)
+            return _answer(request.response(ResponseCode.SYSTEM_ERROR, f"{ACL_EXCEPTION}: {refusal}"))
 
         return guarded
+
+    def _table_check(self, request: RemotingCommand, peer_host: str) -> str | None:
+        table = self._table
+        if self.role == "broker":
+            return table.check_broker(request, peer_host)
+        return table.check_namesrv(request, peer_host)
 
     # -- admin edits ---------------------------------------------------------------------------
 
