@@ -113,7 +113,8 @@ def _start_standalone(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
             sock.bind(("127.0.0.1", 0))
             ports.append(sock.getsockname()[1])
     cmd = [sys.executable, "-m", "orbitmq.cli", "standalone", "--data-dir", str(workdir / "data"),
-           "--namesrv-port", str(ports[0]), "--broker-port", str(ports[1]), "--log-level", "WARNING"]  # fmt: skip
+           "--namesrv-port", str(ports[0]), "--broker-port", str(ports[1]), "--log-level", "WARNING",
+           "--no-proxy"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

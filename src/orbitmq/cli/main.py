@@ -1,8 +1,11 @@
 """``orbitmq``: one command for every OrbitMQ program.
 
-``namesrv``, ``broker`` and ``bench`` hand their arguments to the program's own entry point;
-``standalone`` is the main job: a nameserver and a broker in one process, on the default
-ports, with an embedded data directory, the broker registered with that nameserver.
+``namesrv``, ``proxy``, ``admin``, ``cluster`` and ``bench`` hand their arguments to the program's own entry point;
+``broker`` does too, unless ``--enable-proxy`` asks for the gRPC proxy beside it (local mode,
+as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the main job: a nameserver, a
+broker and the gRPC proxy in one process, on the default ports, with an embedded data
+directory, the broker registered with that nameserver. This module is where the servers are
+put together in one process, so it sits above all of them in the import layers.
 
 The broker.conf of a standalone also governs its name server: ``aclEnable`` turns ACL on for
 both (accounts in ``aclFile``, default ``<data dir>/conf/plain_acl.yml``; the broker signs its
@@ -37,11 +40,14 @@ if TYPE_CHECKING:
 DEFAULT_DATA_DIR = ".orbitmq-data"
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_BROKER_PORT = 10911
+DEFAULT_GRPC_PORT = 8081
 
 _FORWARDED = {
     "namesrv": "run a nameserver (python -m orbitmq.namesrv)",
-    "broker": "run a broker (python -m orbitmq.broker)",
+    "broker": "run a broker (python -m orbitmq.broker); --enable-proxy adds the gRPC proxy",
+    "proxy": "run the gRPC proxy for RocketMQ 5.x clients (python -m orbitmq.proxy)",
     "admin": "administer topics, groups and clusters (orbitmq admin --help)",
+    "cluster": "a local cluster: a nameserver and masters with slaves (orbitmq cluster --help)",
     "bench": "benchmarks (python -m orbitmq.bench)",
 }
 
@@ -61,6 +67,10 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     parser.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT, help="broker port (10911)")
     parser.add_argument("--broker-ip", default="127.0.0.1", help="address clients use to reach the broker")
+    parser.add_argument(
+        "--grpc-port", type=int, default=DEFAULT_GRPC_PORT, help="gRPC port for RocketMQ 5.x clients (8081)"
+    )
+    parser.add_argument("--no-proxy", action="store_true", help="do not serve gRPC (RocketMQ 5.x clients)")
     parser.add_argument("--flush", choices=("sync", "async"), help="flushDiskType SYNC_FLUSH or ASYNC_FLUSH")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
@@ -68,9 +78,10 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 def run_standalone(args: argparse.Namespace) -> int:
     # Imported here so that `orbitmq bench ...` does not pay for the servers' imports.
     from orbitmq.broker.app import BrokerApp
-    from orbitmq.broker.config import load_broker_config
+    from orbitmq.broker.config import load_broker_configs
     from orbitmq.namesrv.app import NamesrvApp
-    from orbitmq.transport.runner import run_apps
+    from orbitmq.proxy import ProxyApp, ProxyConfig
+    from orbitmq.transport.runner import App, run_apps
 
     logging.basicConfig(
         stream=sys.stderr,
@@ -86,24 +97,32 @@ def run_standalone(args: argparse.Namespace) -> int:
     }
     if args.flush:
         overrides["flushDiskType"] = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
+    if not args.no_proxy:
+        overrides["grpcServerPort"] = args.grpc_port
     try:
-        broker_config, store_config = load_broker_config(args.config_file, overrides)
+        broker_config, store_config, proxy_config = load_broker_configs(
+            args.config_file, overrides, (ProxyConfig,)
+        )
         broker_config, namesrv_config = _standalone_security(broker_config, data_dir, args.namesrv_port)
     except ConfigError as exc:
         print(f"orbitmq standalone: {exc}", file=sys.stderr)
         return 2
     data_dir.mkdir(parents=True, exist_ok=True)
     logging.getLogger("orbitmq").info(
-        "standalone: nameserver 127.0.0.1:%d, broker %s:%d, data in %s",
+        "standalone: nameserver 127.0.0.1:%d, broker %s:%d, gRPC %s, data in %s",
         args.namesrv_port,
         args.broker_ip,
         args.broker_port,
+        "off" if args.no_proxy else proxy_config.grpc_server_port,
         data_dir,
     )
     inner = _standalone_inner_account() if broker_config.acl_enable else None
     namesrv = NamesrvApp(namesrv_config, inner_accounts=[inner] if inner else [])
     credentials = Credentials(inner.access_key, inner.secret_key) if inner else None
-    return run_apps([namesrv, BrokerApp(broker_config, store_config, namesrv_credentials=credentials)])
+    apps: list[App] = [namesrv, BrokerApp(broker_config, store_config, namesrv_credentials=credentials)]
+    if not args.no_proxy:
+        apps.append(ProxyApp(proxy_config))
+    return run_apps(apps)
 
 
 def _standalone_security(
@@ -141,6 +160,39 @@ def _standalone_inner_account() -> Account:
     return Account(f"orbitmq-standalone-{secrets.token_hex(8)}", secrets.token_urlsafe(32), admin=True)
 
 
+def run_broker_with_proxy(rest: list[str]) -> int:
+    """``orbitmq broker --enable-proxy [--grpc-port N] ...``: a broker and its local gRPC proxy."""
+    from orbitmq.broker.__main__ import overrides_of, parse_args
+    from orbitmq.broker.app import BrokerApp
+    from orbitmq.broker.config import load_broker_configs
+    from orbitmq.proxy import ProxyApp, ProxyConfig
+    from orbitmq.transport.runner import run_apps
+
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--enable-proxy", action="store_true")
+    extra.add_argument("--grpc-port", type=int)
+    proxy_args, broker_argv = extra.parse_known_args(rest)
+    args = parse_args(broker_argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    overrides = overrides_of(args)
+    if proxy_args.grpc_port is not None:
+        overrides["grpcServerPort"] = proxy_args.grpc_port
+    try:
+        broker_config, store_config, proxy_config = load_broker_configs(
+            args.config_file, overrides, (ProxyConfig,)
+        )
+        if not proxy_config.namesrv_addr:
+            raise ConfigError("--enable-proxy needs namesrvAddr: the proxy reads routes from name servers")
+    except ConfigError as exc:
+        print(f"orbitmq broker: {exc}", file=sys.stderr)
+        return 2
+    return run_apps([BrokerApp(broker_config, store_config), ProxyApp(proxy_config)])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``orbitmq`` command; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -161,13 +213,23 @@ def _forward(command: str, rest: list[str]) -> int:
 
         return namesrv_main(rest)
     if command == "broker":
+        if "--enable-proxy" in rest:
+            return run_broker_with_proxy(rest)
         from orbitmq.broker.__main__ import main as broker_main
 
         return broker_main(rest)
+    if command == "proxy":
+        from orbitmq.proxy.__main__ import main as proxy_main
+
+        return proxy_main(rest)
     if command == "admin":
         from orbitmq.cli.admin import main as admin_main
 
         return admin_main(rest)
+    if command == "cluster":
+        from orbitmq.cli.cluster import main as cluster_main
+
+        return cluster_main(rest)
     from orbitmq.bench.__main__ import main as bench_main
     from orbitmq.cli._security import ACCESS_KEY_ENV, SECRET_KEY_ENV
 
