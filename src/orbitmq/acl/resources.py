@@ -17,10 +17,20 @@ code  request                      needs
 35    UNREGISTER_CLIENT            group ``consumerGroup`` SUB
 38    GET_CONSUMER_LIST_BY_GROUP   group ``consumerGroup`` SUB
 15    UPDATE_CONSUMER_OFFSET       group ``consumerGroup`` SUB, ``topic`` SUB
+200050 POP_MESSAGE                 ``topic`` SUB, group ``consumerGroup`` SUB
+200051 ACK_MESSAGE                 as POP_MESSAGE
+200053 CHANGE_MESSAGE_INVISIBLETIME as POP_MESSAGE
+370   RECALL_MESSAGE               ``topic`` PUB
 admin 17 25 200 207 215 513,       ``admin: true`` (:data:`ADMIN_CODES`)
       50 51 52 53 54
 other everything else              a valid signature only
 ====  ===========================  ==========================================================
+
+The POP codes and RECALL_MESSAGE are absent from 4.9's table; they need what RocketMQ 5's
+authorization asks of them: a POP consumer reads like a pull consumer (the topic's SUB and its
+group's SUB, also to acknowledge or hide a message again), and recalling a timed message is the
+producer's act, so it needs PUB on the topic. An ACK of a message popped from a retry topic names
+``%RETRY%...`` as its topic, which resolves through the group permissions, as a send-back does.
 
 OrbitMQ is stricter than RocketMQ in three places, each closing a hole RocketMQ leaves open to
 any account with a valid signature:
@@ -131,6 +141,11 @@ def required_resources(code: int, ext: Mapping[str, str], body: bytes) -> dict[s
     elif code == 15:
         _need_group(needed, ext.get("consumerGroup"))
         _need(needed, ext.get("topic"), SUB)
+    elif code in (200050, 200051, 200053):  # POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME
+        _need(needed, ext.get("topic"), SUB)
+        _need_group(needed, ext.get("consumerGroup"))
+    elif code == 370:  # RECALL_MESSAGE
+        _need(needed, ext.get("topic"), PUB)
     elif code in (41, 42):
         try:
             lock = decode_lock_batch_request(body)

@@ -1,7 +1,7 @@
 """Acceptance 1: the permission matrix against a real broker process with ``aclEnable=true``.
 
 Every request class (send, batch send, pull, offsets, heartbeat, query, an admin code, an ACL
-code, lock/unlock) is sent in every credential situation (none, unknown key, wrong secret,
+code, lock/unlock, POP's pop/ack/change-invisible-time, recall) is sent in every credential situation (none, unknown key, wrong secret,
 right key without the permission, right key with it, admin, white-listed address) over one
 connection, and each answer is compared with RocketMQ's: SYSTEM_ERROR (1) with remark
 ``org.apache.rocketmq.acl.common.AclException: <reason>`` for a refusal, the handler's own
@@ -30,6 +30,11 @@ from orbitmq.protocol.headers import (
     QueryMessageRequestHeader,
     SendMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+)
+from orbitmq.protocol.pop import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    PopMessageRequestHeader,
 )
 from orbitmq.security import ACL_EXCEPTION
 from orbitmq.transport.connection import RemotingClient
@@ -118,6 +123,26 @@ def lock(group: str) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, {}, encode_lock_batch_request(body))
 
 
+def pop(group: str) -> RemotingCommand:
+    header = PopMessageRequestHeader(group, "TopicOk", -1, 1, 30_000, 0, int(time.time() * 1000), 0)
+    return RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_ext())
+
+
+def ack(group: str) -> RemotingCommand:
+    header = AckMessageRequestHeader(group, "TopicOk", 0, "no-such-handle", 0)
+    return RemotingCommand.request(RequestCode.ACK_MESSAGE, header.to_ext())
+
+
+def change_invisible(group: str) -> RemotingCommand:
+    header = ChangeInvisibleTimeRequestHeader(group, "TopicOk", 0, "no-such-handle", 0, 10_000)
+    return RemotingCommand.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext())
+
+
+def recall(topic: str) -> RemotingCommand:
+    ext = {"producerGroup": "PG", "topic": topic, "recallHandle": "no-such-handle"}
+    return RemotingCommand.request(RequestCode.RECALL_MESSAGE, ext)
+
+
 Builder = Callable[[str], RemotingCommand]
 CLASSES: dict[str, tuple[Builder, str, str, set[int], str]] = {
     # name: (builder, permitted argument, forbidden argument, served codes, refusal for alice).
@@ -131,6 +156,11 @@ CLASSES: dict[str, tuple[Builder, str, str, set[int], str]] = {
     "admin code": (admin_code, "", "", {0}, "Need admin permission for request code=17, but accessKey=alice123 is not"),
     "ACL code": (acl_code, "", "", {0}, "Need admin permission for request code=52, but accessKey=alice123 is not"),
     "lock": (lock, "GroupOk", "GroupNo", {0}, "No default permission for group:GroupNo"),
+    "pop": (pop, "GroupOk", "GroupNo", {0, 208}, "No default permission for group:GroupNo"),
+    # Served means the handler answered: here it refuses the made-up receipt or recall handle.
+    "ack": (ack, "GroupOk", "GroupNo", {13}, "No default permission for group:GroupNo"),
+    "change invisible time": (change_invisible, "GroupOk", "GroupNo", {13}, "No default permission for group:GroupNo"),
+    "recall": (recall, "TopicOk", "TopicNo", {604}, "No permission for topic:TopicNo"),
 }  # fmt: skip
 ADMIN_ONLY = {"admin code", "ACL code"}
 

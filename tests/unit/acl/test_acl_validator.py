@@ -110,6 +110,31 @@ def heartbeat(group: str, topic: str) -> bytes:
             "No default permission for group:GroupX",
         ),
         (signed(42, {}, encode_lock_batch_request(LockBatchRequestBody("GroupSub", "c1", set()))), None),
+        # POP consumers read like pull consumers; a recall is the producer's act.
+        (signed(200050, {"topic": "TopicSub", "consumerGroup": "GroupSub", "queueId": "-1"}), None),
+        (
+            signed(200050, {"topic": "TopicPub", "consumerGroup": "GroupSub", "queueId": "-1"}),
+            "No permission for topic:TopicPub",
+        ),
+        (
+            signed(200050, {"topic": "TopicSub", "consumerGroup": "GroupX", "queueId": "-1"}),
+            "No default permission for group:GroupX",
+        ),
+        (signed(200051, {"topic": "TopicSub", "consumerGroup": "GroupSub", "extraInfo": "0 1"}), None),
+        (
+            signed(200051, {"topic": "TopicDeny", "consumerGroup": "GroupSub", "extraInfo": "0 1"}),
+            "No permission for topic:TopicDeny",
+        ),
+        (
+            signed(200053, {"topic": "TopicSub", "consumerGroup": "GroupX", "invisibleTime": "1000"}),
+            "No default permission for group:GroupX",
+        ),
+        (signed(200053, {"topic": "TopicAll", "consumerGroup": "GroupSub", "invisibleTime": "1000"}), None),
+        (signed(370, {"topic": "TopicPub", "producerGroup": "PG", "recallHandle": "h"}), None),
+        (
+            signed(370, {"topic": "TopicSub", "producerGroup": "PG", "recallHandle": "h"}),
+            "No permission for topic:TopicSub",
+        ),
         (signed(14, {"topic": "TopicDeny", "consumerGroup": "GroupX", "queueId": "0"}), None),
         (
             signed(17, {"topic": "NewTopic"}),
