@@ -59,7 +59,7 @@ from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.transaction import TransactionService
 from orbitmq.errors import ConfigError, ProtocolError
 from orbitmq.protocol.codes import RequestCode
-from orbitmq.security import AclService, warn_if_exposed
+from orbitmq.security import AclService, ha_exposure_warning, warn_if_exposed
 from orbitmq.store.config import StoreConfig, delay_levels_ms
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.connection import RemotingClient
@@ -295,6 +295,10 @@ class BrokerApp:
         warn_if_exposed(
             logger, f"broker {config.broker_name}", config.bind_address, self.port, self.acl is not None
         )
+        if self.acl is not None and (
+            ha_warning := ha_exposure_warning(config.bind_address, replication.master.port)
+        ):
+            logger.warning("%s", ha_warning)
         if is_slave:
             logger.info(
                 "slave of %s: %s",

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from orbitmq.acl.accounts import Account
 from orbitmq.acl.signature import Credentials
 from orbitmq.errors import ConfigError
+from orbitmq.security.exposure import PROXY_ACL_REFUSAL
 
 if TYPE_CHECKING:
     from orbitmq.broker.config import BrokerConfig
@@ -68,6 +69,11 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     parser.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT, help="broker port (10911)")
     parser.add_argument("--broker-ip", default="127.0.0.1", help="address clients use to reach the broker")
     parser.add_argument(
+        "--bind-address",
+        help="interface all three ports bind (default 127.0.0.1 while --broker-ip is a loopback "
+        "address, else 0.0.0.0; bindAddress/grpcBindAddress in the config file also count)",
+    )
+    parser.add_argument(
         "--grpc-port", type=int, default=DEFAULT_GRPC_PORT, help="gRPC port for RocketMQ 5.x clients (8081)"
     )
     parser.add_argument("--no-proxy", action="store_true", help="do not serve gRPC (RocketMQ 5.x clients)")
@@ -100,6 +106,7 @@ def run_standalone(args: argparse.Namespace) -> int:
     if not args.no_proxy:
         overrides["grpcServerPort"] = args.grpc_port
     try:
+        overrides.update(_standalone_binds(args))
         broker_config, store_config, proxy_config = load_broker_configs(
             args.config_file, overrides, (ProxyConfig,)
         )
@@ -120,9 +127,27 @@ def run_standalone(args: argparse.Namespace) -> int:
     namesrv = NamesrvApp(namesrv_config, inner_accounts=[inner] if inner else [])
     credentials = Credentials(inner.access_key, inner.secret_key) if inner else None
     apps: list[App] = [namesrv, BrokerApp(broker_config, store_config, namesrv_credentials=credentials)]
-    if not args.no_proxy:
+    if not args.no_proxy and broker_config.acl_enable:
+        logging.getLogger("orbitmq").warning("%s", PROXY_ACL_REFUSAL + "; the gRPC port stays closed")
+    elif not args.no_proxy:
         apps.append(ProxyApp(proxy_config))
     return run_apps(apps)
+
+
+def _standalone_binds(args: argparse.Namespace) -> dict[str, object]:
+    """bindAddress and grpcBindAddress: the flag, else the file's, else loopback for a loopback broker IP.
+
+    Raises:
+        ConfigError: the config file cannot be read.
+    """
+    from orbitmq.conf import load_properties
+    from orbitmq.security.exposure import is_loopback_bind
+
+    if args.bind_address:
+        return {"bindAddress": args.bind_address, "grpcBindAddress": args.bind_address}
+    in_file = load_properties(args.config_file) if args.config_file else {}
+    default = "127.0.0.1" if is_loopback_bind(args.broker_ip) else "0.0.0.0"
+    return {key: default for key in ("bindAddress", "grpcBindAddress") if key not in in_file}
 
 
 def _standalone_security(
@@ -148,7 +173,11 @@ def _standalone_security(
             client_key_password=tls.server_key_password if own_cert else tls.client_key_password,
         )
         broker_config = replace(broker_config, tls=tls)
-    namesrv_values: dict[str, object] = {"listenPort": namesrv_port, "aclEnable": broker_config.acl_enable}
+    namesrv_values: dict[str, object] = {
+        "listenPort": namesrv_port,
+        "bindAddress": broker_config.bind_address,
+        "aclEnable": broker_config.acl_enable,
+    }
     if broker_config.acl_file:
         namesrv_values["aclFile"] = broker_config.acl_file
     namesrv_config = replace(load_namesrv_config(None, namesrv_values), tls=tls)
@@ -187,6 +216,8 @@ def run_broker_with_proxy(rest: list[str]) -> int:
         )
         if not proxy_config.namesrv_addr:
             raise ConfigError("--enable-proxy needs namesrvAddr: the proxy reads routes from name servers")
+        if broker_config.acl_enable:
+            raise ConfigError(PROXY_ACL_REFUSAL + "; drop --enable-proxy")
     except ConfigError as exc:
         print(f"orbitmq broker: {exc}", file=sys.stderr)
         return 2

@@ -24,6 +24,7 @@ from orbitmq.proxy.core import ProxyCore
 from orbitmq.proxy.gateway import BrokerGateway
 from orbitmq.proxy.service import MessagingService
 from orbitmq.proxy.sessions import SessionTable
+from orbitmq.security.exposure import grpc_exposure_warning
 
 __all__ = ["ProxyApp"]
 
@@ -106,6 +107,8 @@ class ProxyApp:
             self._port,
             ";".join(config.namesrv_addr),
         )
+        if warning := grpc_exposure_warning(config.grpc_bind_address, self._port):
+            logger.warning("%s", warning)
 
     async def shutdown(self) -> None:
         if self._server is None:

@@ -9,18 +9,29 @@ and warns at start when a server is reachable beyond loopback without ACL.
 module             owns
 =================  =========================================================================
 ``acl_service``    :class:`AclService`: load, watch (reload within ~1 s), guard, admin edits
-``exposure``       the start-up warning for a server open to the network without ACL
+``exposure``       the start-up warnings for ports open to the network without a check
 =================  =========================================================================
 """
 
 from orbitmq.security.acl_service import ACL_EXCEPTION, AclRole, AclService, acl_file_set
-from orbitmq.security.exposure import exposure_warning, warn_if_exposed
+from orbitmq.security.exposure import (
+    PROXY_ACL_REFUSAL,
+    exposure_warning,
+    grpc_exposure_warning,
+    ha_exposure_warning,
+    is_loopback_bind,
+    warn_if_exposed,
+)
 
 __all__ = [
     "ACL_EXCEPTION",
+    "PROXY_ACL_REFUSAL",
     "AclRole",
     "AclService",
     "acl_file_set",
     "exposure_warning",
+    "grpc_exposure_warning",
+    "ha_exposure_warning",
+    "is_loopback_bind",
     "warn_if_exposed",
 ]

@@ -1,8 +1,13 @@
-"""The start-up warning for a server that anyone on the network can use.
+"""The start-up warnings for a port that anyone on the network can use.
 
 A server listening beyond loopback without ACL serves every request from every address:
 reads, writes, topic deletion, offset resets. It says so once, at start, naming itself and
 the address, so the operator sees it before anyone else does.
+
+Two ports stay open whatever ACL says, and say so too: a broker's HA port (RocketMQ's HA link
+carries no credentials: whoever connects and reports an offset receives the commit log from
+there), and the gRPC proxy's port (OrbitMQ's proxy does not check 5.x clients' credentials).
+Only the network protects them; ``docs/security.md`` says how.
 """
 
 from __future__ import annotations
@@ -11,7 +16,20 @@ import ipaddress
 import logging
 import socket
 
-__all__ = ["exposure_warning", "is_loopback_bind", "warn_if_exposed"]
+__all__ = [
+    "PROXY_ACL_REFUSAL",
+    "exposure_warning",
+    "grpc_exposure_warning",
+    "ha_exposure_warning",
+    "is_loopback_bind",
+    "warn_if_exposed",
+]
+
+PROXY_ACL_REFUSAL = (
+    "aclEnable=true: OrbitMQ's gRPC proxy does not check RocketMQ 5.x clients' credentials, "
+    "so it is not run beside a broker with ACL (see docs/security.md)"
+)
+"""Why ``standalone`` and ``broker --enable-proxy`` do not serve gRPC when ACL is on."""
 
 
 def is_loopback_bind(host: str) -> bool:
@@ -50,3 +68,25 @@ def warn_if_exposed(logger: logging.Logger, server: str, host: str, port: int, a
         return False
     logger.warning("%s", text)
     return True
+
+
+def ha_exposure_warning(host: str, port: int) -> str | None:
+    """The warning for a master's HA port bound beyond loopback, or None."""
+    if is_loopback_bind(host):
+        return None
+    return (
+        f"HA port {host or '0.0.0.0'}:{port} hands this broker's commit log to whoever connects: "
+        "ACL and TLS do not cover the HA link (it carries no credentials, as in RocketMQ). "
+        "Let only the slaves' addresses reach it (a firewall rule)."
+    )
+
+
+def grpc_exposure_warning(host: str, port: int) -> str | None:
+    """The warning for the gRPC proxy's port bound beyond loopback, or None."""
+    if is_loopback_bind(host):
+        return None
+    return (
+        f"gRPC proxy listens on {host or '0.0.0.0'}:{port} and does not check credentials: anyone "
+        "who can reach it can send and receive with the rights the brokers grant this proxy. "
+        "Bind it to 127.0.0.1 (grpcBindAddress) or let only trusted addresses reach it."
+    )
