@@ -149,20 +149,16 @@ def start_broker(
     return ServerProcess(name, args, port, workdir, tmp_path / f"{name}.log").start()
 
 
-def start_standalone(
-    tmp_path: Path, *extra: str, name: str = "standalone", wait_grpc: bool = True
-) -> ServerProcess:
+def start_standalone(tmp_path: Path, *extra: str, name: str = "standalone") -> ServerProcess:
     """`orbitmq standalone` on free ports with its data under tmp_path.
 
-    ``extra_ports`` holds the broker port, then the gRPC port (unless ``--no-proxy``); the start
-    waits for the gRPC port unless ``wait_grpc`` is False (a standalone that keeps it closed).
+    ``extra_ports`` holds the broker port, then the gRPC port (unless ``--no-proxy``).
     """
     namesrv_port, broker_port = free_port(), free_port()
     ports = [broker_port]
     if "--no-proxy" not in extra:
         ports.append(free_port())
         extra = ("--grpc-port", str(ports[1]), *extra)
-    wait_for = ports if wait_grpc else ports[:1]
     workdir = tmp_path / name
     args = [
         sys.executable,
@@ -177,10 +173,8 @@ def start_standalone(
         str(broker_port),
         *extra,
     ]
-    proc = ServerProcess(name, args, namesrv_port, workdir, tmp_path / f"{name}.log", extra_ports=wait_for)
-    proc.start()
-    proc.extra_ports = ports
-    return proc
+    proc = ServerProcess(name, args, namesrv_port, workdir, tmp_path / f"{name}.log", extra_ports=ports)
+    return proc.start()
 
 
 def create_topic(broker_addr: str, topic: str, queues: int = 4, perm: int = 6) -> None:

@@ -10,7 +10,8 @@ module                    owns
 ``address``               white-list address patterns
 ``accounts``              the ``plain_acl.yml`` model, parser, writer and admin edits
 ``resources``             which resources a request touches, admin request codes
-``signature``             the AK/SK HMAC signature
+``signature``             the AK/SK HMAC signature of remoting requests
+``grpc_auth``             the ``authorization`` header and signature of 5.x gRPC calls
 ``validator``             :class:`AclTable`, the check itself
 ========================  ==================================================================
 """

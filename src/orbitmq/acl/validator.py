@@ -16,7 +16,9 @@ giving RocketMQ's text:
    permission for group:<g>" when it is not granted.
 
 The name server asks :meth:`AclTable.check_namesrv`: requests outside ``NAMESRV_ADMIN_CODES``
-pass untouched; those inside go through steps 1-4 and then need an admin account.
+pass untouched; those inside go through steps 1-4 and then need an admin account. The gRPC
+proxy asks :meth:`AclTable.check_grpc` with the resources of one gRPC call: the same steps,
+with the gRPC signature (``acl.grpc_auth``) at step 4.
 
 Several files: the first file (in the order given) that defines an access key owns it; a
 later definition is ignored with a warning, as in RocketMQ. Within one file the last
@@ -27,9 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from orbitmq.acl.accounts import Account, AclDocument, parse_resource_perm
 from orbitmq.acl.address import AddressPattern, parse_address_pattern
+from orbitmq.acl.grpc_auth import GrpcCredentials, grpc_signature, grpc_signatures_equal
 from orbitmq.acl.permission import PUB, check_permission, is_permission_word, parse_permission
 from orbitmq.acl.resources import (
     ADMIN_CODES,
@@ -42,7 +46,7 @@ from orbitmq.acl.resources import (
 from orbitmq.acl.signature import ACCESS_KEY, SIGNATURE, request_signature, signatures_equal
 from orbitmq.protocol.command import RemotingCommand
 
-__all__ = ["AclTable", "CompiledAccount"]
+__all__ = ["AclTable", "CompiledAccount", "GrpcRefusal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,12 +184,45 @@ class AclTable:
             needed = required_resources(request.code, ext, request.body)
         except ResourceError as exc:
             return str(exc)
+        return self._authorize(account, needed, request.code if request.code in admin_codes else None)
+
+    def check_grpc(
+        self, credentials: GrpcCredentials, peer_host: str, needed: Mapping[str, int]
+    ) -> GrpcRefusal | None:
+        """None when a 5.x gRPC client may make a call touching ``needed``, else the refusal.
+
+        The same order as a remoting request (steps 1-7); the signature is the gRPC one
+        (``acl.grpc_auth``). gRPC calls have no admin codes.
+        """
+        for pattern in self.global_white:
+            if pattern.matches(peer_host):
+                return None
+        access_key = credentials.access_key
+        if not access_key:
+            return GrpcRefusal(True, "No accessKey is configured")
+        account = self._accounts.get(access_key)
+        if account is None:
+            return GrpcRefusal(True, f"No acl config for {access_key}")
+        if account.white.matches(peer_host):
+            return None
+        expected = grpc_signature(account.secret_key_bytes, credentials.date_time)
+        if not credentials.signature or not grpc_signatures_equal(expected, credentials.signature):
+            return GrpcRefusal(True, f"Check signature failed for accessKey={access_key}")
+        reason = self._authorize(account, needed, None)
+        return GrpcRefusal(False, reason) if reason is not None else None
+
+    @staticmethod
+    def _authorize(account: CompiledAccount, needed: Mapping[str, int], admin_code: int | None) -> str | None:
+        """Steps 5-7 for an authenticated account; ``admin_code``: the request's code if admin-only."""
         if needed.get(TRACE_TOPIC) == PUB:
             return None
         if account.admin:
             return None
-        if request.code in admin_codes:
-            return f"Need admin permission for request code={request.code}, but accessKey={access_key} is not"
+        if admin_code is not None:
+            return (
+                f"Need admin permission for request code={admin_code}, "
+                f"but accessKey={account.access_key} is not"
+            )
         for resource, permission in needed.items():
             owned = account.resources.get(resource)
             if owned is not None:
@@ -200,3 +237,11 @@ class AclTable:
             if not check_permission(permission, default):
                 return f"No default permission for {_describe(resource)}"
         return None
+
+
+class GrpcRefusal(NamedTuple):
+    """Why a gRPC call is refused: ``unauthenticated`` (who is calling is not proven) or not
+    permitted (the account lacks a permission)."""
+
+    unauthenticated: bool
+    reason: str

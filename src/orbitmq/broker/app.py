@@ -26,10 +26,11 @@ import asyncio
 import inspect
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
+from orbitmq.acl.accounts import Account
 from orbitmq.acl.signature import Credentials
 from orbitmq.broker.clients import ConsumerTable, ProducerTable
 from orbitmq.broker.config import BrokerConfig, BrokerRole
@@ -148,6 +149,8 @@ class BrokerApp:
         store_config: the store's settings.
         namesrv_credentials: what to sign name-server requests with; default
             ``innerClientAuthenticationCredentials`` (a standalone passes its in-memory key).
+        inner_accounts: accounts this broker accepts that no file lists (a standalone's
+            in-memory key, which its embedded gRPC proxy signs with).
     """
 
     def __init__(
@@ -156,6 +159,7 @@ class BrokerApp:
         store_config: StoreConfig,
         *,
         namesrv_credentials: Credentials | None = None,
+        inner_accounts: Iterable[Account] = (),
     ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
@@ -163,7 +167,7 @@ class BrokerApp:
         self.acl: AclService | None = None
         if broker_config.acl_enable:
             acl_file = broker_config.acl_file or Path(store_config.store_path_root_dir) / ACL_FILE
-            self.acl = AclService(Path(acl_file), "broker")
+            self.acl = AclService(Path(acl_file), "broker", inner_accounts=inner_accounts)
         self._config_dir = Path(store_config.store_path_root_dir) / "config"
         # Resolved once: without brokerIP1 this looks up the host's addresses.
         self._host = broker_config.advertised_host

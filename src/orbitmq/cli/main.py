@@ -8,9 +8,9 @@ directory, the broker registered with that nameserver. This module is where the 
 put together in one process, so it sits above all of them in the import layers.
 
 The broker.conf of a standalone also governs its name server: ``aclEnable`` turns ACL on for
-both (accounts in ``aclFile``, default ``<data dir>/conf/plain_acl.yml``; the broker signs its
-registrations with a key made at start and known only to this process), and the ``tls.*``
-keys apply to both ports.
+all three (accounts in ``aclFile``, default ``<data dir>/conf/plain_acl.yml``; the broker
+signs its registrations, and the gRPC proxy its calls to the broker, with a key made at start
+and known only to this process), and the ``tls.*`` keys apply to both remoting ports.
 
 The environment variables ``ORBITMQ_ACCESS_KEY`` / ``ORBITMQ_SECRET_KEY`` are read here, and
 only here, for ``admin`` and ``bench`` when no ``--access-key`` is given, so a secret need not
@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 from orbitmq.acl.accounts import Account
 from orbitmq.acl.signature import Credentials
 from orbitmq.errors import ConfigError
-from orbitmq.security.exposure import PROXY_ACL_REFUSAL
 
 if TYPE_CHECKING:
     from orbitmq.broker.config import BrokerConfig
@@ -124,13 +123,18 @@ def run_standalone(args: argparse.Namespace) -> int:
         data_dir,
     )
     inner = _standalone_inner_account() if broker_config.acl_enable else None
-    namesrv = NamesrvApp(namesrv_config, inner_accounts=[inner] if inner else [])
+    inner_accounts = [inner] if inner else []
+    namesrv = NamesrvApp(namesrv_config, inner_accounts=inner_accounts)
     credentials = Credentials(inner.access_key, inner.secret_key) if inner else None
-    apps: list[App] = [namesrv, BrokerApp(broker_config, store_config, namesrv_credentials=credentials)]
-    if not args.no_proxy and broker_config.acl_enable:
-        logging.getLogger("orbitmq").warning("%s", PROXY_ACL_REFUSAL + "; the gRPC port stays closed")
-    elif not args.no_proxy:
-        apps.append(ProxyApp(proxy_config))
+    apps: list[App] = [
+        namesrv,
+        BrokerApp(
+            broker_config, store_config, namesrv_credentials=credentials, inner_accounts=inner_accounts
+        ),
+    ]
+    if not args.no_proxy:
+        proxy_config = replace(proxy_config, acl_file=broker_config.acl_file)
+        apps.append(ProxyApp(proxy_config, credentials=credentials))
     return run_apps(apps)
 
 
@@ -185,7 +189,7 @@ def _standalone_security(
 
 
 def _standalone_inner_account() -> Account:
-    """A random admin key for the embedded broker's registrations, never written anywhere."""
+    """A random admin key for the process's own calls (registrations, its gRPC proxy), never written anywhere."""
     return Account(f"orbitmq-standalone-{secrets.token_hex(8)}", secrets.token_urlsafe(32), admin=True)
 
 
@@ -216,12 +220,18 @@ def run_broker_with_proxy(rest: list[str]) -> int:
         )
         if not proxy_config.namesrv_addr:
             raise ConfigError("--enable-proxy needs namesrvAddr: the proxy reads routes from name servers")
-        if broker_config.acl_enable:
-            raise ConfigError(PROXY_ACL_REFUSAL + "; drop --enable-proxy")
     except ConfigError as exc:
         print(f"orbitmq broker: {exc}", file=sys.stderr)
         return 2
-    return run_apps([BrokerApp(broker_config, store_config), ProxyApp(proxy_config)])
+    # With ACL the proxy calls its broker with a key made now that only this process knows.
+    inner = _standalone_inner_account() if broker_config.acl_enable else None
+    credentials = Credentials(inner.access_key, inner.secret_key) if inner else None
+    acl_file = broker_config.acl_file or str(
+        Path(store_config.store_path_root_dir) / "conf" / "plain_acl.yml"
+    )
+    broker = BrokerApp(broker_config, store_config, inner_accounts=[inner] if inner else [])
+    proxy = ProxyApp(replace(proxy_config, acl_file=acl_file), credentials=credentials)
+    return run_apps([broker, proxy])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,6 +37,7 @@ from dataclasses import replace
 
 import orjson
 
+from orbitmq.acl.signature import Credentials
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client.config import ClientConfig
 from orbitmq.errors import NoRouteError, RemotingError
@@ -80,13 +81,18 @@ class _TopicProducer:
 class BrokerGateway:
     """Routes, queue choice and remoting calls to brokers (see the module docstring)."""
 
-    def __init__(self, config: ProxyConfig, on_check: CheckHandler) -> None:
+    def __init__(
+        self, config: ProxyConfig, on_check: CheckHandler, credentials: Credentials | None = None
+    ) -> None:
         self._config = config
+        # With credentials every request to name servers and brokers is signed with the proxy's account.
         self._client_config = ClientConfig(
             namesrv_addr=";".join(config.namesrv_addr),
             instance_name=f"orbitmq-proxy-{os.getpid()}",
             heartbeat_broker_interval_ms=10_000,
             request_timeout_ms=config.broker_request_timeout_ms,
+            access_key=credentials.access_key if credentials else None,
+            secret_key=credentials.secret_key if credentials else None,
         )
         self._on_check = on_check
         self._instance: ClientInstance | None = None

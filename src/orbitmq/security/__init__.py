@@ -15,7 +15,6 @@ module             owns
 
 from orbitmq.security.acl_service import ACL_EXCEPTION, AclRole, AclService, acl_file_set
 from orbitmq.security.exposure import (
-    PROXY_ACL_REFUSAL,
     exposure_warning,
     grpc_exposure_warning,
     ha_exposure_warning,
@@ -25,7 +24,6 @@ from orbitmq.security.exposure import (
 
 __all__ = [
     "ACL_EXCEPTION",
-    "PROXY_ACL_REFUSAL",
     "AclRole",
     "AclService",
     "acl_file_set",

@@ -15,8 +15,9 @@ Guard. :meth:`AclService.guard` wraps a handler table: each request is checked
 (``AclTable.check_broker`` or ``check_namesrv``) before its handler runs, and a refusal
 answers SYSTEM_ERROR (1) with remark ``org.apache.rocketmq.acl.common.AclException: <why>``,
 RocketMQ's ACL 1.0 answer. Oneway requests get no answer, as the transport never answers
-them. Refusals are logged once per peer and reason per minute, so a misconfigured client does
-not flood the log.
+them. The gRPC proxy asks :meth:`AclService.check_grpc` per call instead (role ``proxy``).
+Refusals are logged once per peer and reason per minute, so a misconfigured client does not
+flood the log.
 
 Edits. The ACL admin requests rewrite the file that owns the account (or the main file),
 atomically, bump its ``dataVersion``, and reload at once.
@@ -44,7 +45,8 @@ from orbitmq.acl.accounts import (
     replace_global_white,
     upsert_account,
 )
-from orbitmq.acl.validator import AclTable
+from orbitmq.acl.grpc_auth import GrpcCredentials
+from orbitmq.acl.validator import AclTable, GrpcRefusal
 from orbitmq.errors import ConfigError
 from orbitmq.protocol.acl_commands import AclAccountView, AclConfigBody
 from orbitmq.protocol.codes import ResponseCode
@@ -58,7 +60,7 @@ logger = logging.getLogger(__name__)
 ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
 """Prefix of every refusal remark, as a RocketMQ broker writes it."""
 
-AclRole = Literal["broker", "namesrv"]
+AclRole = Literal["broker", "namesrv", "proxy"]
 
 WATCH_INTERVAL_S = 1.0
 _SETTLE_S = 0.1
@@ -119,7 +121,7 @@ class _RefusalLog:
     def __init__(self) -> None:
         self._last: dict[tuple[str, str], tuple[float, int]] = {}
 
-    def note(self, peer: str, code: int, reason: str) -> None:
+    def note(self, peer: str, code: int | str, reason: str) -> None:
         now = time.monotonic()
         key = (peer, reason)
         last, skipped = self._last.get(key, (-_REFUSAL_LOG_INTERVAL_S, 0))
@@ -130,7 +132,8 @@ class _RefusalLog:
             self._last.clear()
         self._last[key] = (now, 0)
         more = f" ({skipped} more like it in the last minute)" if skipped else ""
-        logger.warning("refused request code %d from %s: %s%s", code, peer, reason, more)
+        what = f"request code {code}" if isinstance(code, int) else code
+        logger.warning("refused %s from %s: %s%s", what, peer, reason, more)
 
 
 async def _answer(response: RemotingCommand) -> RemotingCommand:
@@ -288,6 +291,15 @@ class AclService:
             return _answer(request.response(ResponseCode.SYSTEM_ERROR, f"{ACL_EXCEPTION}: {refusal}"))
 
         return guarded
+
+    def check_grpc(
+        self, rpc: str, credentials: GrpcCredentials, peer_host: str, needed: Mapping[str, int]
+    ) -> GrpcRefusal | None:
+        """The gRPC proxy's check of one call (``rpc`` names it in the log); refusals are logged."""
+        refusal = self._table.check_grpc(credentials, peer_host, needed)
+        if refusal is not None:
+            self._refusals.note(peer_host, f"gRPC {rpc}", refusal.reason)
+        return refusal
 
     def _table_check(self, request: RemotingCommand, peer_host: str) -> str | None:
         table = self._table

@@ -4,10 +4,10 @@ A server listening beyond loopback without ACL serves every request from every a
 reads, writes, topic deletion, offset resets. It says so once, at start, naming itself and
 the address, so the operator sees it before anyone else does.
 
-Two ports stay open whatever ACL says, and say so too: a broker's HA port (RocketMQ's HA link
-carries no credentials: whoever connects and reports an offset receives the commit log from
-there), and the gRPC proxy's port (OrbitMQ's proxy does not check 5.x clients' credentials).
-Only the network protects them; ``docs/security.md`` says how.
+A broker's HA port stays open whatever ACL says, and says so too: RocketMQ's HA link carries
+no credentials, so whoever connects and reports an offset receives the commit log from there.
+Only the network protects it; ``docs/security.md`` says how. The gRPC proxy's port warns like
+a remoting port when it listens beyond loopback without ACL.
 """
 
 from __future__ import annotations
@@ -17,19 +17,12 @@ import logging
 import socket
 
 __all__ = [
-    "PROXY_ACL_REFUSAL",
     "exposure_warning",
     "grpc_exposure_warning",
     "ha_exposure_warning",
     "is_loopback_bind",
     "warn_if_exposed",
 ]
-
-PROXY_ACL_REFUSAL = (
-    "aclEnable=true: OrbitMQ's gRPC proxy does not check RocketMQ 5.x clients' credentials, "
-    "so it is not run beside a broker with ACL (see docs/security.md)"
-)
-"""Why ``standalone`` and ``broker --enable-proxy`` do not serve gRPC when ACL is on."""
 
 
 def is_loopback_bind(host: str) -> bool:
@@ -82,11 +75,11 @@ def ha_exposure_warning(host: str, port: int) -> str | None:
 
 
 def grpc_exposure_warning(host: str, port: int) -> str | None:
-    """The warning for the gRPC proxy's port bound beyond loopback, or None."""
+    """The warning for the gRPC proxy's port bound beyond loopback without ACL, or None."""
     if is_loopback_bind(host):
         return None
     return (
-        f"gRPC proxy listens on {host or '0.0.0.0'}:{port} and does not check credentials: anyone "
-        "who can reach it can send and receive with the rights the brokers grant this proxy. "
-        "Bind it to 127.0.0.1 (grpcBindAddress) or let only trusted addresses reach it."
+        f"gRPC proxy listens on {host or '0.0.0.0'}:{port} without ACL: anyone who can reach it "
+        "can send and receive with the rights the brokers grant this proxy. Set aclEnable=true "
+        "with accounts in plain_acl.yml, or bind to 127.0.0.1 (grpcBindAddress)."
     )

@@ -19,15 +19,15 @@ def start_acl_standalone(
     tmp_path: Path, accounts: str, name: str = "acl-standalone", conf: Mapping[str, object] | None = None
 ) -> ServerProcess:
     """``orbitmq standalone -c broker.conf`` with ``aclEnable=true`` and ``accounts`` as its
-    ``<data dir>/conf/plain_acl.yml``; ``conf`` adds broker.conf keys. With ACL on the
-    standalone serves no gRPC (``extra_ports[1]`` stays closed)."""
+    ``<data dir>/conf/plain_acl.yml``; ``conf`` adds broker.conf keys. ``extra_ports`` holds
+    the broker port and the gRPC port (its proxy checks callers against the same accounts)."""
     workdir = tmp_path / name
     (workdir / "data" / "conf").mkdir(parents=True)
     (workdir / "data" / "conf" / "plain_acl.yml").write_text(accounts)
     config = write_conf(
         workdir / "broker.conf", {"aclEnable": True, "bindAddress": "127.0.0.1", **(conf or {})}
     )
-    return start_standalone(tmp_path, "-c", str(config), name=name, wait_grpc=False)
+    return start_standalone(tmp_path, "-c", str(config), name=name)
 
 
 def create_topic_signed(namesrv: str, topic: str, access_key: str, secret_key: str, queues: int = 4) -> None:

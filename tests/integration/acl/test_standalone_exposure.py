@@ -1,4 +1,4 @@
-"""Safe defaults of ``orbitmq standalone``: loopback ports, and no unchecked gRPC beside ACL.
+"""Safe defaults of ``orbitmq standalone``: every port on loopback unless told otherwise.
 
 Where a socket is bound is read from ``/proc/net/tcp`` (the kernel's own table of listening
 sockets), so the tests see what the process bound, not what it logged.
@@ -7,22 +7,15 @@ sockets), so the tests see what the process bound, not what it logged.
 from __future__ import annotations
 
 import ipaddress
-import socket
 from pathlib import Path
 
 import pytest
 
-from tests.integration.acl.conftest import start_acl_standalone
 from tests.support.processes import start_standalone
 
 pytestmark = pytest.mark.integration
 
 _LISTEN = "0A"
-ACCOUNTS = """accounts:
-  - accessKey: adminuser
-    secretKey: adminsecret
-    admin: true
-"""
 
 
 def listening_hosts(port: int) -> set[str]:
@@ -63,17 +56,5 @@ def test_standalone_bind_address_flag_opens_the_ports(tmp_path: Path) -> None:
         assert listening_hosts(proc.extra_ports[0]) == {"0.0.0.0"}
         log = proc.log_path.read_text()
         assert "without ACL: anyone who can reach this address" in log
-    finally:
-        proc.kill()
-
-
-def test_standalone_with_acl_keeps_the_grpc_port_closed_and_says_why(tmp_path: Path) -> None:
-    proc = start_acl_standalone(tmp_path, ACCOUNTS)
-    try:
-        grpc_port = proc.extra_ports[1]
-        assert listening_hosts(grpc_port) == set()
-        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", grpc_port), timeout=1.0):
-            pass
-        assert "gRPC proxy does not check RocketMQ 5.x clients' credentials" in proc.log_path.read_text()
     finally:
         proc.kill()

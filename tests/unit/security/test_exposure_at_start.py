@@ -104,4 +104,4 @@ def test_exposure_ha_and_grpc_ports_on_loopback_are_quiet() -> None:
     assert ha_exposure_warning("127.0.0.1", 10912) is None
     assert grpc_exposure_warning("127.0.0.1", 8081) is None
     assert "0.0.0.0:10912 hands this broker's commit log" in (ha_exposure_warning("0.0.0.0", 10912) or "")
-    assert "does not check credentials" in (grpc_exposure_warning("", 8081) or "")
+    assert "gRPC proxy listens on 0.0.0.0:8081 without ACL" in (grpc_exposure_warning("", 8081) or "")
