@@ -134,7 +134,7 @@ def run_standalone(args: argparse.Namespace) -> int:
     ]
     if not args.no_proxy:
         proxy_config = replace(proxy_config, acl_file=broker_config.acl_file)
-        apps.append(ProxyApp(proxy_config, credentials=credentials))
+        apps.append(ProxyApp(proxy_config, credentials=credentials, tls=broker_config.tls))
     return run_apps(apps)
 
 
@@ -230,7 +230,7 @@ def run_broker_with_proxy(rest: list[str]) -> int:
         Path(store_config.store_path_root_dir) / "conf" / "plain_acl.yml"
     )
     broker = BrokerApp(broker_config, store_config, inner_accounts=[inner] if inner else [])
-    proxy = ProxyApp(replace(proxy_config, acl_file=acl_file), credentials=credentials)
+    proxy = ProxyApp(replace(proxy_config, acl_file=acl_file), credentials=credentials, tls=broker_config.tls)
     return run_apps([broker, proxy])
 
 

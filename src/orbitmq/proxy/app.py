@@ -8,7 +8,9 @@ alone (``orbitmq proxy``, cluster mode) or beside a broker in one process (local
 With ``aclEnable=true`` the accounts files are loaded first (a bad file stops the start) and
 watched like a broker's; every call is checked (``proxy.auth``), and the proxy signs its own
 requests to name servers and brokers with ``innerClientAuthenticationCredentials`` (or the
-credentials its process hands it: a standalone's in-memory key).
+credentials its process hands it: a standalone's in-memory key). In local mode the process also
+hands it the broker's outgoing TLS settings (``tls.enable`` and the ``tls.client.*`` keys), so
+it reaches a broker whose port enforces TLS; the gRPC port itself is plaintext.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from orbitmq.proxy.service import MessagingService
 from orbitmq.proxy.sessions import SessionTable
 from orbitmq.security import AclService
 from orbitmq.security.exposure import grpc_exposure_warning
+from orbitmq.transport.tls import TlsConfig
 
 __all__ = ["ProxyApp"]
 
@@ -49,8 +52,11 @@ _EXPIRY_SCAN_S = 5.0
 class ProxyApp:
     """One gRPC MessagingService."""
 
-    def __init__(self, config: ProxyConfig, *, credentials: Credentials | None = None) -> None:
+    def __init__(
+        self, config: ProxyConfig, *, credentials: Credentials | None = None, tls: TlsConfig | None = None
+    ) -> None:
         self.config = config
+        self._tls = tls
         self._credentials = credentials or parse_credentials_json(
             config.inner_client_authentication_credentials, "innerClientAuthenticationCredentials"
         )
@@ -91,7 +97,7 @@ class ProxyApp:
         # Accounts first: a proxy that cannot check its callers must not start.
         if self.acl is not None:
             self.acl.load()
-        gateway = BrokerGateway(config, on_check, self._credentials)
+        gateway = BrokerGateway(config, on_check, self._credentials, self._tls)
         core = ProxyCore(
             config=config,
             sessions=SessionTable(config.client_idle_time_ms),

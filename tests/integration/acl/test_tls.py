@@ -2,7 +2,8 @@
 
 ``enforcing`` with client certificates required: OrbitMQ's client produces and consumes over
 TLS; a plaintext client is disconnected and a TLS client without a certificate refused.
-``permissive``: the same port serves a plaintext client and a TLS client.
+``permissive``: the same port serves a plaintext client and a TLS client. The standalone's
+gRPC proxy reaches its enforcing broker over TLS (a 5.x SDK producer goes through it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from orbitmq.errors import ConnectionClosedError
 from tests.integration.client.test_producer import wait_for_brokers
 from tests.support.certs import Pki, make_pki
 from tests.support.processes import ServerProcess, start_standalone, write_conf
+from tests.support.sdk5 import Sdk5, sdk_python
 
 pytestmark = pytest.mark.integration
 
@@ -125,3 +127,24 @@ def test_tls_permissive_serves_plaintext_and_tls_on_one_port(tmp_path: Path, pki
         assert len(asyncio.run(round_trip(proc.addr, "SecureTopic", tls_options, count=5))) == 5
     finally:
         proc.kill()
+
+
+def test_tls_enforcing_standalone_serves_5x_clients_through_its_grpc_proxy(
+    enforcing: ServerProcess, pki: Pki, tmp_path: Path
+) -> None:
+    """The in-process gRPC proxy reaches its broker over TLS with the broker's client settings."""
+    from orbitmq.client import AdminClient
+
+    async def create_topic() -> None:
+        async with AdminClient(enforcing.addr, **client_tls(pki)) as admin:
+            await wait_for_brokers(admin)
+            await admin.create_topic("TlsGrpcTopic", 2)
+
+    asyncio.run(create_topic())
+    sdk = Sdk5(sdk_python(), f"127.0.0.1:{enforcing.extra_ports[1]}", tmp_path / "sdk5")
+    sent = [
+        event
+        for event in sdk.run("produce", "--topic", "TlsGrpcTopic", "--count", "2")
+        if event["event"] == "sent"
+    ]
+    assert len(sent) == 2
