@@ -244,7 +244,7 @@ class BrokerApp:
         await self._create_message_services(state, is_slave)
         client_manage = ClientManageHandlers(state)
         handlers = build_handler_table(state, client_manage)
-        handlers.update(build_acl_handler_table(AclHandlers(state, self.acl, lambda: self.address)))
+        handlers.update(AclHandlers(state, self.acl, lambda: self.address).handler_table())
         if self.acl is not None:
             handlers = self.acl.guard(handlers)
         self._server = RemotingServer(
@@ -514,15 +514,4 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.ACK_MESSAGE: pop.ack_message,
         RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.change_invisible_time,
         RequestCode.RECALL_MESSAGE: recall.recall_message,
-    }
-
-
-def build_acl_handler_table(acl: AclHandlers) -> dict[int, Handler]:
-    """The ACL admin codes (50-54), served whether or not ACL is on (off: each one fails)."""
-    return {
-        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: acl.update_and_create_acl_config,
-        RequestCode.DELETE_ACL_CONFIG: acl.delete_acl_config,
-        RequestCode.GET_BROKER_CLUSTER_ACL_INFO: acl.get_broker_cluster_acl_info,
-        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl.update_global_white_addrs_config,
-        RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: acl.get_broker_cluster_acl_config,
     }

@@ -23,10 +23,10 @@ from orbitmq.protocol.acl_commands import (
     encode_acl_config,
     split_list,
 )
-from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.security import AclService
-from orbitmq.transport.server import RequestContext
+from orbitmq.transport.server import Handler, RequestContext
 
 __all__ = ["AclHandlers"]
 
@@ -38,6 +38,16 @@ _DISABLED = "ACL is not enabled on this broker (aclEnable=false)"
 class AclHandlers:
     """UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO,
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG and GET_BROKER_CLUSTER_ACL_CONFIG."""
+
+    def handler_table(self) -> dict[int, Handler]:
+        """The ACL admin codes (50-54), served whether or not ACL is on (off: each one fails)."""
+        return {
+            RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: self.update_and_create_acl_config,
+            RequestCode.DELETE_ACL_CONFIG: self.delete_acl_config,
+            RequestCode.GET_BROKER_CLUSTER_ACL_INFO: self.get_broker_cluster_acl_info,
+            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: self.update_global_white_addrs_config,
+            RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: self.get_broker_cluster_acl_config,
+        }
 
     def __init__(self, state: BrokerState, acl: AclService | None, broker_addr: Callable[[], str]) -> None:
         self._state = state
