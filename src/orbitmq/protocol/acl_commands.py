@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from orbitmq.errors import RemoteProtocolError
-from orbitmq.protocol.headers import _Header
+from orbitmq.protocol.header_fields import HeaderBase, Text
 
 __all__ = [
     "AclConfigBody",
@@ -56,10 +56,10 @@ def join_list(items: tuple[str, ...] | list[str] | None) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class CreateAccessConfigRequestHeader(_Header):
+class CreateAccessConfigRequestHeader(HeaderBase):
     """UPDATE_AND_CREATE_ACL_CONFIG (50)."""
 
-    access_key: str
+    access_key: Text
     secret_key: str | None = field(default=None, repr=False)
     white_remote_address: str | None = None
     admin: bool = False
@@ -70,14 +70,14 @@ class CreateAccessConfigRequestHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteAccessConfigRequestHeader(_Header):
+class DeleteAccessConfigRequestHeader(HeaderBase):
     """DELETE_ACL_CONFIG (51)."""
 
-    access_key: str
+    access_key: Text
 
 
 @dataclass(frozen=True, slots=True)
-class UpdateGlobalWhiteAddrsConfigRequestHeader(_Header):
+class UpdateGlobalWhiteAddrsConfigRequestHeader(HeaderBase):
     """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53); an empty file path means the main accounts file."""
 
     global_white_addrs: str
@@ -85,7 +85,7 @@ class UpdateGlobalWhiteAddrsConfigRequestHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class GetBrokerAclConfigResponseHeader(_Header):
+class GetBrokerAclConfigResponseHeader(HeaderBase):
     """GET_BROKER_CLUSTER_ACL_INFO (52) response."""
 
     version: str
