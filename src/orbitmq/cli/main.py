@@ -1,20 +1,24 @@
 """``orbitmq``: one command for every OrbitMQ program.
 
-``namesrv``, ``proxy``, ``admin``, ``cluster`` and ``bench`` hand their arguments to the program's own entry point;
-``broker`` does too, unless ``--enable-proxy`` asks for the gRPC proxy beside it (local mode,
-as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the main job: a nameserver, a
-broker and the gRPC proxy in one process, on the default ports, with an embedded data
+``namesrv``, ``proxy``, ``admin``, ``cluster`` and ``bench`` hand their arguments to the
+program's own entry point; ``broker`` does too, unless ``--enable-proxy`` asks for the gRPC
+proxy beside it (local mode, as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the
+main job: a nameserver, a broker and the gRPC proxy in one process, on the default ports, with an embedded data
 directory, the broker registered with that nameserver. This module is where the servers are
 put together in one process, so it sits above all of them in the import layers.
 
-The broker.conf of a standalone also governs its name server: ``aclEnable`` turns ACL on for
-all three (accounts in ``aclFile``, default ``<data dir>/conf/plain_acl.yml``; the broker
-signs its registrations, and the gRPC proxy its calls to the broker, with a key made at start
-and known only to this process), and the ``tls.*`` keys apply to both remoting ports.
+``standalone`` listens on 127.0.0.1 unless ``--bind-address`` (or ``bindAddress`` in the
+``-c`` file) says otherwise: without ACL no server authenticates anyone, so every interface is
+opt-in.
+
+The broker.conf of a standalone also governs its name server and its proxy: ``aclEnable``
+turns ACL on for all three (accounts in ``aclFile``, default ``<data dir>/conf/plain_acl.yml``;
+the broker signs its registrations, and the gRPC proxy its calls to the broker, with a key made
+at start and known only to this process), and the ``tls.*`` keys apply to both remoting ports.
 
 The environment variables ``ORBITMQ_ACCESS_KEY`` / ``ORBITMQ_SECRET_KEY`` are read here, and
-only here, for ``admin`` and ``bench`` when no ``--access-key`` is given, so a secret need not
-appear on a command line.
+only here, for ``bench`` (``admin`` reads them itself), so a secret need not appear on a
+command line.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import secrets
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,15 +46,24 @@ DEFAULT_DATA_DIR = ".orbitmq-data"
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_BROKER_PORT = 10911
 DEFAULT_GRPC_PORT = 8081
+DEFAULT_BIND_ADDRESS = "127.0.0.1"
+_WILDCARD_ADDRESSES = ("0.0.0.0", "", "::")
 
 _FORWARDED = {
-    "namesrv": "run a nameserver (python -m orbitmq.namesrv)",
-    "broker": "run a broker (python -m orbitmq.broker); --enable-proxy adds the gRPC proxy",
-    "proxy": "run the gRPC proxy for RocketMQ 5.x clients (python -m orbitmq.proxy)",
+    "namesrv": "run a nameserver (orbitmq namesrv --help)",
+    "broker": "run a broker (orbitmq broker --help); --enable-proxy adds the gRPC proxy",
+    "proxy": "run the gRPC proxy for RocketMQ 5.x clients (orbitmq proxy --help)",
     "admin": "administer topics, groups and clusters (orbitmq admin --help)",
     "cluster": "a local cluster: a nameserver and masters with slaves (orbitmq cluster --help)",
-    "bench": "benchmarks (python -m orbitmq.bench)",
+    "bench": "benchmarks (orbitmq bench --help)",
 }
+
+
+def _version() -> str:
+    try:
+        return version("orbitmq")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,11 +80,15 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "--namesrv-port", type=int, default=DEFAULT_NAMESRV_PORT, help="nameserver port (9876)"
     )
     parser.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT, help="broker port (10911)")
-    parser.add_argument("--broker-ip", default="127.0.0.1", help="address clients use to reach the broker")
     parser.add_argument(
         "--bind-address",
-        help="interface all three ports bind (default 127.0.0.1 while --broker-ip is a loopback "
-        "address, else 0.0.0.0; bindAddress/grpcBindAddress in the config file also count)",
+        help=f"interface the servers listen on (default {DEFAULT_BIND_ADDRESS}: this host only; "
+        "0.0.0.0: every interface, without authentication; see the README)",
+    )
+    parser.add_argument(
+        "--broker-ip",
+        help="address clients are told to reach the broker at (default: the bind address; "
+        "bound to 0.0.0.0, this host's first non-loopback IPv4 address)",
     )
     parser.add_argument(
         "--grpc-port", type=int, default=DEFAULT_GRPC_PORT, help="gRPC port for RocketMQ 5.x clients (8081)"
@@ -84,7 +102,9 @@ def run_standalone(args: argparse.Namespace) -> int:
     # Imported here so that `orbitmq bench ...` does not pay for the servers' imports.
     from orbitmq.broker.app import BrokerApp
     from orbitmq.broker.config import load_broker_configs
+    from orbitmq.conf import load_properties
     from orbitmq.namesrv.app import NamesrvApp
+    from orbitmq.namesrv.config import load_namesrv_config
     from orbitmq.proxy import ProxyApp, ProxyConfig
     from orbitmq.transport.runner import App, run_apps
 
@@ -94,45 +114,68 @@ def run_standalone(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     data_dir = Path(args.data_dir).resolve()
+    try:
+        file_values = load_properties(args.config_file) if args.config_file else {}
+    except ConfigError as exc:
+        print(f"orbitmq standalone: {exc}", file=sys.stderr)
+        return 2
+    bind = args.bind_address or str(file_values.get("bindAddress") or DEFAULT_BIND_ADDRESS)
+    # The broker reaches the nameserver in-process through whichever interface is bound.
+    local_host = "127.0.0.1" if bind in _WILDCARD_ADDRESSES else bind
     overrides: dict[str, object] = {
-        "namesrvAddr": f"127.0.0.1:{args.namesrv_port}",
+        "namesrvAddr": f"{local_host}:{args.namesrv_port}",
         "listenPort": args.broker_port,
+        "bindAddress": bind,
         "storePathRootDir": str(data_dir / "store"),
-        "brokerIP1": args.broker_ip,
     }
+    if args.broker_ip:
+        overrides["brokerIP1"] = args.broker_ip
     if args.flush:
         overrides["flushDiskType"] = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
     if not args.no_proxy:
         overrides["grpcServerPort"] = args.grpc_port
+        if args.bind_address or "grpcBindAddress" not in file_values:
+            overrides["grpcBindAddress"] = bind
     try:
-        overrides.update(_standalone_binds(args))
+        namesrv_config = load_namesrv_config(
+            None,
+            {
+                "listenPort": args.namesrv_port,
+                "bindAddress": bind,
+                "kvConfigPath": str(data_dir / "namesrv" / "kvConfig.json"),
+            },
+        )
         broker_config, store_config, proxy_config = load_broker_configs(
             args.config_file, overrides, (ProxyConfig,)
         )
-        broker_config, namesrv_config = _standalone_security(broker_config, data_dir, args.namesrv_port)
+        broker_config, namesrv_config = _standalone_security(broker_config, namesrv_config, data_dir)
     except ConfigError as exc:
         print(f"orbitmq standalone: {exc}", file=sys.stderr)
         return 2
     data_dir.mkdir(parents=True, exist_ok=True)
-    logging.getLogger("orbitmq").info(
+    log = logging.getLogger("orbitmq")
+    log.info(
         "standalone: nameserver on %s:%d, broker on %s:%d (advertised as %s), gRPC %s, data in %s",
         namesrv_config.bind_address,
         args.namesrv_port,
         broker_config.bind_address,
         args.broker_port,
-        args.broker_ip,
+        broker_config.advertised_address,
         "off" if args.no_proxy else f"on {proxy_config.grpc_bind_address}:{proxy_config.grpc_server_port}",
         data_dir,
     )
+    if not broker_config.acl_enable and not bind.startswith("127.") and bind != "::1":
+        log.warning(
+            "standalone: listening beyond this host (%s) without authentication: whoever reaches "
+            "the ports can send, read and delete messages, and create and delete topics",
+            bind,
+        )
     inner = _standalone_inner_account() if broker_config.acl_enable else None
     inner_accounts = [inner] if inner else []
-    namesrv = NamesrvApp(namesrv_config, inner_accounts=inner_accounts)
     credentials = Credentials(inner.access_key, inner.secret_key) if inner else None
     apps: list[App] = [
-        namesrv,
-        BrokerApp(
-            broker_config, store_config, namesrv_credentials=credentials, inner_accounts=inner_accounts
-        ),
+        NamesrvApp(namesrv_config, inner_accounts=inner_accounts),
+        BrokerApp(broker_config, store_config, namesrv_credentials=credentials, inner_accounts=inner_accounts),
     ]
     if not args.no_proxy:
         proxy_config = replace(proxy_config, acl_file=broker_config.acl_file)
@@ -140,27 +183,10 @@ def run_standalone(args: argparse.Namespace) -> int:
     return run_apps(apps)
 
 
-def _standalone_binds(args: argparse.Namespace) -> dict[str, object]:
-    """bindAddress and grpcBindAddress: the flag, else the file's, else loopback for a loopback broker IP.
-
-    Raises:
-        ConfigError: the config file cannot be read.
-    """
-    from orbitmq.conf import load_properties
-    from orbitmq.security.exposure import is_loopback_bind
-
-    if args.bind_address:
-        return {"bindAddress": args.bind_address, "grpcBindAddress": args.bind_address}
-    in_file = load_properties(args.config_file) if args.config_file else {}
-    default = "127.0.0.1" if is_loopback_bind(args.broker_ip) else "0.0.0.0"
-    return {key: default for key in ("bindAddress", "grpcBindAddress") if key not in in_file}
-
-
 def _standalone_security(
-    broker_config: BrokerConfig, data_dir: Path, namesrv_port: int
+    broker_config: BrokerConfig, namesrv_config: NamesrvConfig, data_dir: Path
 ) -> tuple[BrokerConfig, NamesrvConfig]:
     """The broker's ACL and TLS settings, extended to the embedded name server."""
-    from orbitmq.namesrv.config import load_namesrv_config
     from orbitmq.transport.tls import TlsMode
 
     if broker_config.acl_enable and not broker_config.acl_file:
@@ -179,14 +205,9 @@ def _standalone_security(
             client_key_password=tls.server_key_password if own_cert else tls.client_key_password,
         )
         broker_config = replace(broker_config, tls=tls)
-    namesrv_values: dict[str, object] = {
-        "listenPort": namesrv_port,
-        "bindAddress": broker_config.bind_address,
-        "aclEnable": broker_config.acl_enable,
-    }
-    if broker_config.acl_file:
-        namesrv_values["aclFile"] = broker_config.acl_file
-    namesrv_config = replace(load_namesrv_config(None, namesrv_values), tls=tls)
+    namesrv_config = replace(
+        namesrv_config, acl_enable=broker_config.acl_enable, acl_file=broker_config.acl_file, tls=tls
+    )
     return broker_config, namesrv_config
 
 
@@ -207,7 +228,7 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     extra.add_argument("--enable-proxy", action="store_true")
     extra.add_argument("--grpc-port", type=int)
     proxy_args, broker_argv = extra.parse_known_args(rest)
-    args = parse_args(broker_argv)
+    args = parse_args(broker_argv, "orbitmq broker")
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level.upper(),
@@ -228,9 +249,7 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     # With ACL the proxy calls its broker with a key made now that only this process knows.
     inner = _standalone_inner_account() if broker_config.acl_enable else None
     credentials = Credentials(inner.access_key, inner.secret_key) if inner else None
-    acl_file = broker_config.acl_file or str(
-        Path(store_config.store_path_root_dir) / "conf" / "plain_acl.yml"
-    )
+    acl_file = broker_config.acl_file or str(Path(store_config.store_path_root_dir) / "conf" / "plain_acl.yml")
     broker = BrokerApp(broker_config, store_config, inner_accounts=[inner] if inner else [])
     proxy = ProxyApp(replace(proxy_config, acl_file=acl_file), credentials=credentials, tls=broker_config.tls)
     return run_apps([broker, proxy])
@@ -240,6 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``orbitmq`` command; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="orbitmq", description="OrbitMQ: RocketMQ's architecture in Python")
+    parser.add_argument("--version", action="version", version=f"orbitmq {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in _FORWARDED.items():
         sub.add_parser(name, help=help_text, add_help=False)
@@ -254,13 +274,13 @@ def _forward(command: str, rest: list[str]) -> int:
     if command == "namesrv":
         from orbitmq.namesrv.__main__ import main as namesrv_main
 
-        return namesrv_main(rest)
+        return namesrv_main(rest, prog="orbitmq namesrv")
     if command == "broker":
         if "--enable-proxy" in rest:
             return run_broker_with_proxy(rest)
         from orbitmq.broker.__main__ import main as broker_main
 
-        return broker_main(rest)
+        return broker_main(rest, prog="orbitmq broker")
     if command == "proxy":
         from orbitmq.proxy.__main__ import main as proxy_main
 
@@ -277,4 +297,5 @@ def _forward(command: str, rest: list[str]) -> int:
     from orbitmq.cli._security import ACCESS_KEY_ENV, SECRET_KEY_ENV
 
     access_key, secret_key = os.environ.get(ACCESS_KEY_ENV), os.environ.get(SECRET_KEY_ENV)
-    return bench_main(rest, (access_key, secret_key) if access_key and secret_key else None)
+    credentials = (access_key, secret_key) if access_key and secret_key else None
+    return bench_main(rest, prog="orbitmq bench", credentials=credentials)

@@ -102,6 +102,10 @@ class ClientConfig:
     tls_key_path: str | None = None
     # Password of an encrypted client key (never printed).
     tls_key_password: str | None = field(default=None, repr=False)
+    # Send RocketMQ-format trace records of this client's sends and consumption (message trace).
+    enable_msg_trace: bool = False
+    # Topic the trace records go to; None = RMQ_SYS_TRACE_TOPIC (RocketMQ's customizedTraceTopic).
+    trace_topic: str | None = None
 
     def __post_init__(self) -> None:
         if not self.namesrv_addrs:

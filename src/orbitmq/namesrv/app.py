@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from orbitmq.acl.accounts import Account
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.handlers import NamesrvHandlers, monotonic_ms
+from orbitmq.namesrv.kv_config import KVConfigTable
 from orbitmq.namesrv.route_table import RouteTable
 from orbitmq.security import AclService, warn_if_exposed
 from orbitmq.transport.log_limit import LogLimiter
@@ -51,9 +53,12 @@ class NamesrvApp:
         self.config = config
         self.route_table = RouteTable()
         self._clock_ms = clock_ms
+        self.kv_config = self._load_kv_config()
         self._handlers = NamesrvHandlers(
             self.route_table,
             clock_ms,
+            self.kv_config,
+            self._persist_kv_config,
             topics_per_broker_max=config.topics_per_broker_max,
             brokers_max=config.brokers_max,
         )
@@ -62,6 +67,27 @@ class NamesrvApp:
             self.acl = AclService(Path(config.acl_file), "namesrv", inner_accounts=inner_accounts)
         self._server: RemotingServer | None = None
         self._scan_task: asyncio.Task[None] | None = None
+
+    def _load_kv_config(self) -> KVConfigTable:
+        path = self.config.kv_config_path
+        if not path:
+            return KVConfigTable()
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            return KVConfigTable()
+        return KVConfigTable.decode(data, path)
+
+    def _persist_kv_config(self) -> None:
+        """Rewrite kvConfig.json (atomically) after a KV change; a no-op without kvConfigPath."""
+        path = self.config.kv_config_path
+        if not path:
+            return
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(target.name + ".tmp")
+        temporary.write_bytes(self.kv_config.encode())
+        os.replace(temporary, target)
 
     @property
     def port(self) -> int:
@@ -103,7 +129,7 @@ class NamesrvApp:
         if self.acl is not None:
             await self.acl.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_inactive_brokers())
-        logger.info("name server listening on %s:%d", config.bind_address, self.port)
+        logger.info("name server listening on %s", ", ".join(self._server.bound_addresses))
         warn_if_exposed(logger, "name server", config.bind_address, self.port, self.acl is not None)
 
     async def shutdown(self) -> None:
