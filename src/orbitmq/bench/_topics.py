@@ -9,7 +9,6 @@ creates when a consumer group first heartbeats); a topic that existed before is 
 from __future__ import annotations
 
 import asyncio
-
 from typing import Any
 
 from orbitmq.client.admin import AdminClient

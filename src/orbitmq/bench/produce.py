@@ -151,7 +151,10 @@ class _Bench:
 
 async def _run_bench(namesrv_addr: str, args: argparse.Namespace) -> int:
     bench_topic = BenchTopic(
-        namesrv_addr, args.topic or f"OrbitBench_{os.getpid()}", args.queues, client_options=client_options(args)
+        namesrv_addr,
+        args.topic or f"OrbitBench_{os.getpid()}",
+        args.queues,
+        client_options=client_options(args),
     )
     await bench_topic.create()
     try:

@@ -175,7 +175,9 @@ def run_standalone(args: argparse.Namespace) -> int:
     credentials = Credentials(inner.access_key, inner.secret_key) if inner else None
     apps: list[App] = [
         NamesrvApp(namesrv_config, inner_accounts=inner_accounts),
-        BrokerApp(broker_config, store_config, namesrv_credentials=credentials, inner_accounts=inner_accounts),
+        BrokerApp(
+            broker_config, store_config, namesrv_credentials=credentials, inner_accounts=inner_accounts
+        ),
     ]
     if not args.no_proxy:
         proxy_config = replace(proxy_config, acl_file=broker_config.acl_file)
@@ -249,7 +251,9 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     # With ACL the proxy calls its broker with a key made now that only this process knows.
     inner = _standalone_inner_account() if broker_config.acl_enable else None
     credentials = Credentials(inner.access_key, inner.secret_key) if inner else None
-    acl_file = broker_config.acl_file or str(Path(store_config.store_path_root_dir) / "conf" / "plain_acl.yml")
+    acl_file = broker_config.acl_file or str(
+        Path(store_config.store_path_root_dir) / "conf" / "plain_acl.yml"
+    )
     broker = BrokerApp(broker_config, store_config, inner_accounts=[inner] if inner else [])
     proxy = ProxyApp(replace(proxy_config, acl_file=acl_file), credentials=credentials, tls=broker_config.tls)
     return run_apps([broker, proxy])

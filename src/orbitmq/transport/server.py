@@ -414,7 +414,9 @@ class RemotingServer:
         bound = (_host_port(sock.getsockname()) for sock in sockets)
         self.bound_addresses = [f"{host}:{port}" for host, port in bound]
         self._idle_task = loop.create_task(self._close_idle_connections())
-        logger.info("remoting server listening on %s (TLS %s)", ", ".join(self.bound_addresses), self.tls_mode.value)
+        logger.info(
+            "remoting server listening on %s (TLS %s)", ", ".join(self.bound_addresses), self.tls_mode.value
+        )
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting, let in-flight handlers finish within ``grace_s``, then close everything."""
