@@ -304,14 +304,14 @@ class BrokerApp:
         self._services.insert(0, replication)
         # What is bound (bindAddress, 0.0.0.0 = every interface) and, apart, what is advertised.
         logger.info(
-            "broker %s (%s, id %d) listening on %s, registered as %s, HA on %s:%d, HA advertised as %s (store %s)",
+            "broker %s (%s, id %d) listening on %s, advertised as %s; HA port listening on %s, advertised as %s"
+            " (store %s)",
             config.broker_name,
             config.broker_role.value,
             config.broker_id,
             ", ".join(self._server.bound_addresses),
             self.address,
-            config.bind_address,
-            replication.master.port,
+            ", ".join(replication.bound_addresses),
             replication.ha_address,
             self._store.store_path,
         )

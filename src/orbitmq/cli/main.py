@@ -82,7 +82,7 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     parser.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT, help="broker port (10911)")
     parser.add_argument(
         "--bind-address",
-        help=f"interface the servers listen on (default {DEFAULT_BIND_ADDRESS}: this host only; "
+        help=f"interface every server listens on (default {DEFAULT_BIND_ADDRESS}: this host only; "
         "0.0.0.0: every interface, without authentication; see the README)",
     )
     parser.add_argument(
@@ -114,6 +114,15 @@ def run_standalone(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     data_dir = Path(args.data_dir).resolve()
+    if not 0 < args.namesrv_port <= 65535:
+        # Port 0 (any free port) would leave the broker and the proxy, configured before the
+        # nameserver binds, registering with and reading routes from port 0.
+        print(
+            f"orbitmq standalone: --namesrv-port {args.namesrv_port} is not a TCP port (1-65535); "
+            "the broker is given the nameserver's address before it starts",
+            file=sys.stderr,
+        )
+        return 2
     try:
         file_values = load_properties(args.config_file) if args.config_file else {}
     except ConfigError as exc:
@@ -223,6 +232,7 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     from orbitmq.broker.__main__ import overrides_of, parse_args
     from orbitmq.broker.app import BrokerApp
     from orbitmq.broker.config import load_broker_configs
+    from orbitmq.conf import load_properties
     from orbitmq.proxy import ProxyApp, ProxyConfig
     from orbitmq.transport.runner import run_apps
 
@@ -240,6 +250,12 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     if proxy_args.grpc_port is not None:
         overrides["grpcServerPort"] = proxy_args.grpc_port
     try:
+        file_values = load_properties(args.config_file) if args.config_file else {}
+        # The proxy beside the broker listens where the broker does, unless grpcBindAddress says
+        # otherwise: the broker's --bind-address flag, else its file's bindAddress.
+        bind = args.bind_address or file_values.get("bindAddress")
+        if bind and (args.bind_address is not None or "grpcBindAddress" not in file_values):
+            overrides["grpcBindAddress"] = bind
         broker_config, store_config, proxy_config = load_broker_configs(
             args.config_file, overrides, (ProxyConfig,)
         )
