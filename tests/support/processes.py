@@ -103,10 +103,10 @@ class ServerProcess:
         return _tail(self.log_path, 200)
 
 
-def start_namesrv(tmp_path: Path, name: str = "namesrv") -> ServerProcess:
+def start_namesrv(tmp_path: Path, name: str = "namesrv", *extra: str) -> ServerProcess:
     port = free_port()
     workdir = tmp_path / name
-    args = [sys.executable, "-m", "orbitmq.namesrv", "--listen-port", str(port)]
+    args = [sys.executable, "-m", "orbitmq.namesrv", "--listen-port", str(port), *extra]
     return ServerProcess(name, args, port, workdir, tmp_path / f"{name}.log").start()
 
 

@@ -23,8 +23,9 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from orbitmq.broker import metrics_view
 from orbitmq.broker.clients import ConsumerTable, ProducerTable
 from orbitmq.broker.config import BrokerConfig, BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
@@ -51,6 +52,7 @@ from orbitmq.broker.timer import TimerService
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.transaction import TransactionService
 from orbitmq.errors import ConfigError, ProtocolError
+from orbitmq.metrics import LoopCollector, MetricsExporter, MetricsExporterType, Recorder, instrument_handlers
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.store.config import StoreConfig, delay_levels_ms
 from orbitmq.store.message_store import MessageStore
@@ -61,6 +63,7 @@ logger = logging.getLogger(__name__)
 TOPICS_FILE = "topics.json"
 CONSUMER_OFFSETS_FILE = "consumerOffset.json"
 SUBSCRIPTION_GROUPS_FILE = "subscriptionGroup.json"
+_RATE_SAMPLE_INTERVAL_MS = 5_000  # the per-minute TPS gauges are differences of these samples
 
 
 class Service(Protocol):
@@ -143,6 +146,8 @@ class BrokerApp:
         self._registration: NamesrvRegistration | None = None
         self._topics_write_lock = asyncio.Lock()
         self._background_writes: set[asyncio.Task[None]] = set()
+        self._metrics: MetricsExporter | None = None
+        self._boot_timestamp_ms = now_ms()
 
     @property
     def port(self) -> int:
@@ -197,10 +202,16 @@ class BrokerApp:
         self._state = state
         await self._create_message_services(state, is_slave)
         client_manage = ClientManageHandlers(state)
+        handlers = build_handler_table(state, client_manage)
+        if config.metrics_exporter_type is MetricsExporterType.PROM:
+            state.recorder = Recorder()
+            # The zero sample: rates in the first minute span the time since start-up.
+            state.recorder.sample(now_ms())
+            handlers = instrument_handlers(handlers, state.recorder)
         self._server = RemotingServer(
             config.bind_address,
             config.listen_port,
-            build_handler_table(state, client_manage),
+            handlers,
             idle_timeout_s=config.channel_expired_timeout_ms / 1000,
             on_connection_closed=client_manage.on_connection_closed,
         )
@@ -224,6 +235,14 @@ class BrokerApp:
         # state follows the replicated journal (POP requests are refused on a slave).
         writers = () if is_slave else (state.schedule, state.timer, state.transactions)
         self._services += [service for service in (*writers, state.pop) if service is not None]
+        if state.recorder is not None:
+            recorder = state.recorder
+            self._services.append(
+                PeriodicService(
+                    "metrics-rate-sample", _RATE_SAMPLE_INTERVAL_MS, lambda: recorder.sample(now_ms())
+                )
+            )
+            self._start_metrics(state, recorder)
         for service in self._services:
             await service.start()
         # Stopped last (services stop in reverse): sends still waiting for a slave are answered first.
@@ -246,9 +265,39 @@ class BrokerApp:
                 else "master learned from the name servers",
             )
 
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound port of ``/metrics`` (None when metricsExporterType is DISABLE)."""
+        return self._metrics.port if self._metrics is not None else None
+
+    def _start_metrics(self, state: BrokerState, recorder: Recorder) -> None:
+        config = self.broker_config
+        address = self.address
+
+        def build() -> list[Any]:
+            return metrics_view.families(state, recorder, self._boot_timestamp_ms, address)
+
+        host = config.metrics_prom_exporter_host or self._host
+        exporter = MetricsExporter(
+            host, config.metrics_prom_exporter_port, LoopCollector(asyncio.get_running_loop(), build)
+        )
+        try:
+            exporter.start()
+        except OSError as exc:
+            raise ConfigError(
+                f"config key 'metricsPromExporterPort': cannot serve /metrics on {host}:"
+                f"{config.metrics_prom_exporter_port}: {exc}"
+            ) from exc
+        self._metrics = exporter
+        logger.info("broker %s metrics at %s", config.broker_name, exporter.url)
+
     async def shutdown(self) -> None:
         if self._server is None:
             return
+        # The metrics endpoint first: a scrape must not wait on a loop that is shutting down.
+        if self._metrics is not None:
+            await asyncio.to_thread(self._metrics.stop)
+            self._metrics = None
         # Release parked pulls and pops first: they answer "nothing" now instead of holding the drain.
         if self._state is not None:
             await self._state.long_polling.stop()

@@ -22,6 +22,7 @@ from typing import Any
 
 from orbitmq.conf import build_configs, load_properties
 from orbitmq.errors import ConfigError
+from orbitmq.metrics.exporter import MetricsExporterType
 from orbitmq.store.config import StoreConfig
 
 
@@ -136,7 +137,20 @@ class BrokerConfig:
     # Period of writing the POP state snapshot (config/popState.json; OrbitMQ's own key).
     pop_snapshot_interval_ms: int = field(default=5_000, metadata=_key("popSnapshotInterval"))
 
+    # DISABLE (no metrics) or PROM (Prometheus text at /metrics); RocketMQ 5.x's key and values.
+    metrics_exporter_type: MetricsExporterType = field(
+        default=MetricsExporterType.DISABLE, metadata=_key("metricsExporterType")
+    )
+    # Port of /metrics when metricsExporterType=PROM (0 = any free port, logged at start-up).
+    metrics_prom_exporter_port: int = field(default=5557, metadata=_key("metricsPromExporterPort"))
+    # Interface /metrics binds; None = brokerIP1's address (RocketMQ's default).
+    metrics_prom_exporter_host: str | None = field(default=None, metadata=_key("metricsPromExporterHost"))
+
     def __post_init__(self) -> None:
+        if not 0 <= self.metrics_prom_exporter_port <= 65535:
+            raise ConfigError(
+                f"config key 'metricsPromExporterPort': {self.metrics_prom_exporter_port} is not a TCP port"
+            )
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"config key 'listenPort': {self.listen_port} is not a TCP port")
         if self.broker_id < 0:

@@ -9,8 +9,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
+from prometheus_client.core import Metric
+
+from orbitmq.errors import ConfigError
+from orbitmq.metrics import (
+    LoopCollector,
+    MetricsExporter,
+    MetricsExporterType,
+    NamesrvView,
+    Recorder,
+    instrument_handlers,
+    namesrv_families,
+    request_code_names,
+)
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.handlers import NamesrvHandlers, monotonic_ms
 from orbitmq.namesrv.route_table import RouteTable
@@ -21,6 +35,7 @@ __all__ = ["NamesrvApp"]
 logger = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 3.0
+_CODE_NAMES = request_code_names()
 
 
 class NamesrvApp:
@@ -36,10 +51,16 @@ class NamesrvApp:
         self.route_table = RouteTable()
         self._clock_ms = clock_ms
         self._handlers = NamesrvHandlers(self.route_table, clock_ms)
+        handlers = self._handlers.table()
+        self._recorder: Recorder | None = None
+        if config.metrics_exporter_type is MetricsExporterType.PROM:
+            self._recorder = Recorder()
+            handlers = instrument_handlers(handlers, self._recorder)
+        self._metrics: MetricsExporter | None = None
         self._server = RemotingServer(
             config.bind_address,
             config.listen_port,
-            self._handlers.table(),
+            handlers,
             max_frame_bytes=config.max_frame_bytes,
             idle_timeout_s=float(config.server_channel_max_idle_s),
             on_connection_closed=self._on_connection_closed,
@@ -64,6 +85,40 @@ class NamesrvApp:
         await self._server.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_inactive_brokers())
         logger.info("name server listening on %s:%d", self.config.bind_address, self.port)
+        if self._recorder is not None:
+            self._start_metrics(self._recorder)
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound port of ``/metrics`` (None when metricsExporterType is DISABLE)."""
+        return self._metrics.port if self._metrics is not None else None
+
+    def _start_metrics(self, recorder: Recorder) -> None:
+        config = self.config
+        table = self.route_table
+
+        def build() -> list[Metric]:
+            view = NamesrvView(
+                node_id=self.address,
+                cluster_count=len(table.cluster_addr_table),
+                broker_count=len(table.broker_addr_table),
+                topic_count=len(table.topic_queue_table),
+            )
+            return list(namesrv_families(recorder.snapshot(int(time.time() * 1000)), view, _CODE_NAMES))
+
+        host = config.metrics_prom_exporter_host or config.bind_address
+        exporter = MetricsExporter(
+            host, config.metrics_prom_exporter_port, LoopCollector(asyncio.get_running_loop(), build)
+        )
+        try:
+            exporter.start()
+        except OSError as exc:
+            raise ConfigError(
+                f"config key 'metricsPromExporterPort': cannot serve /metrics on {host}:"
+                f"{config.metrics_prom_exporter_port}: {exc}"
+            ) from exc
+        self._metrics = exporter
+        logger.info("name server metrics at %s", exporter.url)
 
     async def shutdown(self) -> None:
         """Stop the scan, then the server (in-flight requests get a short grace period)."""
@@ -73,6 +128,9 @@ class NamesrvApp:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scan_task
             self._scan_task = None
+        if self._metrics is not None:
+            await asyncio.to_thread(self._metrics.stop)
+            self._metrics = None
         # Then stop accepting and let requests in flight finish.
         await self._server.stop(SHUTDOWN_GRACE_S)
         logger.info("name server on port %d stopped", self.port)

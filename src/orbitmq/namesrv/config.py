@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from orbitmq.conf import build_config, load_properties
 from orbitmq.errors import ConfigError
+from orbitmq.metrics.exporter import MetricsExporterType
 
 __all__ = ["NAMESRV_UNIMPLEMENTED_KEYS", "NamesrvConfig", "load_namesrv_config"]
 
@@ -57,7 +58,20 @@ class NamesrvConfig:
     # Frames larger than this close their connection (RocketMQ: -Dcom.rocketmq.remoting.frameMaxLength).
     max_frame_bytes: int = field(default=16 * 1024 * 1024, metadata={"key": "frameMaxLength"})
 
+    # DISABLE or PROM (Prometheus text at /metrics), as the broker's key.
+    metrics_exporter_type: MetricsExporterType = field(
+        default=MetricsExporterType.DISABLE, metadata={"key": "metricsExporterType"}
+    )
+    # Port of /metrics with PROM (OrbitMQ's default 5558: the broker's 5557 may share the host).
+    metrics_prom_exporter_port: int = field(default=5558, metadata={"key": "metricsPromExporterPort"})
+    # Interface /metrics binds; None = bindAddress.
+    metrics_prom_exporter_host: str | None = field(default=None, metadata={"key": "metricsPromExporterHost"})
+
     def __post_init__(self) -> None:
+        if not 0 <= self.metrics_prom_exporter_port < 65536:
+            raise ConfigError(
+                f"config key 'metricsPromExporterPort': {self.metrics_prom_exporter_port} is not a TCP port"
+            )
         if not 0 <= self.listen_port < 65536:
             raise ConfigError(f"config key 'listenPort': {self.listen_port} is not a TCP port")
         for key, value in (

@@ -34,7 +34,7 @@ from orbitmq.broker.pop import (
     PopStatus,
     build_filter,
 )
-from orbitmq.broker.validation import Rejection, check_group_name
+from orbitmq.broker.validation import Rejection, check_group_name, is_system_topic
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.route import PERM_READ
 from orbitmq.protocol.codes import ResponseCode
@@ -124,6 +124,15 @@ class PopHandlers:
         )
         if result.status is PopStatus.FOUND:
             body = b"".join(message.record for message in result.messages)
+            recorder = self._state.recorder
+            if recorder is not None:
+                recorder.count_out(
+                    header.topic,
+                    header.consumer_group,
+                    is_system_topic(header.topic),
+                    len(result.messages),
+                    len(body),
+                )
             return request.response(ResponseCode.SUCCESS, None, response_header.to_ext(), body)
         code = ResponseCode.POLLING_TIMEOUT if poll_ms > 0 else ResponseCode.PULL_NOT_FOUND
         return request.response(code, "no new message", response_header.to_ext())

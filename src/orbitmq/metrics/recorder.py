@@ -1,0 +1,223 @@
+"""Counting on the request path, kept cheap: plain dictionaries of integers, read on scrape.
+
+What this module owns: the broker's and name server's running totals (messages and bytes in
+and out, dead letters, remote-call latencies) and the per-minute rate window the exporter-style
+TPS gauges read. It is pure: no I/O, no clock of its own (callers pass the time), no
+prometheus_client objects. ``orbitmq.metrics.families`` turns a :class:`RecorderSnapshot` into
+Prometheus metric families when ``/metrics`` is scraped.
+
+Why not prometheus_client's ``Counter``/``Histogram`` on the hot path: each ``labels(...)``
+call takes a lock and builds a child lookup; a send of one message would pay it three times.
+Here a send costs one dictionary update per request (per batch, not per message), and the
+message-size histogram adds per-message work only when a batch holds a message above the
+first bucket (1 KiB).
+
+Thread model: every ``count_*`` method runs on the server's event loop; :meth:`snapshot`
+copies the tables on the same loop (the exporter's scrape thread asks the loop for it), so
+nothing here needs a lock.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+_K = TypeVar("_K")
+
+MESSAGE_SIZE_BUCKETS_BYTES = (1024, 4096, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
+"""Upper bounds of ``rocketmq_message_size`` (RocketMQ 5.x's buckets: 1 KB ... 4 MB)."""
+
+RPC_LATENCY_BUCKETS_MS = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)
+"""Upper bounds of ``rocketmq_rpc_latency`` in milliseconds (RocketMQ 5.x's buckets)."""
+
+RATE_WINDOW_MS = 60_000
+"""Width of the window behind the exporter-style ``*_tps`` gauges (``statsMinute.tps``)."""
+
+
+class Histogram:
+    """Cumulative-free bucket counts, a sum and a count; bucket ``len(bounds)`` is +Inf."""
+
+    __slots__ = ("bounds", "counts", "total", "count")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+        self.count += 1
+
+    def observe_many(self, values: list[int]) -> None:
+        """Observe every value; a run that fits the first bucket costs one update."""
+        if not values:
+            return
+        total = sum(values)
+        if max(values) <= self.bounds[0]:
+            self.counts[0] += len(values)
+        else:
+            counts, bounds = self.counts, self.bounds
+            for value in values:
+                counts[bisect_left(bounds, value)] += 1
+        self.total += total
+        self.count += len(values)
+
+    def copy(self) -> Histogram:
+        other = Histogram(self.bounds)
+        other.counts = list(self.counts)
+        other.total = self.total
+        other.count = self.count
+        return other
+
+
+InKey = tuple[str, str, bool]
+"""(topic, message_type, is_system)."""
+OutKey = tuple[str, str, bool]
+"""(topic, consumer_group, is_system)."""
+RpcKey = tuple[int, int, bool, str]
+"""(request_code, response_code, is_long_polling, result)."""
+
+
+@dataclass(slots=True)
+class RecorderSnapshot:
+    """A copy of every table, taken on the event loop, read by the scrape thread."""
+
+    messages_in: dict[InKey, list[int]]
+    messages_out: dict[OutKey, list[int]]
+    message_size: dict[InKey, Histogram]
+    send_to_dlq: dict[tuple[str, str, bool], int]
+    rpc_latency: dict[RpcKey, Histogram]
+    put_tps: dict[str, float]
+    get_tps: dict[tuple[str, str], float]
+    broker_put_tps: float
+    broker_get_tps: float
+    put_total: int
+    get_total: int
+
+
+@dataclass(slots=True)
+class _Sample:
+    at_ms: int
+    put: dict[str, int] = field(default_factory=dict)
+    get: dict[tuple[str, str], int] = field(default_factory=dict)
+    put_total: int = 0
+    get_total: int = 0
+
+
+class Recorder:
+    """The running totals of one server (see the module docstring)."""
+
+    def __init__(self) -> None:
+        # Values are [messages, bytes]: one list per key, updated in place.
+        self.messages_in: dict[InKey, list[int]] = {}
+        self.messages_out: dict[OutKey, list[int]] = {}
+        self.message_size: dict[InKey, Histogram] = {}
+        self.send_to_dlq: dict[tuple[str, str, bool], int] = {}
+        self.rpc_latency: dict[RpcKey, Histogram] = {}
+        self._samples: deque[_Sample] = deque()
+
+    def count_in(self, topic: str, message_type: str, is_system: bool, sizes: list[int]) -> None:
+        """Messages stored by one send request (``sizes``: each message's body length)."""
+        key = (topic, message_type, is_system)
+        totals = self.messages_in.get(key)
+        if totals is None:
+            totals = self.messages_in[key] = [0, 0]
+            self.message_size[key] = Histogram(MESSAGE_SIZE_BUCKETS_BYTES)
+        totals[0] += len(sizes)
+        totals[1] += sum(sizes)
+        self.message_size[key].observe_many(sizes)
+
+    def count_out(self, topic: str, group: str, is_system: bool, messages: int, size_bytes: int) -> None:
+        """Messages handed to a consumer by one pull or pop."""
+        key = (topic, group, is_system)
+        totals = self.messages_out.get(key)
+        if totals is None:
+            totals = self.messages_out[key] = [0, 0]
+        totals[0] += messages
+        totals[1] += size_bytes
+
+    def count_dlq(self, group: str, topic: str, is_system: bool) -> None:
+        """One message moved to ``%DLQ%<group>``."""
+        key = (group, topic, is_system)
+        self.send_to_dlq[key] = self.send_to_dlq.get(key, 0) + 1
+
+    def count_rpc(
+        self, request_code: int, response_code: int, is_long_polling: bool, result: str, elapsed_ms: float
+    ) -> None:
+        """One remote call handled; ``result`` is ``success``, ``oneway`` or ``process_request_failed``."""
+        key = (request_code, response_code, is_long_polling, result)
+        histogram = self.rpc_latency.get(key)
+        if histogram is None:
+            histogram = self.rpc_latency[key] = Histogram(RPC_LATENCY_BUCKETS_MS)
+        histogram.observe(elapsed_ms)
+
+    # -- rates ----------------------------------------------------------------------------------
+
+    def sample(self, now_ms: int) -> None:
+        """Remember the totals at ``now_ms`` (called every few seconds) for the TPS gauges."""
+        sample = _Sample(now_ms)
+        for (topic, _, _), totals in self.messages_in.items():
+            sample.put[topic] = sample.put.get(topic, 0) + totals[0]
+            sample.put_total += totals[0]
+        for (topic, group, _), totals in self.messages_out.items():
+            sample.get[(topic, group)] = totals[0]
+            sample.get_total += totals[0]
+        self._samples.append(sample)
+        # Keep one sample at or beyond the window's far edge, so a rate always spans it.
+        while len(self._samples) > 2 and self._samples[1].at_ms <= now_ms - RATE_WINDOW_MS:
+            self._samples.popleft()
+
+    def snapshot(self, now_ms: int) -> RecorderSnapshot:
+        """Copy every table, with rates over the last minute as of ``now_ms``."""
+        self.sample(now_ms)
+        newest = self._samples[-1]
+        oldest = self._samples[0]
+        span_s = (newest.at_ms - oldest.at_ms) / 1000
+        put_tps = _rates(newest.put, oldest.put, span_s)
+        get_tps = _rates(newest.get, oldest.get, span_s)
+        self._samples.pop()  # the scrape's own sample must not shift the periodic cadence
+        return RecorderSnapshot(
+            messages_in={key: list(value) for key, value in self.messages_in.items()},
+            messages_out={key: list(value) for key, value in self.messages_out.items()},
+            message_size={key: value.copy() for key, value in self.message_size.items()},
+            send_to_dlq=dict(self.send_to_dlq),
+            rpc_latency={key: value.copy() for key, value in self.rpc_latency.items()},
+            put_tps=put_tps,
+            get_tps=get_tps,
+            broker_put_tps=_rate(newest.put_total, oldest.put_total, span_s),
+            broker_get_tps=_rate(newest.get_total, oldest.get_total, span_s),
+            put_total=newest.put_total,
+            get_total=newest.get_total,
+        )
+
+
+def _rate(new: int, old: int, span_s: float) -> float:
+    return (new - old) / span_s if span_s > 0 else 0.0
+
+
+def _rates(new: dict[_K, int], old: dict[_K, int], span_s: float) -> dict[_K, float]:
+    return {key: _rate(value, old.get(key, 0), span_s) for key, value in new.items()}
+
+
+def message_type_of(properties: dict[str, str]) -> str:
+    """5.x's ``message_type`` label of a produced message."""
+    if properties.get("TRAN_MSG") == "true":
+        return "transaction"
+    if "__SHARDINGKEY" in properties:
+        return "fifo"
+    if properties.get("DELAY", "0") not in ("", "0") or any(
+        key in properties
+        for key in ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "__STARTDELIVERTIME")
+    ):
+        return "delay"
+    return "normal"
+
+
+def sizes_of(bodies: Iterable[bytes | memoryview]) -> list[int]:
+    """Body lengths of a batch, for :meth:`Recorder.count_in`."""
+    return [len(body) for body in bodies]
