@@ -22,6 +22,8 @@ DEFAULT_DATA_DIR = ".orbitmq-data"
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_BROKER_PORT = 10911
 DEFAULT_GRPC_PORT = 8081
+DEFAULT_METRICS_PORT = 5557
+DEFAULT_NAMESRV_METRICS_PORT = 5558
 
 _FORWARDED = {
     "namesrv": "run a nameserver (python -m orbitmq.namesrv)",
@@ -53,6 +55,19 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     parser.add_argument("--no-proxy", action="store_true", help="do not serve gRPC (RocketMQ 5.x clients)")
     parser.add_argument("--flush", choices=("sync", "async"), help="flushDiskType SYNC_FLUSH or ASYNC_FLUSH")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=DEFAULT_METRICS_PORT,
+        help=f"broker Prometheus /metrics port ({DEFAULT_METRICS_PORT}; 0 = any free port)",
+    )
+    parser.add_argument(
+        "--namesrv-metrics-port",
+        type=int,
+        default=DEFAULT_NAMESRV_METRICS_PORT,
+        help=f"nameserver Prometheus /metrics port ({DEFAULT_NAMESRV_METRICS_PORT}; 0 = any free port)",
+    )
+    parser.add_argument("--no-metrics", action="store_true", help="serve no /metrics")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
@@ -81,8 +96,17 @@ def run_standalone(args: argparse.Namespace) -> int:
         overrides["flushDiskType"] = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
     if not args.no_proxy:
         overrides["grpcServerPort"] = args.grpc_port
+    namesrv_overrides: dict[str, object] = {"listenPort": args.namesrv_port}
+    if not args.no_metrics:
+        # Both on loopback, like the standalone's other ports.
+        overrides.update(metricsExporterType="PROM", metricsPromExporterPort=args.metrics_port)
+        namesrv_overrides.update(
+            metricsExporterType="PROM",
+            metricsPromExporterPort=args.namesrv_metrics_port,
+            metricsPromExporterHost="127.0.0.1",
+        )
     try:
-        namesrv_config = load_namesrv_config(None, {"listenPort": args.namesrv_port})
+        namesrv_config = load_namesrv_config(None, namesrv_overrides)
         broker_config, store_config, proxy_config = load_broker_configs(
             args.config_file, overrides, (ProxyConfig,)
         )

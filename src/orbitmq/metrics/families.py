@@ -31,7 +31,6 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.utils import floatToGoString
 
 from orbitmq.metrics.recorder import Histogram, RecorderSnapshot
 
@@ -124,7 +123,7 @@ class _Families:
         buckets: list[tuple[str, float]] = []
         for bound, count in zip(histogram.bounds, histogram.counts, strict=False):
             running += count
-            buckets.append((floatToGoString(bound), running))
+            buckets.append((repr(float(bound)), running))
         buckets.append(("+Inf", histogram.count))
         family.add_metric(self.values + labels, buckets, histogram.total)
 
