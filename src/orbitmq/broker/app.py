@@ -51,6 +51,7 @@ from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.timer import TimerService
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.transaction import TransactionService
+from orbitmq.broker.validation import is_system_topic
 from orbitmq.errors import ConfigError, ProtocolError
 from orbitmq.metrics import LoopCollector, MetricsExporter, MetricsExporterType, Recorder, instrument_handlers
 from orbitmq.protocol.codes import RequestCode
@@ -204,7 +205,7 @@ class BrokerApp:
         client_manage = ClientManageHandlers(state)
         handlers = build_handler_table(state, client_manage)
         if config.metrics_exporter_type is MetricsExporterType.PROM:
-            state.recorder = Recorder()
+            state.recorder = Recorder(is_system_topic)
             # The zero sample: rates in the first minute span the time since start-up.
             state.recorder.sample(now_ms())
             handlers = instrument_handlers(handlers, state.recorder)

@@ -10,7 +10,7 @@ This package knows no broker internals: the broker fills :class:`BrokerView`
 from orbitmq.metrics.exporter import LoopCollector, MetricsExporter, MetricsExporterType
 from orbitmq.metrics.families import BrokerView, LagRow, NamesrvView, broker_families, namesrv_families
 from orbitmq.metrics.instrument import instrument_handlers, request_code_names
-from orbitmq.metrics.recorder import Recorder, message_type_of, sizes_of
+from orbitmq.metrics.recorder import Recorder, message_type_of
 
 __all__ = [
     "BrokerView",
@@ -25,5 +25,4 @@ __all__ = [
     "message_type_of",
     "namesrv_families",
     "request_code_names",
-    "sizes_of",
 ]

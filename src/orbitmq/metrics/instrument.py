@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from orbitmq.errors import BrokerResponseError
-from orbitmq.metrics.recorder import Recorder
+from orbitmq.metrics.recorder import Histogram, Recorder
 from orbitmq.protocol.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 
@@ -40,6 +40,7 @@ def _timed(code: int, handler: _H, recorder: Recorder) -> Callable[[Any, Remotin
     holds = code in _HOLDING_CODES
     count_rpc = recorder.count_rpc
     clock = time.perf_counter
+    by_response: dict[int, Histogram] = {}
 
     async def timed(ctx: Any, request: RemotingCommand) -> RemotingCommand | None:
         started = clock()
@@ -56,10 +57,15 @@ def _timed(code: int, handler: _H, recorder: Recorder) -> Callable[[Any, Remotin
         elapsed_ms = (clock() - started) * 1000
         if request.flag & FLAG_ONEWAY or response is None:
             count_rpc(code, -1, False, "oneway", elapsed_ms)
+        elif holds and elapsed_ms > LONG_POLL_THRESHOLD_MS:
+            count_rpc(code, response.code, True, "success", elapsed_ms)
         else:
-            count_rpc(
-                code, response.code, holds and elapsed_ms > LONG_POLL_THRESHOLD_MS, "success", elapsed_ms
-            )
+            # The common case: this code's histogram per response code, found with one lookup.
+            histogram = by_response.get(response.code)
+            if histogram is None:
+                histogram = recorder.rpc_histogram(code, response.code, False, "success")
+                by_response[response.code] = histogram
+            histogram.observe(elapsed_ms)
         return response
 
     return timed

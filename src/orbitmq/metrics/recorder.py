@@ -8,9 +8,8 @@ Prometheus metric families when ``/metrics`` is scraped.
 
 Why not prometheus_client's ``Counter``/``Histogram`` on the hot path: each ``labels(...)``
 call takes a lock and builds a child lookup; a send of one message would pay it three times.
-Here a send costs one dictionary update per request (per batch, not per message), and the
-message-size histogram adds per-message work only when a batch holds a message above the
-first bucket (1 KiB).
+Here a send costs one dictionary lookup and a few integer additions per request (per batch,
+not per message); labels that derive from the topic (``is_system``) are worked out at scrape.
 
 Thread model: every ``count_*`` method runs on the server's event loop; :meth:`snapshot`
 copies the tables on the same loop (the exporter's scrape thread asks the loop for it), so
@@ -21,7 +20,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -32,6 +31,8 @@ MESSAGE_SIZE_BUCKETS_BYTES = (1024, 4096, 512 * 1024, 1024 * 1024, 2 * 1024 * 10
 
 RPC_LATENCY_BUCKETS_MS = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)
 """Upper bounds of ``rocketmq_rpc_latency`` in milliseconds (RocketMQ 5.x's buckets)."""
+
+_FIRST_SIZE_BUCKET = MESSAGE_SIZE_BUCKETS_BYTES[0]
 
 RATE_WINDOW_MS = 60_000
 """Width of the window behind the exporter-style ``*_tps`` gauges (``statsMinute.tps``)."""
@@ -52,20 +53,6 @@ class Histogram:
         self.counts[bisect_left(self.bounds, value)] += 1
         self.total += value
         self.count += 1
-
-    def observe_many(self, values: list[int]) -> None:
-        """Observe every value; a run that fits the first bucket costs one update."""
-        if not values:
-            return
-        total = sum(values)
-        if max(values) <= self.bounds[0]:
-            self.counts[0] += len(values)
-        else:
-            counts, bounds = self.counts, self.bounds
-            for value in values:
-                counts[bisect_left(bounds, value)] += 1
-        self.total += total
-        self.count += len(values)
 
     def copy(self) -> Histogram:
         other = Histogram(self.bounds)
@@ -109,64 +96,90 @@ class _Sample:
     get_total: int = 0
 
 
-class Recorder:
-    """The running totals of one server (see the module docstring)."""
+class _Traffic:
+    """Messages and bytes of one label set; ``sizes`` holds the message-size bucket counts."""
+
+    __slots__ = ("messages", "size_bytes", "sizes")
 
     def __init__(self) -> None:
-        # Values are [messages, bytes]: one list per key, updated in place.
-        self.messages_in: dict[InKey, list[int]] = {}
-        self.messages_out: dict[OutKey, list[int]] = {}
-        self.message_size: dict[InKey, Histogram] = {}
+        self.messages = 0
+        self.size_bytes = 0
+        self.sizes = [0] * (len(MESSAGE_SIZE_BUCKETS_BYTES) + 1)
+
+
+class Recorder:
+    """The running totals of one server (see the module docstring).
+
+    Args:
+        is_system_topic: tells system topics apart (the ``is_system`` label); asked once per
+            new topic, not per message.
+    """
+
+    def __init__(self, is_system_topic: Callable[[str], bool] = lambda topic: False) -> None:
+        self._is_system_topic = is_system_topic
+        self._in: dict[tuple[str, str], _Traffic] = {}
+        self._out: dict[tuple[str, str], _Traffic] = {}
         self.send_to_dlq: dict[tuple[str, str, bool], int] = {}
         self.rpc_latency: dict[RpcKey, Histogram] = {}
         self._samples: deque[_Sample] = deque()
 
-    def count_in(self, topic: str, message_type: str, is_system: bool, sizes: list[int]) -> None:
-        """Messages stored by one send request (``sizes``: each message's body length)."""
-        key = (topic, message_type, is_system)
-        totals = self.messages_in.get(key)
-        if totals is None:
-            totals = self.messages_in[key] = [0, 0]
-            self.message_size[key] = Histogram(MESSAGE_SIZE_BUCKETS_BYTES)
-        totals[0] += len(sizes)
-        totals[1] += sum(sizes)
-        self.message_size[key].observe_many(sizes)
+    def count_in(self, topic: str, message_type: str, size_bytes: int, messages: int = 1) -> None:
+        """One send request stored ``messages`` messages of ``size_bytes`` bodies in all.
 
-    def count_out(self, topic: str, group: str, is_system: bool, messages: int, size_bytes: int) -> None:
+        The size histogram takes the average size of a batch: a batch is one request of
+        alike messages, and this keeps the cost per request, not per message.
+        """
+        traffic = self._in.get((topic, message_type))
+        if traffic is None:
+            traffic = self._in[(topic, message_type)] = _Traffic()
+        traffic.messages += messages
+        traffic.size_bytes += size_bytes
+        average = size_bytes // messages if messages > 1 else size_bytes
+        if average <= _FIRST_SIZE_BUCKET:
+            traffic.sizes[0] += messages
+        else:
+            traffic.sizes[bisect_left(MESSAGE_SIZE_BUCKETS_BYTES, average)] += messages
+
+    def count_out(self, topic: str, group: str, messages: int, size_bytes: int) -> None:
         """Messages handed to a consumer by one pull or pop."""
-        key = (topic, group, is_system)
-        totals = self.messages_out.get(key)
-        if totals is None:
-            totals = self.messages_out[key] = [0, 0]
-        totals[0] += messages
-        totals[1] += size_bytes
+        traffic = self._out.get((topic, group))
+        if traffic is None:
+            traffic = self._out[(topic, group)] = _Traffic()
+        traffic.messages += messages
+        traffic.size_bytes += size_bytes
 
-    def count_dlq(self, group: str, topic: str, is_system: bool) -> None:
+    def count_dlq(self, group: str, topic: str) -> None:
         """One message moved to ``%DLQ%<group>``."""
-        key = (group, topic, is_system)
+        key = (group, topic, self._is_system_topic(topic))
         self.send_to_dlq[key] = self.send_to_dlq.get(key, 0) + 1
 
     def count_rpc(
         self, request_code: int, response_code: int, is_long_polling: bool, result: str, elapsed_ms: float
     ) -> None:
         """One remote call handled; ``result`` is ``success``, ``oneway`` or ``process_request_failed``."""
+        self.rpc_histogram(request_code, response_code, is_long_polling, result).observe(elapsed_ms)
+
+    def rpc_histogram(
+        self, request_code: int, response_code: int, is_long_polling: bool, result: str
+    ) -> Histogram:
+        """The latency histogram of one label set (callers may keep it and observe directly)."""
         key = (request_code, response_code, is_long_polling, result)
         histogram = self.rpc_latency.get(key)
         if histogram is None:
             histogram = self.rpc_latency[key] = Histogram(RPC_LATENCY_BUCKETS_MS)
-        histogram.observe(elapsed_ms)
+        return histogram
 
     # -- rates ----------------------------------------------------------------------------------
 
     def sample(self, now_ms: int) -> None:
         """Remember the totals at ``now_ms`` (called every few seconds) for the TPS gauges."""
         sample = _Sample(now_ms)
-        for (topic, _, _), totals in self.messages_in.items():
-            sample.put[topic] = sample.put.get(topic, 0) + totals[0]
-            sample.put_total += totals[0]
-        for (topic, group, _), totals in self.messages_out.items():
-            sample.get[(topic, group)] = totals[0]
-            sample.get_total += totals[0]
+        for (topic, _), traffic in self._in.items():
+            sample.put[topic] = sample.put.get(topic, 0) + traffic.messages
+            sample.put_total += traffic.messages
+        for key, traffic in self._out.items():
+            sample.get[key] = traffic.messages
+            sample.get_total += traffic.messages
         self._samples.append(sample)
         # Keep one sample at or beyond the window's far edge, so a rate always spans it.
         while len(self._samples) > 2 and self._samples[1].at_ms <= now_ms - RATE_WINDOW_MS:
@@ -181,10 +194,23 @@ class Recorder:
         put_tps = _rates(newest.put, oldest.put, span_s)
         get_tps = _rates(newest.get, oldest.get, span_s)
         self._samples.pop()  # the scrape's own sample must not shift the periodic cadence
+        system = self._is_system_topic
+        messages_in: dict[InKey, list[int]] = {}
+        message_size: dict[InKey, Histogram] = {}
+        for (topic, message_type), traffic in self._in.items():
+            key = (topic, message_type, system(topic))
+            messages_in[key] = [traffic.messages, traffic.size_bytes]
+            sizes = message_size[key] = Histogram(MESSAGE_SIZE_BUCKETS_BYTES)
+            sizes.counts = list(traffic.sizes)
+            sizes.total = traffic.size_bytes
+            sizes.count = traffic.messages
         return RecorderSnapshot(
-            messages_in={key: list(value) for key, value in self.messages_in.items()},
-            messages_out={key: list(value) for key, value in self.messages_out.items()},
-            message_size={key: value.copy() for key, value in self.message_size.items()},
+            messages_in=messages_in,
+            messages_out={
+                (topic, group, system(topic)): [traffic.messages, traffic.size_bytes]
+                for (topic, group), traffic in self._out.items()
+            },
+            message_size=message_size,
             send_to_dlq=dict(self.send_to_dlq),
             rpc_latency={key: value.copy() for key, value in self.rpc_latency.items()},
             put_tps=put_tps,
@@ -204,8 +230,23 @@ def _rates(new: dict[_K, int], old: dict[_K, int], span_s: float) -> dict[_K, fl
     return {key: _rate(value, old.get(key, 0), span_s) for key, value in new.items()}
 
 
+_TYPED_KEYS = frozenset(
+    (
+        "TRAN_MSG",
+        "__SHARDINGKEY",
+        "DELAY",
+        "TIMER_DELIVER_MS",
+        "TIMER_DELAY_SEC",
+        "TIMER_DELAY_MS",
+        "__STARTDELIVERTIME",
+    )
+)
+
+
 def message_type_of(properties: dict[str, str]) -> str:
     """5.x's ``message_type`` label of a produced message."""
+    if _TYPED_KEYS.isdisjoint(properties):
+        return "normal"
     if properties.get("TRAN_MSG") == "true":
         return "transaction"
     if "__SHARDINGKEY" in properties:
@@ -216,8 +257,3 @@ def message_type_of(properties: dict[str, str]) -> str:
     ):
         return "delay"
     return "normal"
-
-
-def sizes_of(bodies: Iterable[bytes | memoryview]) -> list[int]:
-    """Body lengths of a batch, for :meth:`Recorder.count_in`."""
-    return [len(body) for body in bodies]

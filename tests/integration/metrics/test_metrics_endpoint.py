@@ -53,6 +53,16 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return samples
 
 
+def declared(url: str) -> set[str]:
+    """Names of every family served, with or without samples (counters as ``<name>_total``)."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    found = set()
+    for family in text_string_to_metric_families(text):
+        found.add(f"{family.name}_total" if family.type == "counter" else family.name)
+    return found
+
+
 def value(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
     """The one sample named ``name`` whose labels include ``labels``."""
     matches = [
@@ -125,6 +135,11 @@ def test_metrics_endpoint_counts_and_lag_match_the_workload(tmp_path: Path) -> N
         assert value(samples, "rocketmq_storage_size", **node) > sum(map(len, bodies))
 
         names = scrape(metrics_url(namesrv))
+        # Every series the Grafana dashboard in docs/ charts is served by one of the two.
+        dashboard = (Path(__file__).parents[3] / "docs" / "grafana" / "orbitmq-dashboard.json").read_text()
+        served = {name for name, _ in samples} | {name for name, _ in names} | declared(metrics_url(broker))
+        charted = set(re.findall(r"rocketmq_[a-z0-9_]+", dashboard))
+        assert charted and charted <= served, sorted(charted - served)
         assert value(names, "rocketmq_namesrv_broker_number") == 1
         assert value(names, "rocketmq_topic_number") >= 1
         routes = value(

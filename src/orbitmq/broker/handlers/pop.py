@@ -34,7 +34,7 @@ from orbitmq.broker.pop import (
     PopStatus,
     build_filter,
 )
-from orbitmq.broker.validation import Rejection, check_group_name, is_system_topic
+from orbitmq.broker.validation import Rejection, check_group_name
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.route import PERM_READ
 from orbitmq.protocol.codes import ResponseCode
@@ -129,7 +129,6 @@ class PopHandlers:
                 recorder.count_out(
                     header.topic,
                     header.consumer_group,
-                    is_system_topic(header.topic),
                     len(result.messages),
                     len(body),
                 )

@@ -31,7 +31,7 @@ from orbitmq.broker.clients import GroupSubscription
 from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState
 from orbitmq.broker.status_map import is_long_poll_candidate, pull_response_code
-from orbitmq.broker.validation import check_group_name, is_system_topic
+from orbitmq.broker.validation import check_group_name
 from orbitmq.model.heartbeat import EXPRESSION_TYPE_TAG
 from orbitmq.model.route import PERM_READ, TopicConfig
 from orbitmq.protocol.codes import ResponseCode
@@ -191,7 +191,6 @@ class PullHandlers:
             recorder.count_out(
                 header.topic,
                 header.consumer_group,
-                is_system_topic(header.topic),
                 len(result.buffers),
                 len(body),
             )

@@ -49,11 +49,10 @@ from orbitmq.broker.validation import (
     check_queue_id,
     check_send_topic,
     dlq_topic,
-    is_system_topic,
     retry_topic,
 )
 from orbitmq.errors import RemoteProtocolError
-from orbitmq.metrics import message_type_of, sizes_of
+from orbitmq.metrics import message_type_of
 from orbitmq.model.message import MessageConst, SysFlag
 from orbitmq.model.route import PERM_READ_WRITE, PERM_WRITE, TopicConfig
 from orbitmq.protocol.batch import decode_batch
@@ -204,9 +203,9 @@ class SendHandlers:
             return rejection.response(request)
         result = self._state.store.put_message(put)
         if recorder is not None and result.status is PutStatus.PUT_OK:
-            recorder.count_in(header.topic, message_type, is_system_topic(header.topic), [len(request.body)])
+            recorder.count_in(header.topic, message_type, len(request.body))
             if topic != header.topic:
-                recorder.count_dlq(header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :], header.topic, False)
+                recorder.count_dlq(header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :], header.topic)
         return await self._answer_put(request, result, queue_id, _wait_store_ok(properties))
 
     def _route(self, put: PutMessageRequest) -> Rejection | None:
@@ -343,8 +342,8 @@ class SendHandlers:
             recorder.count_in(
                 topic,
                 message_type_of(items[0].properties),
-                is_system_topic(topic),
-                sizes_of(put.body for put in requests),
+                sum([len(put.body) for put in requests]),
+                len(requests),
             )
         return await self._answer_put(request, result, queue_id, wait_store_ok)
 
@@ -481,7 +480,7 @@ class SendHandlers:
             and result.status is PutStatus.PUT_OK
             and target != retry_topic(header.group)
         ):
-            state.recorder.count_dlq(header.group, original.topic, is_system_topic(original.topic))
+            state.recorder.count_dlq(header.group, original.topic)
         code, remark = put_response_code(result.status, result.remark)
         return request.response(code, remark, {})
 
