@@ -36,6 +36,7 @@ from orbitmq.broker.handlers.pop import PopHandlers
 from orbitmq.broker.handlers.pull import PullHandlers
 from orbitmq.broker.handlers.query import QueryHandlers
 from orbitmq.broker.handlers.recall import RecallHandlers
+from orbitmq.broker.handlers.runtime_info import RuntimeInfoHandlers
 from orbitmq.broker.handlers.send import SendHandlers
 from orbitmq.broker.handlers.sync import SyncHandlers
 from orbitmq.broker.handlers.transaction import TransactionHandlers
@@ -203,11 +204,16 @@ class BrokerApp:
         self._state = state
         await self._create_message_services(state, is_slave)
         client_manage = ClientManageHandlers(state)
+        # Message counts are always kept (GET_BROKER_RUNTIME_INFO reports them, as RocketMQ's
+        # BrokerStatsManager does); request timing and /metrics only with metricsExporterType=PROM.
+        state.recorder = Recorder(is_system_topic)
+        # The zero sample: rates in the first minute span the time since start-up.
+        state.recorder.sample(now_ms())
         handlers = build_handler_table(state, client_manage)
+        handlers[RequestCode.GET_BROKER_RUNTIME_INFO] = RuntimeInfoHandlers(
+            state, self._boot_timestamp_ms
+        ).get_broker_runtime_info
         if config.metrics_exporter_type is MetricsExporterType.PROM:
-            state.recorder = Recorder(is_system_topic)
-            # The zero sample: rates in the first minute span the time since start-up.
-            state.recorder.sample(now_ms())
             handlers = instrument_handlers(handlers, state.recorder)
         self._server = RemotingServer(
             config.bind_address,

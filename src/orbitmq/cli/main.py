@@ -1,6 +1,6 @@
 """``orbitmq``: one command for every OrbitMQ program.
 
-``namesrv``, ``proxy``, ``admin``, ``cluster`` and ``bench`` hand their arguments to the program's own entry point;
+``namesrv``, ``proxy``, ``admin``, ``cluster``, ``dashboard`` and ``bench`` hand their arguments to the program's own entry point;
 ``broker`` does too, unless ``--enable-proxy`` asks for the gRPC proxy beside it (local mode,
 as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the main job: a nameserver, a
 broker and the gRPC proxy in one process, on the default ports, with an embedded data
@@ -32,6 +32,7 @@ _FORWARDED = {
     "admin": "administer topics, groups and clusters (orbitmq admin --help)",
     "cluster": "a local cluster: a nameserver and masters with slaves (orbitmq cluster --help)",
     "bench": "benchmarks (python -m orbitmq.bench)",
+    "dashboard": "a web dashboard over a cluster (orbitmq dashboard --namesrv HOST:PORT [--port 8080])",
 }
 
 
@@ -198,6 +199,10 @@ def _forward(command: str, rest: list[str]) -> int:
         from orbitmq.cli.cluster import main as cluster_main
 
         return cluster_main(rest)
+    if command == "dashboard":
+        from orbitmq.dashboard.__main__ import main as dashboard_main
+
+        return dashboard_main(rest)
     from orbitmq.bench.__main__ import main as bench_main
 
     return bench_main(rest)

@@ -15,6 +15,9 @@ cluster_members         GET_BROKER_CLUSTER_INFO, then GET_BROKER_HA_STATUS to ev
 reset_offset_by_time    per queue SEARCH_OFFSET_BY_TIMESTAMP, then UPDATE_CONSUMER_OFFSET
 ======================  ===================================================================
 
+Whole-broker reads (one request per broker) and message lookups by key and id come from
+:class:`~orbitmq.client._admin_views.AdminViews`.
+
 Resetting offsets writes the broker's committed offsets directly. OrbitMQ brokers do not
 implement INVOKE_BROKER_TO_RESET_OFFSET (222), so consumers of the group that are online keep
 their in-memory offsets and overwrite the reset at their next commit: stop them before a reset
@@ -30,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from orbitmq.client._admin_views import AdminViews
 from orbitmq.client._cluster_status import MemberStatus, member_statuses
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client.config import ClientConfig, split_config
@@ -84,7 +88,7 @@ class QueueProgress:
     lag: int
 
 
-class AdminClient:
+class AdminClient(AdminViews):
     """Administers topics and consumer offsets through the name servers and brokers.
 
     Args:

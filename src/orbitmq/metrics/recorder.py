@@ -37,6 +37,9 @@ _FIRST_SIZE_BUCKET = MESSAGE_SIZE_BUCKETS_BYTES[0]
 RATE_WINDOW_MS = 60_000
 """Width of the window behind the exporter-style ``*_tps`` gauges (``statsMinute.tps``)."""
 
+RATE_HISTORY_MS = 600_000
+"""Samples are kept this long: GET_BROKER_RUNTIME_INFO's putTps reports 10 s, 60 s and 600 s."""
+
 
 class Histogram:
     """Cumulative-free bucket counts, a sum and a count; bucket ``len(bounds)`` is +Inf."""
@@ -182,14 +185,42 @@ class Recorder:
             sample.get_total += traffic.messages
         self._samples.append(sample)
         # Keep one sample at or beyond the window's far edge, so a rate always spans it.
-        while len(self._samples) > 2 and self._samples[1].at_ms <= now_ms - RATE_WINDOW_MS:
+        while len(self._samples) > 2 and self._samples[1].at_ms <= now_ms - RATE_HISTORY_MS:
             self._samples.popleft()
+
+    def _oldest_within(self, now_ms: int, window_ms: int) -> _Sample:
+        """The newest sample at least ``window_ms`` old, else the oldest one kept."""
+        chosen = self._samples[0]
+        for sample in self._samples:
+            if sample.at_ms > now_ms - window_ms:
+                break
+            chosen = sample
+        return chosen
+
+    def broker_tps(self, now_ms: int, window_ms: int) -> tuple[float, float]:
+        """Messages put and got per second over the last ``window_ms`` (as of ``now_ms``)."""
+        self.sample(now_ms)
+        newest = self._samples.pop()
+        if not self._samples:
+            self._samples.append(newest)
+            return 0.0, 0.0
+        oldest = self._oldest_within(now_ms, window_ms)
+        span_s = (newest.at_ms - oldest.at_ms) / 1000
+        return _rate(newest.put_total, oldest.put_total, span_s), _rate(
+            newest.get_total, oldest.get_total, span_s
+        )
+
+    def totals(self) -> tuple[int, int]:
+        """Messages put and got since start-up."""
+        put = sum(traffic.messages for traffic in self._in.values())
+        got = sum(traffic.messages for traffic in self._out.values())
+        return put, got
 
     def snapshot(self, now_ms: int) -> RecorderSnapshot:
         """Copy every table, with rates over the last minute as of ``now_ms``."""
         self.sample(now_ms)
         newest = self._samples[-1]
-        oldest = self._samples[0]
+        oldest = self._oldest_within(now_ms, RATE_WINDOW_MS)
         span_s = (newest.at_ms - oldest.at_ms) / 1000
         put_tps = _rates(newest.put, oldest.put, span_s)
         get_tps = _rates(newest.get, oldest.get, span_s)
