@@ -57,7 +57,6 @@ _NOT_ALLOWED_SEND_TOPICS = frozenset(
         "RMQ_SYS_TRANS_HALF_TOPIC",
         "RMQ_SYS_TRANS_OP_HALF_TOPIC",
         "TRANS_CHECK_MAX_TIME_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
         "SELF_TEST_TOPIC",
         "OFFSET_MOVED_EVENT",
     }

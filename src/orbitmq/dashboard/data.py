@@ -222,23 +222,38 @@ class ClusterData:
     # -- groups ---------------------------------------------------------------------------------
 
     async def groups(self) -> list[GroupRow]:
-        """Every consumer group of every master (one subscription-group request per master)."""
+        """Every consumer group of every master: its subscription-group config, or committed offsets.
+
+        One subscription-group request and one consumer-offset request per master; a group
+        that only committed offsets (no config was created for it) is listed too.
+        """
         masters = await self.admin.master_addresses()
-        tables = await bounded(self.admin.all_subscription_groups(addr) for addr in masters.values())
+        tables, offsets = await asyncio.gather(
+            bounded(self.admin.all_subscription_groups(addr) for addr in masters.values()),
+            self._all_offsets(),
+        )
         rows: dict[str, GroupRow] = {}
+        configured: set[str] = set()
+        for broker_name, _, group in offsets:
+            if group not in _SYSTEM_GROUPS and group not in rows:
+                rows[group] = GroupRow(group, False, 16, True, [broker_name])
         for broker_name, table in zip(masters, tables, strict=True):
             for name, config in table.items():
                 if name in _SYSTEM_GROUPS:
                     continue
                 row = rows.get(name)
-                if row is None:
+                if row is None or name not in configured:
+                    brokers = row.brokers if row is not None else []
                     row = rows[name] = GroupRow(
                         name,
                         bool(config.get("consumeMessageOrderly", False)),
                         int(config.get("retryMaxTimes", 16)),
                         bool(config.get("consumeEnable", True)),
+                        brokers,
                     )
-                row.brokers.append(broker_name)
+                    configured.add(name)
+                if broker_name not in row.brokers:
+                    row.brokers.append(broker_name)
         return sorted(rows.values(), key=lambda row: row.name)
 
     async def fill_group_rows(self, rows: list[GroupRow]) -> None:
