@@ -29,6 +29,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "produce with no slave, ASYNC_MASTER and SYNC_MASTER; replication lag under load",
     ),
     "proxy": ("orbitmq.bench.proxy", "gRPC proxy send and receive+ack msgs/s beside the remoting port"),
+    "dashboard": ("orbitmq.bench.dashboard", "dashboard page load times over 1,000 topics and 500 groups"),
     "metrics": ("orbitmq.bench.metrics", "produce msgs/s with the broker's /metrics on and off, one run"),
 }
 
