@@ -33,6 +33,21 @@ class RemoteProtocolError(ProtocolError):
     """The peer sent bytes that cannot be decoded; the connection should be closed."""
 
 
+class BadRequestError(RemoteProtocolError):
+    """A well-framed request whose content breaks a rule (a field out of range, a bad name).
+
+    Unlike its parent this does not cost the connection: the server answers ``code`` (a
+    RocketMQ response code, SYSTEM_ERROR unless the rule says otherwise) with ``remark``, a
+    short text naming the field and never the whole offending value.
+    """
+
+    def __init__(self, remark: str, code: int = 1, field: str = "") -> None:
+        super().__init__(remark)
+        self.remark = remark
+        self.code = code
+        self.field = field
+
+
 # -- store -----------------------------------------------------------------------------------
 
 

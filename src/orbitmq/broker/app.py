@@ -194,9 +194,9 @@ class BrokerApp:
             topics=topics,
             offsets=offsets,
             groups=groups,
-            producers=ProducerTable(),
-            consumers=ConsumerTable(),
-            locks=QueueLockTable(config.rebalance_lock_max_live_time_ms),
+            producers=ProducerTable(config.producer_groups_max),
+            consumers=ConsumerTable(config.consumer_groups_max),
+            locks=QueueLockTable(config.rebalance_lock_max_live_time_ms, config.queue_locks_max),
             long_polling=long_polling,
             store_host=(self._host, config.listen_port),
             on_topics_changed=self._on_topics_changed,
@@ -221,6 +221,9 @@ class BrokerApp:
             handlers,
             idle_timeout_s=config.channel_expired_timeout_ms / 1000,
             on_connection_closed=client_manage.on_connection_closed,
+            max_frame_bytes=config.max_frame_bytes,
+            limits=config.server_limits(),
+            bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
         )
         await self._server.start()
         # With listenPort=0 the bound port is known only now; records must carry the real one.
@@ -254,11 +257,16 @@ class BrokerApp:
             await service.start()
         # Stopped last (services stop in reverse): sends still waiting for a slave are answered first.
         self._services.insert(0, replication)
+        # What is bound (bindAddress, 0.0.0.0 = every interface) and, apart, what is advertised.
         logger.info(
-            "broker %s (%s, id %d) listening on %s, HA port %s (store %s)",
+            "broker %s (%s, id %d) listening on %s:%d, HA on %s:%d; advertised as %s, HA %s (store %s)",
             config.broker_name,
             config.broker_role.value,
             config.broker_id,
+            config.bind_address,
+            self.port,
+            config.bind_address,
+            replication.master.port,
             self.address,
             replication.ha_address,
             self._store.store_path,
@@ -378,6 +386,7 @@ class BrokerApp:
             store_host,
             write_atomically,
             now_ms,
+            topics=state.topics,
         )
         await asyncio.to_thread(transactions.load)
         state.transactions = transactions
@@ -423,10 +432,17 @@ class BrokerApp:
                 )
 
     def _load_tables(self) -> tuple[TopicConfigTable, ConsumerOffsetTable, SubscriptionGroupTable]:
+        """Load the persisted tables; damaged entries are skipped (logged), a file that is not
+        JSON at all stops the start with its name (the broker never writes one)."""
+        limits = self.broker_config
         topics_path = self._config_dir / TOPICS_FILE
         raw_topics = _read_optional(topics_path)
         try:
-            topics = TopicConfigTable.decode(raw_topics) if raw_topics is not None else TopicConfigTable()
+            topics = (
+                TopicConfigTable.decode(raw_topics, str(topics_path), limits.topics_max)
+                if raw_topics is not None
+                else TopicConfigTable(limits.topics_max)
+            )
         except ProtocolError as exc:
             raise ConfigError(f"{topics_path}: {exc}") from exc
         offsets_path = self._config_dir / CONSUMER_OFFSETS_FILE
@@ -439,9 +455,9 @@ class BrokerApp:
         groups_path = self._config_dir / SUBSCRIPTION_GROUPS_FILE
         raw_groups = _read_optional(groups_path)
         groups = (
-            SubscriptionGroupTable.decode(raw_groups, str(groups_path))
+            SubscriptionGroupTable.decode(raw_groups, str(groups_path), limits.consumer_groups_max)
             if raw_groups is not None
-            else SubscriptionGroupTable()
+            else SubscriptionGroupTable(limits.consumer_groups_max)
         )
         return topics, offsets, groups
 

@@ -9,15 +9,21 @@ The consumer table reports whether a heartbeat or removal *changed* a group (a m
 left, or its subscriptions differ), because the broker must then send NOTIFY_CONSUMER_IDS_CHANGED
 to every member so they rebalance.
 
+Both tables are bounded: a heartbeat that would add a group past ``groups_max`` is refused
+with a BrokerResponseError naming the limit (``maxProducerGroups``, ``maxConsumerGroups``);
+``member_count`` lets the heartbeat handler bound the memberships of both tables together.
+
 Pure state: time is passed in and the channel is an opaque value (the transport connection).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from orbitmq.errors import BrokerResponseError
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.tags import TagFilter
 
 C = TypeVar("C")
@@ -76,13 +82,36 @@ class ConsumerGroup(Generic[C]):
         return [entry.client_id for entry in self.channels.values()]
 
 
+def _check_room(groups: Mapping[str, object], group: str, groups_max: int, key: str) -> None:
+    if groups_max and group not in groups and len(groups) >= groups_max:
+        raise BrokerResponseError(
+            ResponseCode.SYSTEM_ERROR,
+            f"cannot track group {group}: {len(groups)} groups tracked ({key}={groups_max})",
+        )
+
+
 class ProducerTable(Generic[C]):
     """Producer groups and their live connections (used for transaction check-backs)."""
 
-    def __init__(self) -> None:
+    def __init__(self, groups_max: int = 0) -> None:
         self._groups: dict[str, dict[int, ClientChannel[C]]] = {}
+        self.groups_max = groups_max
+
+    @property
+    def member_count(self) -> int:
+        """Memberships tracked: (group, connection) pairs."""
+        return sum(len(members) for members in self._groups.values())
+
+    def is_member(self, group: str, connection_id: int) -> bool:
+        return connection_id in self._groups.get(group, {})
 
     def register(self, group: str, entry: ClientChannel[C]) -> None:
+        """Record a heartbeat of one member.
+
+        Raises:
+            BrokerResponseError: the group is new and ``groups_max`` groups are tracked already.
+        """
+        _check_room(self._groups, group, self.groups_max, "maxProducerGroups")
         self._groups.setdefault(group, {})[entry.connection_id] = entry
 
     def unregister(self, group: str, connection_id: int) -> bool:
@@ -118,8 +147,18 @@ class ProducerTable(Generic[C]):
 class ConsumerTable(Generic[C]):
     """Consumer groups: members, subscriptions and consumption settings."""
 
-    def __init__(self) -> None:
+    def __init__(self, groups_max: int = 0) -> None:
         self._groups: dict[str, ConsumerGroup[C]] = {}
+        self.groups_max = groups_max
+
+    @property
+    def member_count(self) -> int:
+        """Memberships tracked: (group, connection) pairs."""
+        return sum(len(info.channels) for info in self._groups.values())
+
+    def is_member(self, group: str, connection_id: int) -> bool:
+        info = self._groups.get(group)
+        return info is not None and connection_id in info.channels
 
     def register(
         self,
@@ -131,7 +170,12 @@ class ConsumerTable(Generic[C]):
         message_model: str = "CLUSTERING",
         consume_from_where: str = "CONSUME_FROM_LAST_OFFSET",
     ) -> bool:
-        """Record a heartbeat of one member; True when the group's members or subscriptions changed."""
+        """Record a heartbeat of one member; True when the group's members or subscriptions changed.
+
+        Raises:
+            BrokerResponseError: the group is new and ``groups_max`` groups are tracked already.
+        """
+        _check_room(self._groups, group, self.groups_max, "maxConsumerGroups")
         info = self._groups.get(group)
         if info is None:
             info = ConsumerGroup(group)

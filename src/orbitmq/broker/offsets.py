@@ -8,18 +8,30 @@ when the table is dirty and writes the bytes itself. The JSON layout is RocketMQ
 
 RocketMQ joins topic and group with ``@``; neither name may contain it (the name charset is
 ``[%|a-zA-Z0-9_-]``), so the split on load is unambiguous.
+
+The table holds only what its loader accepts: legal topic and group names, queue ids
+0..2^31-1 and 64-bit offsets (:meth:`ConsumerOffsetTable.commit` ignores anything else). A
+damaged entry found at load is skipped with a warning; the broker still starts.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 from collections.abc import Iterator
 
 import orjson
 
 from orbitmq.errors import ConfigError
+from orbitmq.protocol.names import group_name_problem, shorten, topic_name_problem
+
+logger = logging.getLogger(__name__)
 
 TOPIC_GROUP_SEPARATOR = "@"
+_QUEUE_ID_MAX = (1 << 31) - 1
+_DECIMAL = re.compile(r"-?[0-9]{1,19}")
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class ConsumerOffsetTable:
@@ -34,13 +46,20 @@ class ConsumerOffsetTable:
         self._lock = threading.Lock()
         self._dirty = False
 
-    def commit(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
-        """Record ``queue_offset`` as the next offset ``group`` will consume from this queue."""
+    def commit(self, group: str, topic: str, queue_id: int, queue_offset: int) -> bool:
+        """Record ``queue_offset`` as the next offset ``group`` will consume from this queue.
+
+        Returns False, and records nothing, for what the loader would refuse (see the module
+        docstring): the handlers check first; this keeps a missed check off the disk.
+        """
+        if entry_problem(group, topic, queue_id, queue_offset) is not None:
+            return False
         with self._lock:
             queues = self._table.setdefault((topic, group), {})
             if queues.get(queue_id) != queue_offset:
                 queues[queue_id] = queue_offset
                 self._dirty = True
+        return True
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         """The committed offset, or None when this group never committed for this queue."""
@@ -128,10 +147,10 @@ class ConsumerOffsetTable:
 
     @classmethod
     def decode(cls, data: bytes, source: str = "consumerOffset.json") -> ConsumerOffsetTable:
-        """Load a table written by :meth:`encode` (or by RocketMQ).
+        """Load a table written by :meth:`encode` (or by RocketMQ); damaged entries are skipped.
 
         Raises:
-            ConfigError: the document is not valid JSON or has the wrong shape; names ``source``.
+            ConfigError: the document is not valid JSON or has no ``offsetTable``; names ``source``.
         """
         table = cls()
         try:
@@ -141,13 +160,52 @@ class ConsumerOffsetTable:
         raw = document.get("offsetTable") if isinstance(document, dict) else None
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}: no 'offsetTable' object")
+        skipped = 0
         for key, queues in raw.items():
-            topic, separator, group = str(key).rpartition(TOPIC_GROUP_SEPARATOR)
-            if not separator or not topic or not group or not isinstance(queues, dict):
-                raise ConfigError(f"{source}: malformed entry {key!r}")
-            for queue_id, queue_offset in queues.items():
-                try:
-                    table._table.setdefault((topic, group), {})[int(queue_id)] = int(queue_offset)
-                except (TypeError, ValueError) as exc:
-                    raise ConfigError(f"{source}: entry {key!r} queue {queue_id!r}: {exc}") from exc
+            topic, _, group = str(key).rpartition(TOPIC_GROUP_SEPARATOR)
+            if not isinstance(queues, dict):
+                logger.warning("%s: entry %s is not an object; skipped", source, shorten(key))
+                skipped += 1
+                continue
+            for queue_text, offset_value in queues.items():
+                queue_id, queue_offset = _as_int(queue_text), _as_int(offset_value)
+                if queue_id is None or queue_offset is None:
+                    problem: str | None = "queue id or offset is not an integer"
+                else:
+                    problem = entry_problem(group, topic, queue_id, queue_offset)
+                if problem is not None or queue_id is None or queue_offset is None:
+                    logger.warning(
+                        "%s: entry %s queue %s skipped: %s",
+                        source,
+                        shorten(key),
+                        shorten(queue_text),
+                        problem,
+                    )
+                    skipped += 1
+                    continue
+                table._table.setdefault((topic, group), {})[queue_id] = queue_offset
+        if skipped:
+            logger.warning("%s: %d damaged entries skipped", source, skipped)
         return table
+
+
+def entry_problem(group: str, topic: str, queue_id: int, queue_offset: int) -> str | None:
+    """Why (group, topic, queue_id, queue_offset) cannot be an entry of the table (None if it can)."""
+    problem = topic_name_problem(topic) or group_name_problem(group)
+    if problem is not None:
+        return problem
+    if not 0 <= queue_id <= _QUEUE_ID_MAX:
+        return f"queue id {queue_id} is not 0..{_QUEUE_ID_MAX}"
+    if not _LONG_MIN <= queue_offset <= _LONG_MAX:
+        return f"offset {queue_offset} is not a 64-bit integer"
+    return None
+
+
+def _as_int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        return int(value)
+    return None

@@ -7,11 +7,16 @@ SUBSCRIPTION_GROUP_NOT_EXIST. Persisted as RocketMQ's ``subscriptionGroup.json``
     {"subscriptionGroupTable": {"<group>": {"groupName": ..., "consumeEnable": true,
         "retryQueueNums": 1, "retryMaxTimes": 16, ...}}, "dataVersion": {...}}
 
+The table holds at most ``maxConsumerGroups`` groups, and only legal group names: creating
+one more, or an illegal one, raises a BrokerResponseError naming the limit or the rule. A
+damaged entry of the file is skipped with a warning at load; the broker still starts.
+
 Pure state: the persistence service writes what :meth:`SubscriptionGroupTable.encode` returns.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -19,7 +24,11 @@ from typing import Any
 
 import orjson
 
-from orbitmq.errors import ConfigError
+from orbitmq.errors import BrokerResponseError, ConfigError
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.names import group_name_problem, shorten
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_RETRY_MAX_TIMES = 16
 
@@ -59,7 +68,7 @@ class SubscriptionGroupConfig:
     @classmethod
     def from_json(cls, group: str, raw: dict[str, Any]) -> SubscriptionGroupConfig:
         base = cls(group)
-        return replace(
+        config = replace(
             base,
             consume_enable=bool(raw.get("consumeEnable", base.consume_enable)),
             consume_from_min_enable=bool(raw.get("consumeFromMinEnable", base.consume_from_min_enable)),
@@ -75,18 +84,24 @@ class SubscriptionGroupConfig:
                 raw.get("notifyConsumerIdsChangedEnable", base.notify_consumer_ids_changed_enable)
             ),
         )
+        if not 0 <= config.retry_queue_nums <= 1024 or not 0 <= config.retry_max_times <= (1 << 31) - 1:
+            raise ValueError(
+                f"retryQueueNums {config.retry_queue_nums} or retryMaxTimes {config.retry_max_times} out of range"
+            )
+        return config
 
 
 class SubscriptionGroupTable:
     """Consumer group configs by name (thread-safe; handlers and the persistence service share it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, groups_max: int = 0) -> None:
         self._groups: dict[str, SubscriptionGroupConfig] = {
             name: SubscriptionGroupConfig(name) for name in _BUILTIN_GROUPS
         }
         self._lock = threading.Lock()
         self._data_version = (int(time.time() * 1000), 0)
         self._dirty = False
+        self.groups_max = groups_max
 
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         return self._groups.get(group)
@@ -99,7 +114,25 @@ class SubscriptionGroupTable:
         return self.put(SubscriptionGroupConfig(group))
 
     def put(self, config: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
+        """Create or replace a group's config.
+
+        Raises:
+            BrokerResponseError: the name is not a legal group, or the table is full.
+        """
+        problem = group_name_problem(config.group_name)
+        if problem is not None:
+            raise BrokerResponseError(ResponseCode.SYSTEM_ERROR, problem)
         with self._lock:
+            if (
+                self.groups_max
+                and config.group_name not in self._groups
+                and len(self._groups) >= self.groups_max
+            ):
+                raise BrokerResponseError(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"cannot create consumer group {config.group_name}: this broker already has "
+                    f"{len(self._groups)} groups (maxConsumerGroups={self.groups_max})",
+                )
             self._groups[config.group_name] = config
             self._bump()
         return config
@@ -154,16 +187,34 @@ class SubscriptionGroupTable:
             return True
 
     @classmethod
-    def decode(cls, data: bytes, source: str = "subscriptionGroup.json") -> SubscriptionGroupTable:
-        """Load a table written by :meth:`encode`; raises ConfigError naming ``source`` when malformed."""
-        table = cls()
+    def decode(
+        cls, data: bytes, source: str = "subscriptionGroup.json", groups_max: int = 0
+    ) -> SubscriptionGroupTable:
+        """Load a table written by :meth:`encode`; a damaged group entry is skipped with a warning.
+
+        Raises:
+            ConfigError: the document is not JSON or has no subscriptionGroupTable; names ``source``.
+        """
+        table = cls(groups_max)
         try:
             document = orjson.loads(data)
             raw_groups = document["subscriptionGroupTable"]
-            for name, raw in raw_groups.items():
-                table._groups[str(name)] = SubscriptionGroupConfig.from_json(str(name), raw)
+            if not isinstance(raw_groups, dict):
+                raise TypeError("subscriptionGroupTable is not an object")
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{source}: malformed subscription group table: {exc}") from exc
+        for name, raw in raw_groups.items():
+            try:
+                problem = group_name_problem(str(name))
+                if problem is None:
+                    table._groups[str(name)] = SubscriptionGroupConfig.from_json(str(name), raw)
+            except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+                problem = str(exc)
+            if problem is not None:
+                logger.warning("%s: group entry %s skipped: %s", source, shorten(name), shorten(problem, 200))
+        try:
             version = document.get("dataVersion") or {}
             table._data_version = (int(version.get("timestamp", 0)), int(version.get("counter", 0)))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ConfigError(f"{source}: malformed subscription group table: {exc}") from exc
+        except (TypeError, ValueError, AttributeError) as exc:
+            logger.warning("%s: dataVersion unreadable (%s); starting a new one", source, exc)
         return table

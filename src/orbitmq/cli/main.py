@@ -116,11 +116,13 @@ def run_standalone(args: argparse.Namespace) -> int:
         return 2
     data_dir.mkdir(parents=True, exist_ok=True)
     logging.getLogger("orbitmq").info(
-        "standalone: nameserver 127.0.0.1:%d, broker %s:%d, gRPC %s, data in %s",
+        "standalone: nameserver on %s:%d, broker on %s:%d (advertised as %s), gRPC %s, data in %s",
+        namesrv_config.bind_address,
         args.namesrv_port,
-        args.broker_ip,
+        broker_config.bind_address,
         args.broker_port,
-        "off" if args.no_proxy else proxy_config.grpc_server_port,
+        args.broker_ip,
+        "off" if args.no_proxy else f"on {proxy_config.grpc_bind_address}:{proxy_config.grpc_server_port}",
         data_dir,
     )
     apps: list[App] = [NamesrvApp(namesrv_config), BrokerApp(broker_config, store_config)]

@@ -40,7 +40,7 @@ from orbitmq.client._pull_api import (
 from orbitmq.client.config import split_config
 from orbitmq.client.offset_store import RemoteOffsetStore
 from orbitmq.client.rebalance import AllocateStrategy, strategy_by_name
-from orbitmq.errors import ClientError, ClientStateError, OrbitError, TopicNotExistError
+from orbitmq.errors import ClientError, ClientStateError, OrbitError, RemoteProtocolError, TopicNotExistError
 from orbitmq.model.heartbeat import (
     ConsumerData,
     ConsumeType,
@@ -270,7 +270,18 @@ class PullConsumer:
         messages: list[MessageExt] = []
         for batch in await self.poll_raw(timeout_ms):
             tag_filter = self._subscriptions.get(batch.mq.topic, _ALL)
-            messages += decode_pull_body(batch.body, tag_filter, batch.mq)
+            try:
+                messages += decode_pull_body(batch.body, tag_filter, batch.mq)
+            except RemoteProtocolError as exc:
+                # Records an OrbitMQ broker serves always decode (its store checks them); a
+                # batch from elsewhere that does not must not cost the other batches.
+                logger.error(
+                    "queue offsets [%d, %d) of %s skipped: %s",
+                    batch.start_offset,
+                    batch.next_offset,
+                    batch.mq,
+                    exc,
+                )
         return messages
 
     async def poll_raw(self, timeout_ms: int = 1000) -> list[RawBatch]:

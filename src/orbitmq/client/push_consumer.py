@@ -50,7 +50,7 @@ from orbitmq.client._pull_api import (
 from orbitmq.client.config import split_config
 from orbitmq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from orbitmq.client.rebalance import AllocateStrategy, strategy_by_name
-from orbitmq.errors import ClientStateError, OrbitError
+from orbitmq.errors import ClientStateError, OrbitError, RemoteProtocolError
 from orbitmq.model.heartbeat import (
     ConsumerData,
     ConsumeType,
@@ -441,7 +441,14 @@ class PushConsumer:
             if pq.dropped:
                 return
             if result.status is PullStatus.FOUND:
-                messages = decode_pull_body(result.body, tag_filter, mq)
+                try:
+                    messages = decode_pull_body(result.body, tag_filter, mq)
+                except RemoteProtocolError as exc:
+                    # Never from an OrbitMQ broker (its store checks every record): say so and
+                    # pull again, rather than end this queue's pull loop.
+                    logger.error("pull of %s at queue offset %d: %s", mq, next_offset, exc)
+                    await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
+                    continue
                 restore_retry_topic(messages, self.group)
                 pq.put_messages(messages, result.next_begin_offset)
                 if messages:

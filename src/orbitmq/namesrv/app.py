@@ -28,11 +28,13 @@ from orbitmq.metrics import (
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.handlers import NamesrvHandlers, monotonic_ms
 from orbitmq.namesrv.route_table import RouteTable
+from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server import RemotingServer, ServerConnection
 
 __all__ = ["NamesrvApp"]
 
 logger = logging.getLogger(__name__)
+_log_limit = LogLimiter(logger)
 
 SHUTDOWN_GRACE_S = 3.0
 _CODE_NAMES = request_code_names()
@@ -50,7 +52,12 @@ class NamesrvApp:
         self.config = config
         self.route_table = RouteTable()
         self._clock_ms = clock_ms
-        self._handlers = NamesrvHandlers(self.route_table, clock_ms)
+        self._handlers = NamesrvHandlers(
+            self.route_table,
+            clock_ms,
+            topics_per_broker_max=config.topics_per_broker_max,
+            brokers_max=config.brokers_max,
+        )
         handlers = self._handlers.table()
         self._recorder: Recorder | None = None
         if config.metrics_exporter_type is MetricsExporterType.PROM:
@@ -64,6 +71,8 @@ class NamesrvApp:
             max_frame_bytes=config.max_frame_bytes,
             idle_timeout_s=float(config.server_channel_max_idle_s),
             on_connection_closed=self._on_connection_closed,
+            limits=config.server_limits(),
+            bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
         )
         self._scan_task: asyncio.Task[None] | None = None
 
@@ -139,8 +148,11 @@ class NamesrvApp:
         """Remove brokers silent for longer than ``broker_channel_expired_ms``; their addresses."""
         expired = self.route_table.scan_inactive(self._clock_ms(), self.config.broker_channel_expired_ms)
         for addr in expired:
-            logger.warning(
-                "broker %s silent for over %d ms: removed", addr, self.config.broker_channel_expired_ms
+            _log_limit.warning(
+                "broker-expired",
+                "broker %s silent for over %d ms: removed",
+                addr,
+                self.config.broker_channel_expired_ms,
             )
         return expired
 
@@ -155,4 +167,10 @@ class NamesrvApp:
 
     def _on_connection_closed(self, connection: ServerConnection) -> None:
         for addr in self.route_table.on_connection_closed(connection.id):
-            logger.info("broker %s removed: its connection from %s closed", addr, connection.peer_address)
+            _log_limit.log(
+                logging.INFO,
+                "broker-removed",
+                "broker %s removed: its connection from %s closed",
+                addr,
+                connection.peer_address,
+            )

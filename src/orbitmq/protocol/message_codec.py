@@ -101,11 +101,18 @@ def stored_message_size(body_len: int, topic_len: int, properties_len: int, sys_
 
 @lru_cache(maxsize=1024)
 def host_bytes(host: str) -> bytes:
-    """The 4 (IPv4) or 16 (IPv6) address bytes of a numeric host string."""
+    """The 4 (IPv4) or 16 (IPv6) address bytes of a numeric host string.
+
+    An IPv4-mapped IPv6 address (``::ffff:10.0.0.1``, how a dual-stack socket reports an IPv4
+    peer) is written as IPv4: it is one, and clients that read only IPv4 hosts can decode it.
+    """
     try:
-        return ipaddress.ip_address(host).packed
+        address = ipaddress.ip_address(host)
     except ValueError as exc:
-        raise LocalProtocolError(f"host {host!r} is not a numeric IPv4/IPv6 address") from exc
+        raise LocalProtocolError(f"host {host[:64]!r} is not a numeric IPv4/IPv6 address") from exc
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.packed
+    return address.packed
 
 
 def host_flags(born_host: str, store_host: str) -> int:

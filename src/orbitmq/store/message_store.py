@@ -464,7 +464,12 @@ class MessageStore:
         return iter(names)
 
     def delete_topic(self, topic: str) -> None:
-        """Drop every ConsumeQueue of ``topic`` (its records stay in the log until retention)."""
+        """Empty every ConsumeQueue of ``topic`` (its records stay in the log until retention).
+
+        Each queue keeps its next queue offset (see ``ConsumeQueueTable.delete_topic``); the
+        manifest says so from the next thorough flush on. A crash before it brings the queues
+        back from the log, numbered as they were, never mixed with a re-created topic's.
+        """
         self._require_open()
         with self._queues.flush_lock, self._lock:
             self._queues.delete_topic(topic)

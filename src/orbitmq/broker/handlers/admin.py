@@ -20,7 +20,11 @@ from orbitmq.model.route import TopicConfig
 from orbitmq.protocol.bodies import encode_topic_config_wrapper
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+from orbitmq.protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
+)
 from orbitmq.transport.server import RequestContext
 
 
@@ -89,7 +93,7 @@ class AdminHandlers:
     async def get_subscription_group_config(
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand:
-        group = request.ext_fields.get("group", "")
+        group = GetSubscriptionGroupConfigRequestHeader.from_ext(request.ext_fields).group
         config = self._state.groups.get(group)
         if config is None:
             return request.response(

@@ -9,9 +9,12 @@ registered version is older than the request's).
 The read's status maps to a response code in ``status_map``. PULL_NOT_FOUND with the SUSPEND bit
 parks the pull in ``long_polling`` for ``suspendTimeoutMillis`` (``shortPollingTimeMills`` when
 long polling is off) and re-reads once when woken or expired; the re-read never parks again, so
-an expired poll answers PULL_NOT_FOUND. The hold is capped below the clients' 30 s request
-timeout. When sysFlag bit 0 is set the consumer's ``commitOffset`` is stored before reading.
-The response body is the stored records, concatenated, exactly as the commit log holds them.
+an expired poll answers PULL_NOT_FOUND. The hold is capped at ``longPollingSuspendMaxMillis``
+(25 s, below the clients' 30 s request timeout), and one connection may have at most
+``maxParkedPullsPerConnection`` pulls parked: one more answers SYSTEM_BUSY at once (clients back
+off and pull again). When sysFlag bit 0 is set the consumer's ``commitOffset`` is stored before
+reading. A pull reads at most ``PULL_MSG_NUMS_MAX`` messages whatever its ``maxMsgNums``. The
+response body is the stored records, concatenated, exactly as the commit log holds them.
 
 Reads from slaves (ha-replication §4.1). ``suggestWhichBrokerId`` tells the client where to
 pull next: 0 unless ``slaveReadEnable``; with it, the group's ``whichBrokerWhenConsumeSlowly``
@@ -45,8 +48,8 @@ FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
 
-HOLD_MAX_MS = 25_000
-"""Longest park: clients time a pull out after 30 s and must get an answer first."""
+PULL_MSG_NUMS_MAX = 32 * 1024
+"""Most messages one pull reads (the 256 KiB transfer cap usually stops it first)."""
 
 MAX_TRANSFER_BYTES = 256 * 1024
 
@@ -56,6 +59,8 @@ class PullHandlers:
 
     def __init__(self, state: BrokerState) -> None:
         self._state = state
+        # connection id -> pulls of that connection parked now
+        self._parked: dict[int, int] = {}
 
     async def pull_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = PullMessageRequestHeader.from_ext(request.ext_fields)
@@ -72,14 +77,33 @@ class PullHandlers:
             )
         response = self._read(request, header, tag_filter)
         if header.sys_flag & FLAG_SUSPEND and is_long_poll_candidate(ResponseCode(response.code)):
+            config = self._state.config
+            connection_id = ctx.connection.id
+            parked = self._parked.get(connection_id, 0)
+            if parked >= config.parked_pulls_per_connection_max:
+                return request.response(
+                    ResponseCode.SYSTEM_BUSY,
+                    f"{parked} pulls of this connection are parked already "
+                    f"(maxParkedPullsPerConnection={config.parked_pulls_per_connection_max})",
+                    response.ext_fields,
+                )
             hold_ms = (
-                header.suspend_timeout_millis
-                if self._state.config.long_polling_enable
-                else (self._state.config.short_polling_time_ms)
+                header.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_ms
             )
-            await self._state.long_polling.hold(
-                header.topic, header.queue_id, header.queue_offset, min(max(hold_ms, 0), HOLD_MAX_MS)
-            )
+            self._parked[connection_id] = parked + 1
+            try:
+                await self._state.long_polling.hold(
+                    header.topic,
+                    header.queue_id,
+                    header.queue_offset,
+                    min(max(hold_ms, 0), config.long_polling_suspend_max_ms),
+                )
+            finally:
+                remaining = self._parked[connection_id] - 1
+                if remaining:
+                    self._parked[connection_id] = remaining
+                else:
+                    del self._parked[connection_id]
             response = self._read(request, header, tag_filter)
         return response
 
@@ -167,7 +191,7 @@ class PullHandlers:
             header.topic,
             header.queue_id,
             header.queue_offset,
-            max(header.max_msg_nums, 1),
+            min(max(header.max_msg_nums, 1), PULL_MSG_NUMS_MAX),
             MAX_TRANSFER_BYTES,
             None if tag_filter.matches_all else tag_filter.matches_code,
         )

@@ -51,16 +51,17 @@ from orbitmq.broker.validation import (
     dlq_topic,
     retry_topic,
 )
-from orbitmq.errors import RemoteProtocolError
+from orbitmq.errors import BadRequestError, RemoteProtocolError
 from orbitmq.metrics import message_type_of
 from orbitmq.model.message import MessageConst, SysFlag
 from orbitmq.model.route import PERM_READ_WRITE, PERM_WRITE, TopicConfig
 from orbitmq.protocol.batch import decode_batch
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from orbitmq.protocol.headers import INT32_MAX, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from orbitmq.protocol.message_codec import decode_stored_message
 from orbitmq.protocol.message_id import encode_offset_msg_id
+from orbitmq.protocol.names import group_name_problem
 from orbitmq.protocol.properties import decode_properties
 from orbitmq.store.config import FlushDiskType
 from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
@@ -250,6 +251,9 @@ class SendHandlers:
     ) -> str | None:
         """``%DLQ%<group>`` when a re-sent retry message has used up its reconsume attempts."""
         group = retry_topic_name[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        problem = group_name_problem(group)
+        if problem is not None:
+            raise BadRequestError(f"retry topic {retry_topic_name}: {problem}", field="topic")
         group_config = self._state.groups.find_or_create(
             group, self._state.config.auto_create_subscription_group
         )
@@ -470,7 +474,8 @@ class SendHandlers:
             born_timestamp=original.born_timestamp,
             born_host=original.born_host,
             store_host=state.store_host,
-            reconsume_times=original.reconsume_times + 1,
+            # Saturates: a record's count is a 32-bit int, and past the group's maximum it is DLQ'd.
+            reconsume_times=min(original.reconsume_times + 1, INT32_MAX),
         )
         if delay_level > 0 and state.schedule is not None:
             to_schedule(put, delay_level, state.schedule.level_count)
