@@ -245,13 +245,14 @@ class BrokerApp:
         # state follows the replicated journal (POP requests are refused on a slave).
         writers = () if is_slave else (state.schedule, state.timer, state.transactions)
         self._services += [service for service in (*writers, state.pop) if service is not None]
-        if state.recorder is not None:
-            recorder = state.recorder
-            self._services.append(
-                PeriodicService(
-                    "metrics-rate-sample", _RATE_SAMPLE_INTERVAL_MS, lambda: recorder.sample(now_ms())
-                )
+        recorder = state.recorder
+        assert recorder is not None
+        self._services.append(
+            PeriodicService(
+                "metrics-rate-sample", _RATE_SAMPLE_INTERVAL_MS, lambda: recorder.sample(now_ms())
             )
+        )
+        if config.metrics_exporter_type is MetricsExporterType.PROM:
             self._start_metrics(state, recorder)
         for service in self._services:
             await service.start()
