@@ -147,16 +147,17 @@ def test_dashboard_creates_topic_sends_and_finds_message_with_trace(
     assert "holds 1 messages" in text_of(chromium, "#empty-result")
 
 
-async def _consumed_five(namesrv: str) -> None:
+async def _lagging(namesrv: str, topic: str, group: str) -> None:
+    """``topic`` with 20 messages in 2 queues; ``group`` committed offset 0 on both (lag 20)."""
     async with AdminClient(namesrv) as admin:
-        await admin.create_topic("BrowserLag", queue_nums=2)
+        await admin.create_topic(topic, queue_nums=2)
     async with Producer("PG_BROWSER_LAG", namesrv) as producer:
         for index in range(20):
-            await producer.send(Message("BrowserLag", b"lag %d" % index))
-    consumer = PullConsumer("CG_BROWSER", namesrv)
+            await producer.send(Message(topic, b"lag %d" % index))
+    consumer = PullConsumer(group, namesrv)
     await consumer.start()
     try:
-        await consumer.commit_sync({MessageQueue("BrowserLag", "broker-a", q): 0 for q in range(2)})
+        await consumer.commit_sync({MessageQueue(topic, "broker-a", q): 0 for q in range(2)})
     finally:
         await consumer.shutdown()
 
@@ -170,7 +171,7 @@ async def _committed(namesrv: str) -> dict[int, int | None]:
 
 
 def test_dashboard_skips_a_groups_accumulation(dashboard: Dashboard, chromium: Any) -> None:
-    asyncio.run(_consumed_five(dashboard.namesrv_addr))
+    asyncio.run(_lagging(dashboard.namesrv_addr, "BrowserLag", "CG_BROWSER"))
     open_page(chromium, dashboard, "/groups", shot="groups")
     row = next(
         r for r in chromium.find_elements(_by("CSS_SELECTOR"), "#groups tbody tr") if "CG_BROWSER" in r.text
@@ -195,15 +196,17 @@ def test_dashboard_skips_a_groups_accumulation(dashboard: Dashboard, chromium: A
 
 def test_dashboard_screenshots_of_the_main_pages(dashboard: Dashboard, chromium: Any) -> None:
     """The cluster, topics and topic pages render their tables (and are saved when asked)."""
+    asyncio.run(_lagging(dashboard.namesrv_addr, "BrowserShots", "CG_SHOTS"))
     open_page(chromium, dashboard, "/", shot=None)
     wait_for(lambda: chromium.execute_script("return document.querySelectorAll('#chart-lag canvas').length"))
     time.sleep(1.5)  # one more sample, so the charts have a line
     if SHOTS:
         chromium.save_screenshot(str(Path(SHOTS) / "cluster.png"))
     open_page(chromium, dashboard, "/topics", shot="topics")
-    assert chromium.find_elements(_by("LINK_TEXT"), "BrowserOrders")
-    open_page(chromium, dashboard, "/topics/BrowserLag", shot="topic")
-    assert "CG_BROWSER" in text_of(chromium, "#consumers")
+    assert chromium.find_elements(_by("LINK_TEXT"), "BrowserShots")
+    open_page(chromium, dashboard, "/topics/BrowserShots", shot="topic")
+    assert "CG_SHOTS" in text_of(chromium, "#consumers")
+    assert text_of(chromium, "#consumers .lag") == "20"
     assert not console_errors(chromium)
 
 
