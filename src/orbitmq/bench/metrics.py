@@ -123,7 +123,7 @@ async def _bench(servers: dict[str, tuple[str, str | None, int]], args: argparse
     print(
         f"summary: {args.size} B bodies, {args.concurrency} senders, {args.rounds} x {args.round_s:g} s rounds"
     )
-    worst = 1.0
+    worst = float("inf")
     for mode in ("single", "batch"):
         off = statistics.median(results[(mode, "off")])
         on = statistics.median(results[(mode, "on")])
