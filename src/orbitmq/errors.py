@@ -147,8 +147,20 @@ class TopicNotExistError(BrokerResponseError):
     refresh_route = True
 
 
+class QueryNotFoundError(BrokerResponseError):
+    """QUERY_NOT_FOUND (22): no message (or offset, or config item) matched the query."""
+
+
+class SubscriptionParseFailedError(BrokerResponseError):
+    """SUBSCRIPTION_PARSE_FAILED (23): the broker could not compile a subscription expression."""
+
+
 class SubscriptionGroupNotExistError(BrokerResponseError):
     """SUBSCRIPTION_GROUP_NOT_EXIST (26)."""
+
+
+class ConsumerNotOnlineError(BrokerResponseError):
+    """CONSUMER_NOT_ONLINE (206): the group has no online member to ask."""
 
 
 _ERRORS_BY_CODE: dict[int, type[BrokerResponseError]] = {
@@ -159,7 +171,10 @@ _ERRORS_BY_CODE: dict[int, type[BrokerResponseError]] = {
     14: ServiceNotAvailableError,
     16: NoPermissionError,
     17: TopicNotExistError,
+    22: QueryNotFoundError,
+    23: SubscriptionParseFailedError,
     26: SubscriptionGroupNotExistError,
+    206: ConsumerNotOnlineError,
 }
 
 
@@ -167,6 +182,23 @@ def error_for_code(code: int, remark: str | None = None) -> BrokerResponseError:
     """The exception for a response code (a plain BrokerResponseError when we have no subclass)."""
     cls = _ERRORS_BY_CODE.get(code, BrokerResponseError)
     return cls(code, remark)
+
+
+# -- filters ---------------------------------------------------------------------------------
+
+
+class FilterExpressionError(OrbitError):
+    """A subscription expression (SQL92 or TAG) does not compile.
+
+    ``line`` and ``column`` (1-based) point at the offending character when known (0 otherwise);
+    the message names them.
+    """
+
+    def __init__(self, message: str, line: int = 0, column: int = 0) -> None:
+        self.line = line
+        self.column = column
+        where = f" at line {line}, column {column}" if line else ""
+        super().__init__(f"{message}{where}")
 
 
 # -- configuration ---------------------------------------------------------------------------

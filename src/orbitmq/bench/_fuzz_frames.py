@@ -34,6 +34,7 @@ import orjson
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from orbitmq.protocol import admin_headers as ah
 from orbitmq.protocol import headers as h
 from orbitmq.protocol import pop
 from orbitmq.protocol.batch import encode_batch
@@ -83,6 +84,26 @@ BROKER_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: None,
     RequestCode.GET_TIMER_CHECK_POINT: None,
     RequestCode.GET_BROKER_HA_STATUS: None,
+    # Request-reply.
+    RequestCode.SEND_REPLY_MESSAGE: h.SendMessageRequestHeader,
+    RequestCode.SEND_REPLY_MESSAGE_V2: h.SendMessageRequestHeader,
+    # Operations: stats, connections, group admin, live config, offset resets, client relays.
+    RequestCode.GET_TOPIC_STATS_INFO: ah.GetTopicStatsInfoRequestHeader,
+    RequestCode.GET_CONSUME_STATS: ah.GetConsumeStatsRequestHeader,
+    RequestCode.GET_BROKER_CONSUME_STATS: ah.GetBrokerConsumeStatsRequestHeader,
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: ah.GetConsumerConnectionListRequestHeader,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST: ah.GetProducerConnectionListRequestHeader,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: ah.QueryTopicConsumeByWhoRequestHeader,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: ah.DeleteSubscriptionGroupRequestHeader,
+    RequestCode.CLONE_GROUP_OFFSET: ah.CloneGroupOffsetRequestHeader,
+    RequestCode.CHECK_CLIENT_CONFIG: None,
+    RequestCode.VIEW_BROKER_STATS_DATA: ah.ViewBrokerStatsDataRequestHeader,
+    RequestCode.GET_BROKER_RUNTIME_INFO: None,
+    RequestCode.GET_BROKER_CONFIG: None,
+    RequestCode.UPDATE_BROKER_CONFIG: None,
+    RequestCode.GET_CONSUMER_RUNNING_INFO: h.GetConsumerRunningInfoRequestHeader,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: ah.ConsumeMessageDirectlyRequestHeader,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: h.ResetOffsetRequestHeader,
 }
 NAMESRV_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.REGISTER_BROKER: h.RegisterBrokerRequestHeader,
@@ -93,6 +114,9 @@ NAMESRV_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.DELETE_TOPIC_IN_NAMESRV: h.DeleteTopicFromNamesrvRequestHeader,
     RequestCode.QUERY_DATA_VERSION: h.QueryDataVersionRequestHeader,
     RequestCode.GET_KV_CONFIG: h.GetKVConfigRequestHeader,
+    RequestCode.PUT_KV_CONFIG: ah.PutKVConfigRequestHeader,
+    RequestCode.DELETE_KV_CONFIG: ah.DeleteKVConfigRequestHeader,
+    RequestCode.GET_KVLIST_BY_NAMESPACE: ah.GetKVListByNamespaceRequestHeader,
 }
 
 TOPICS = [f"FuzzTopic{index}" for index in range(24)] + ["TBW102", "%RETRY%FuzzGroup0", "%DLQ%FuzzGroup1"]
@@ -310,6 +334,8 @@ _BODIES: dict[int, st.SearchStrategy[bytes]] = {
     RequestCode.SEND_MESSAGE: _send_body(),
     RequestCode.SEND_MESSAGE_V2: _send_body(),
     RequestCode.SEND_BATCH_MESSAGE: _send_body(),
+    RequestCode.SEND_REPLY_MESSAGE: _send_body(),
+    RequestCode.SEND_REPLY_MESSAGE_V2: _send_body(),
 }
 _DEFAULT_BODY = st.just(b"") | st.binary(max_size=16)
 _V2_NAMES = {long_name: letter for letter, long_name in h.SEND_V2_WIRE_NAMES.items()}
@@ -322,7 +348,11 @@ def _request(target: int, code: int, header: type[Any] | None) -> st.SearchStrat
 
     def build(draw: st.DrawFn) -> tuple[int, bytes]:
         ext = draw(ext_strategy)
-        if code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        if code in (
+            RequestCode.SEND_MESSAGE_V2,
+            RequestCode.SEND_BATCH_MESSAGE,
+            RequestCode.SEND_REPLY_MESSAGE_V2,
+        ):
             ext = {_V2_NAMES.get(key, key): value for key, value in ext.items()}
         command = RemotingCommand(
             code=code,

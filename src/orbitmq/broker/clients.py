@@ -22,7 +22,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from orbitmq.errors import BrokerResponseError
+from orbitmq.errors import BrokerResponseError, FilterExpressionError
+from orbitmq.filter import MessageFilter, TagExpressionFilter, compiled_filter
+from orbitmq.model.heartbeat import SubscriptionData
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.tags import TagFilter
 
@@ -45,22 +47,50 @@ class ClientChannel(Generic[C]):
 class GroupSubscription:
     """What a consumer group subscribed to on one topic, as the last heartbeat said.
 
-    ``tag_filter`` is recomputed from ``expression``: the C++ client's ``codeSet`` is wrong.
+    ``message_filter`` is compiled from ``expression`` (a TAG filter is recomputed from the
+    tags: the C++ client's ``codeSet`` is wrong); compilations are cached by expression, so
+    a subscription is compiled once however often it is heartbeated. An expression that does
+    not compile leaves ``message_filter`` None and ``parse_error`` saying why: pulls of the
+    group then answer SUBSCRIPTION_PARSE_FAILED.
     """
 
     topic: str
     expression: str
     expression_type: str
     sub_version: int
-    tag_filter: TagFilter
+    message_filter: MessageFilter | None
+    parse_error: str = ""
 
     @classmethod
     def parse(
         cls, topic: str, expression: str, expression_type: str = "TAG", sub_version: int = 0
     ) -> GroupSubscription:
-        return cls(
-            topic, expression or "*", expression_type or "TAG", sub_version, TagFilter.parse(expression)
+        kind = expression_type or "TAG"
+        try:
+            message_filter: MessageFilter | None = compiled_filter(kind, expression)
+            error = ""
+        except FilterExpressionError as exc:
+            message_filter, error = None, str(exc)
+        return cls(topic, expression or "*", kind, sub_version, message_filter, error)
+
+    def subscription_data(self) -> SubscriptionData:
+        """This subscription as RocketMQ's SubscriptionData (admin answers carry it)."""
+        tag_filter = self.tag_filter
+        return SubscriptionData(
+            topic=self.topic,
+            sub_string=self.expression,
+            tags_set=tag_filter.tags if tag_filter else frozenset(),
+            code_set=tag_filter.codes if tag_filter else frozenset(),
+            sub_version=self.sub_version,
+            expression_type=self.expression_type,
         )
+
+    @property
+    def tag_filter(self) -> TagFilter | None:
+        """The TAG filter of a TAG subscription (None for SQL92 or a failed compilation)."""
+        if isinstance(self.message_filter, TagExpressionFilter):
+            return self.message_filter.tag_filter
+        return None
 
     def same_as(self, other: GroupSubscription) -> bool:
         """Equal for rebalancing purposes (the version alone changing is not a change)."""
@@ -139,6 +169,16 @@ class ProducerTable(Generic[C]):
 
     def channels(self, group: str) -> list[ClientChannel[C]]:
         return list(self._groups.get(group, {}).values())
+
+    def find_by_client_id(self, client_id: str) -> ClientChannel[C] | None:
+        """The newest connection of client ``client_id`` in any producer group (request-reply)."""
+        found = [
+            entry
+            for members in self._groups.values()
+            for entry in members.values()
+            if entry.client_id == client_id
+        ]
+        return max(found, key=lambda entry: entry.last_update_ms) if found else None
 
     def groups(self) -> list[str]:
         return list(self._groups)

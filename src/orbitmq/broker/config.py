@@ -7,8 +7,10 @@ in :data:`UNIMPLEMENTED_KEYS`) only log a warning; keys that would switch on a r
 OrbitMQ lacks (DLedger, controller, quorum acks) are refused; any other unknown key is an error.
 
 The address clients reach (written as STOREHOST into every record, returned in routes) is
-``brokerIP1:listenPort``. Like RocketMQ, an unset ``brokerIP1`` means the first non-loopback
-IPv4 address of this host (127.0.0.1 when there is none); tests set ``brokerIP1=127.0.0.1``.
+``brokerIP1:listenPort``. An unset ``brokerIP1`` means the bind address (``bindAddress``) when
+it names one interface; bound to every interface (the default, as in RocketMQ), the first
+non-loopback IPv4 address of this host (127.0.0.1 when there is none); tests set
+``brokerIP1=127.0.0.1``.
 """
 
 from __future__ import annotations
@@ -168,6 +170,23 @@ class BrokerConfig:
     # Queue locks of orderly consumers held at once; past it (after expired ones are dropped) a
     # queue is not locked.
     queue_locks_max: int = field(default=100_000, metadata=_key("maxQueueLocks"))
+
+    # -- operations (SQL92 filters, trace, resets, request-reply) ---------------------------------
+    # Serve SQL92 subscriptions (RocketMQ's default is off: pulls with SQL92 answer SYSTEM_ERROR).
+    enable_property_filter: bool = field(default=False, metadata=_key("enablePropertyFilter"))
+    # Create the message-trace topic (msgTraceTopicName, 1 queue) at start-up.
+    trace_topic_enable: bool = field(default=False, metadata=_key("traceTopicEnable"))
+    # Topic the trace records go to when clients use the default.
+    msg_trace_topic_name: str = field(default="RMQ_SYS_TRACE_TOPIC", metadata=_key("msgTraceTopicName"))
+    # Region stamped on every stored message (MSG_REGION) and send answer; trace records carry it.
+    region_id: str = field(default="DefaultRegion", metadata=_key("regionId"))
+    # Stamped as TRACE_ON on every message; false tells clients not to trace what this broker stores.
+    trace_on: bool = field(default=True, metadata=_key("traceOn"))
+    # Offset resets (INVOKE_BROKER_TO_RESET_OFFSET) held by the broker until the group's next pull
+    # (RocketMQ 5); false: only RESET_CONSUMER_CLIENT_OFFSET to the online consumers (RocketMQ 4).
+    use_server_side_reset_offset: bool = field(default=True, metadata=_key("useServerSideResetOffset"))
+    # Also store the replies of request-reply in <cluster>_REPLY_TOPIC (besides pushing them).
+    store_reply_message_enable: bool = field(default=True, metadata=_key("storeReplyMessageEnable"))
     # Period of writing the POP state snapshot (config/popState.json; OrbitMQ's own key).
     pop_snapshot_interval_ms: int = field(default=5_000, metadata=_key("popSnapshotInterval"))
 
@@ -293,8 +312,17 @@ class BrokerConfig:
 
     @property
     def advertised_host(self) -> str:
-        """The IPv4 address clients use to reach this broker."""
-        return self.broker_ip1 or first_non_loopback_ipv4()
+        """The IPv4 address clients use to reach this broker.
+
+        ``brokerIP1`` when set; else the bind address when it names one interface (the only one
+        clients can reach then); else, bound to every interface, this host's first
+        non-loopback IPv4 address, as RocketMQ does.
+        """
+        if self.broker_ip1:
+            return self.broker_ip1
+        if self.bind_address not in WILDCARD_ADDRESSES:
+            return self.bind_address
+        return first_non_loopback_ipv4()
 
     @property
     def advertised_address(self) -> str:
@@ -307,8 +335,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "dLegerPeers",
         "dLegerSelfId",
         "aclEnable",
-        "traceTopicEnable",
-        "msgTraceTopicName",
         "sendMessageThreadPoolNums",
         "pullMessageThreadPoolNums",
         "queryMessageThreadPoolNums",
@@ -322,7 +348,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "waitTimeMillsInSendQueue",
         "waitTimeMillsInPullQueue",
         "osPageCacheBusyTimeOutMills",
-        "enablePropertyFilter",
         "enableCalcFilterBitMap",
         "filterServerNums",
         "transferMsgByHeap",
@@ -371,6 +396,10 @@ def check_refused_keys(values: Mapping[str, object]) -> None:
     for key, reason in REFUSED_KEYS.items():
         if key in values:
             raise ConfigError(f"config key {key!r}: {reason}")
+
+
+WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "", "::"})
+"""Bind addresses that mean "every interface"."""
 
 
 def load_broker_config(

@@ -12,6 +12,12 @@ RocketMQ joins topic and group with ``@``; neither name may contain it (the name
 The table holds only what its loader accepts: legal topic and group names, queue ids
 0..2^31-1 and 64-bit offsets (:meth:`ConsumerOffsetTable.commit` ignores anything else). A
 damaged entry found at load is skipped with a warning; the broker still starts.
+
+Pending resets (RocketMQ 5's server-side offset reset): an admin reset records the new offset
+both as the committed offset and as a one-shot reset of the queue. Until the group's next pull
+of that queue takes it (:meth:`ConsumerOffsetTable.take_reset`), commits from the group's
+consumers for that queue are acknowledged but ignored, so an online consumer cannot write its
+old position over the reset. Pending resets live in memory only.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class ConsumerOffsetTable:
 
     def __init__(self) -> None:
         self._table: dict[tuple[str, str], dict[int, int]] = {}
+        self._resets: dict[tuple[str, str], dict[int, int]] = {}
         self._lock = threading.Lock()
         self._dirty = False
 
@@ -60,6 +67,54 @@ class ConsumerOffsetTable:
                 queues[queue_id] = queue_offset
                 self._dirty = True
         return True
+
+    def commit_unless_reset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> bool:
+        """A consumer's commit: ignored (False) while an admin reset of the queue is pending."""
+        with self._lock:
+            if queue_id in self._resets.get((topic, group), {}):
+                return False
+        self.commit(group, topic, queue_id, queue_offset)
+        return True
+
+    def assign_reset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
+        """An admin reset: commit ``queue_offset`` and hold it for the group's next pull."""
+        with self._lock:
+            self._resets.setdefault((topic, group), {})[queue_id] = queue_offset
+        self.commit(group, topic, queue_id, queue_offset)
+
+    def take_reset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The pending reset of a queue, removed (the pull that asks applies it); None if none."""
+        with self._lock:
+            resets = self._resets.get((topic, group))
+            if not resets or queue_id not in resets:
+                return None
+            queue_offset = resets.pop(queue_id)
+            if not resets:
+                del self._resets[(topic, group)]
+            return queue_offset
+
+    def pending_reset(self, group: str, topic: str, queue_id: int) -> int | None:
+        with self._lock:
+            return self._resets.get((topic, group), {}).get(queue_id)
+
+    def topics_of_group(self, group: str) -> set[str]:
+        """Every topic ``group`` has a committed offset on."""
+        with self._lock:
+            return {topic for (topic, table_group) in self._table if table_group == group}
+
+    def clone(self, src_group: str, dest_group: str, topic: str | None = None) -> int:
+        """Copy ``src_group``'s offsets (on ``topic``, or every topic) to ``dest_group``; the count."""
+        with self._lock:
+            sources = [(key, queues) for key, queues in self._table.items() if key[1] == src_group]
+            copied = 0
+            for (source_topic, _), queues in sources:
+                if topic is not None and source_topic != topic:
+                    continue
+                self._table[(source_topic, dest_group)] = dict(queues)
+                copied += len(queues)
+            if copied:
+                self._dirty = True
+            return copied
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         """The committed offset, or None when this group never committed for this queue."""

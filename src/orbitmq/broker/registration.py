@@ -146,6 +146,10 @@ class NamesrvRegistration:
         ]
         return [answer is not None for answer in await asyncio.gather(*calls)]
 
+    def set_config(self, config: BrokerConfig) -> None:
+        """Use ``config`` from the next registration on (the broker's permission may have changed)."""
+        self._config = config
+
     def _register_body(self) -> tuple[bytes, bool]:
         """The REGISTER_BROKER body and whether it is in the compressed layout."""
         wrapper = self._topics.snapshot()

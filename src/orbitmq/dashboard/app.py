@@ -237,7 +237,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         )
         return back(
             f"/groups/{quote(group, safe='')}",
-            notice=f"{group} on {topic} {what}: {moved}. Online consumers keep their own offsets until restarted.",
+            notice=f"{group} on {topic} {what}: {moved}.",
         )
 
     async def messages(request: Request) -> Response:

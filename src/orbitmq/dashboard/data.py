@@ -157,7 +157,7 @@ class ClusterData:
                 row.put_total = info.get("msgPutTotalTodayNow", "-")
                 row.get_total = info.get("msgGetTotalTodayNow", "-")
                 row.disk = info.get("commitLogDirCapacity", "-")
-                row.disk_ratio = float(info.get("commitLogDiskRatio", "0") or 0)
+                row.disk_ratio = _first(info.get("commitLogDiskRatio", "0"))
             rows.append(row)
         return rows
 

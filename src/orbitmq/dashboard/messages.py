@@ -8,8 +8,9 @@ QUERY_MESSAGE on its UNIQ_KEY). An empty result always comes with why: no such t
 message at all, nothing in the range (with the range the topic does hold), or no key match.
 
 Detail: properties, a body preview, for each group with offsets on the topic whether it has
-consumed the message, and the trace records found in the trace topic under the msgId (or why
-there are none: tracing is a client switch and the trace topic may not exist).
+consumed the message, and the trace records found in the trace topic under the msgId
+(``AdminClient.query_trace``; or why there are none: tracing is a client switch and the trace
+topic may not exist).
 
 A dead-lettered message is resent by producing a copy to its original topic (the
 ``RETRY_TOPIC`` property the broker stamped on it), with its keys and tags.
@@ -24,9 +25,9 @@ from dataclasses import dataclass, field
 from orbitmq.client import Message, Producer, PullConsumer
 from orbitmq.client.admin import AdminClient
 from orbitmq.dashboard.data import CONCURRENCY, bounded
-from orbitmq.dashboard.trace import TraceRecord, decode_trace_body
 from orbitmq.errors import OrbitError, TopicNotExistError
 from orbitmq.model.message import MessageExt, MessageQueue
+from orbitmq.protocol.trace_data import TraceRecord
 
 __all__ = ["MessageDetail", "MessageSearch", "SearchResult"]
 
@@ -59,12 +60,20 @@ class Delivery:
 
 
 @dataclass(slots=True)
+class TraceRow:
+    """One trace record and the client that wrote it (the trace message's born host)."""
+
+    record: TraceRecord
+    client_host: str
+
+
+@dataclass(slots=True)
 class MessageDetail:
     message: MessageExt
     body_text: str
     body_is_text: bool
     deliveries: list[Delivery]
-    trace: list[TraceRecord]
+    trace: list[TraceRow]
     trace_note: str
 
 
@@ -138,23 +147,24 @@ class MessageSearch:
         )
 
     async def by_id(self, topic: str, msg_id: str) -> SearchResult:
-        """A message by its client msgId (UNIQ_KEY) or its offsetMsgId."""
+        """A message by its client msgId (UNIQ_KEY) or its offsetMsgId; every user topic without ``topic``."""
         msg_id = msg_id.strip()
         if _OFFSET_MSG_ID.match(msg_id):
             try:
-                return SearchResult([await self.admin.view_message(msg_id)])
+                message = await self.admin.view_message(msg_id)
             except OrbitError:
-                pass  # a client msgId is also 32 hex digits: try it as one
+                message = None  # a client msgId is also 32 hex digits: try it as one
+            if message is not None:
+                return SearchResult([message])
         try:
-            found = await self.admin.query_messages(topic, msg_id, unique_key=True) if topic else []
+            found = await self.admin.query_message_by_id(msg_id, topic or None)
         except TopicNotExistError:
             return SearchResult(
                 explanation=f"Topic {topic} does not exist: the name server has no route for it."
             )
-        found = [message for message in found if message.msg_id == msg_id or message.offset_msg_id == msg_id]
         if found:
             return SearchResult(found[:1])
-        where = f"in topic {topic}" if topic else "(give the topic to search by client msgId)"
+        where = f"in topic {topic}" if topic else "in any topic"
         return SearchResult(explanation=f"No message with id {msg_id} {where}.")
 
     async def detail(self, topic: str, msg_id: str) -> MessageDetail | None:
@@ -195,28 +205,22 @@ class MessageSearch:
             deliveries.append(Delivery(group, state, len(online)))
         return deliveries
 
-    async def _trace(self, msg_id: str) -> tuple[list[TraceRecord], str]:
+    async def _trace(self, msg_id: str) -> tuple[list[TraceRow], str]:
         try:
-            found = await self.admin.query_messages(self.trace_topic, msg_id)
+            found = await self.admin.query_trace(msg_id, self.trace_topic)
         except TopicNotExistError:
             return [], (
                 f"No trace: the trace topic {self.trace_topic} does not exist. Traces are written by "
                 "clients with message trace switched on (Java enableMsgTrace); create the topic or set "
                 "traceTopicEnable=true on the broker."
             )
-        records = [
-            record
-            for message in found
-            for record in decode_trace_body(bytes(message.body).decode("utf-8", "replace"))
-            if record.msg_id == msg_id
-        ]
-        if not records:
+        if not found:
             return [], (
                 f"No trace records for {msg_id} in {self.trace_topic}: the producer and consumers of this "
                 "message did not have message trace switched on."
             )
-        records.sort(key=lambda record: record.timestamp_ms)
-        return records, ""
+        rows = [TraceRow(record, "{}:{}".format(*message.born_host)) for record, message in found]
+        return rows, ""
 
     async def send_test(self, topic: str, body: str, tags: str, keys: str) -> str:
         """Send one message; returns its msgId."""

@@ -42,6 +42,13 @@ class MessageConst:
     TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
     TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
     TIMER_DELAY_MS = "TIMER_DELAY_MS"
+    CORRELATION_ID = "CORRELATION_ID"
+    MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+    MESSAGE_TTL = "TTL"
+    MESSAGE_TYPE = "MSG_TYPE"
+    REPLY_MESSAGE_FLAG = "reply"
+    REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
+    PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
     TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"  # a recall marker: cancels the timed message it names
     POP_CK = "POP_CK"  # receipt handle of a popped message (set by the client from the pop answer)
     BORN_HOST = "__BORNHOST"  # born host of a message sent through the gRPC proxy

@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from prometheus_client.core import Metric
 
@@ -27,6 +29,7 @@ from orbitmq.metrics import (
 )
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.handlers import NamesrvHandlers, monotonic_ms
+from orbitmq.namesrv.kv_config import KVConfigTable
 from orbitmq.namesrv.route_table import RouteTable
 from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server import RemotingServer, ServerConnection
@@ -52,9 +55,12 @@ class NamesrvApp:
         self.config = config
         self.route_table = RouteTable()
         self._clock_ms = clock_ms
+        self.kv_config = self._load_kv_config()
         self._handlers = NamesrvHandlers(
             self.route_table,
             clock_ms,
+            self.kv_config,
+            self._persist_kv_config,
             topics_per_broker_max=config.topics_per_broker_max,
             brokers_max=config.brokers_max,
         )
@@ -76,6 +82,27 @@ class NamesrvApp:
         )
         self._scan_task: asyncio.Task[None] | None = None
 
+    def _load_kv_config(self) -> KVConfigTable:
+        path = self.config.kv_config_path
+        if not path:
+            return KVConfigTable()
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            return KVConfigTable()
+        return KVConfigTable.decode(data, path)
+
+    def _persist_kv_config(self) -> None:
+        """Rewrite kvConfig.json (atomically) after a KV change; a no-op without kvConfigPath."""
+        path = self.config.kv_config_path
+        if not path:
+            return
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(target.name + ".tmp")
+        temporary.write_bytes(self.kv_config.encode())
+        os.replace(temporary, target)
+
     @property
     def port(self) -> int:
         """The bound port (after :meth:`startup`)."""
@@ -93,7 +120,7 @@ class NamesrvApp:
         """Bind the port and start the inactive-broker scan."""
         await self._server.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_inactive_brokers())
-        logger.info("name server listening on %s:%d", self.config.bind_address, self.port)
+        logger.info("name server listening on %s", ", ".join(self._server.bound_addresses))
         if self._recorder is not None:
             self._start_metrics(self._recorder)
 

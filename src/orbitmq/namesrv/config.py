@@ -14,7 +14,6 @@ __all__ = ["NAMESRV_UNIMPLEMENTED_KEYS", "NamesrvConfig", "load_namesrv_config"]
 NAMESRV_UNIMPLEMENTED_KEYS = frozenset(
     {
         "rocketmqHome",
-        "kvConfigPath",
         "configStorePath",
         "productEnvName",
         "clusterTest",
@@ -56,6 +55,8 @@ class NamesrvConfig:
     broker_channel_expired_ms: int = field(default=120_000, metadata={"key": "brokerChannelExpiredTime"})
     # A client or broker connection with no traffic for this long is closed.
     server_channel_max_idle_s: int = field(default=120, metadata={"key": "serverChannelMaxIdleTimeSeconds"})
+    # Where the KV configuration (mqadmin updateKvConfig) is kept; empty = in memory only.
+    kv_config_path: str = field(default="", metadata={"key": "kvConfigPath"})
     # Frames larger than this close their connection (RocketMQ: -Dcom.rocketmq.remoting.frameMaxLength).
     max_frame_bytes: int = field(default=16 * 1024 * 1024, metadata={"key": "frameMaxLength"})
 

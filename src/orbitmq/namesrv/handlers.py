@@ -15,13 +15,20 @@ from typing import Protocol, Self, TypeVar
 
 from orbitmq.errors import BrokerResponseError, RemoteProtocolError
 from orbitmq.model.route import DataVersion, TopicConfig
+from orbitmq.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigTable
 from orbitmq.namesrv.route_table import RouteTable
+from orbitmq.protocol.admin_headers import (
+    DeleteKVConfigRequestHeader,
+    GetKVListByNamespaceRequestHeader,
+    PutKVConfigRequestHeader,
+)
 from orbitmq.protocol.bodies import (
     TopicList,
     decode_data_version,
     decode_register_broker_body,
     encode_cluster_info,
     encode_data_version,
+    encode_kv_table,
     encode_topic_list,
     encode_topic_route,
     topic_config_problem,
@@ -31,6 +38,7 @@ from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
     DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
     GetRouteInfoRequestHeader,
     QueryDataVersionRequestHeader,
     QueryDataVersionResponseHeader,
@@ -75,12 +83,16 @@ class NamesrvHandlers:
         self,
         route_table: RouteTable,
         clock_ms: Callable[[], int] = monotonic_ms,
+        kv_config: KVConfigTable | None = None,
+        on_kv_changed: Callable[[], None] | None = None,
         *,
         topics_per_broker_max: int = 0,
         brokers_max: int = 0,
     ) -> None:
         self.route_table = route_table
         self._clock_ms = clock_ms
+        self.kv_config = kv_config if kv_config is not None else KVConfigTable()
+        self._on_kv_changed = on_kv_changed or (lambda: None)
         self.topics_per_broker_max = topics_per_broker_max
         self.brokers_max = brokers_max
 
@@ -95,6 +107,9 @@ class NamesrvHandlers:
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
             RequestCode.QUERY_DATA_VERSION: self.query_data_version,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
         }
 
     # -- brokers -------------------------------------------------------------------------------
@@ -238,6 +253,9 @@ class NamesrvHandlers:
         """GET_ROUTEINFO_BY_TOPIC (105): the topic's queues and brokers, or TOPIC_NOT_EXIST."""
         header = _header(GetRouteInfoRequestHeader, request)
         route = self.route_table.topic_route(header.topic)
+        order_conf = self.kv_config.get(ORDER_TOPIC_CONFIG, header.topic)
+        if route is not None and order_conf is not None:
+            route.order_topic_conf = order_conf
         if route is None:
             return request.response(
                 ResponseCode.TOPIC_NOT_EXIST, f"no route info in the name server for topic {header.topic!r}"
@@ -268,9 +286,42 @@ class NamesrvHandlers:
         return request.response(ResponseCode.SUCCESS)
 
     async def get_kv_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        """GET_KV_CONFIG (101): OrbitMQ keeps no KV configuration, so every key is not found."""
+        """GET_KV_CONFIG (101): one configured value, or QUERY_NOT_FOUND."""
         header = _header(GetKVConfigRequestHeader, request)
-        return request.response(
-            ResponseCode.QUERY_NOT_FOUND,
-            f"no config item in namespace {header.namespace!r} for key {header.key!r}",
-        )
+        value = self.kv_config.get(header.namespace, header.key)
+        if value is None:
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND,
+                f"No config item, Namespace: {header.namespace} Key: {header.key}",
+            )
+        return request.response(ResponseCode.SUCCESS, None, GetKVConfigResponseHeader(value).to_ext())
+
+    async def put_kv_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """PUT_KV_CONFIG (100)."""
+        header = _header(PutKVConfigRequestHeader, request)
+        if not header.namespace or not header.key:
+            return request.response(ResponseCode.SYSTEM_ERROR, "namespace and key must not be empty")
+        self.kv_config.put(header.namespace, header.key, header.value)
+        self._on_kv_changed()
+        logger.info("KV config %s/%s set", header.namespace, header.key)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def delete_kv_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_KV_CONFIG (102); deleting a missing key succeeds, as in RocketMQ."""
+        header = _header(DeleteKVConfigRequestHeader, request)
+        if self.kv_config.delete(header.namespace, header.key):
+            self._on_kv_changed()
+            logger.info("KV config %s/%s deleted", header.namespace, header.key)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def get_kv_list_by_namespace(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        """GET_KVLIST_BY_NAMESPACE (219): every key of a namespace, or QUERY_NOT_FOUND."""
+        header = _header(GetKVListByNamespaceRequestHeader, request)
+        items = self.kv_config.namespace(header.namespace)
+        if not items:
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {header.namespace}"
+            )
+        return request.response(ResponseCode.SUCCESS, None, None, encode_kv_table(items))

@@ -260,12 +260,17 @@ class GetConsumerListByGroupRequestHeader(HeaderBase):
 
 @dataclass(frozen=True, slots=True)
 class ResetOffsetRequestHeader(HeaderBase):
-    """RESET_CONSUMER_CLIENT_OFFSET (220), broker to consumer."""
+    """RESET_CONSUMER_CLIENT_OFFSET (220), broker to consumer; also INVOKE_BROKER_TO_RESET_OFFSET
+    (222), admin to broker, where ``timestamp`` -1 means the max offset (skip accumulated
+    messages) and RocketMQ 5's ``queue_id``/``offset`` reset one queue to an exact offset.
+    """
 
     topic: str
     group: str
     timestamp: int
     is_force: bool = False
+    queue_id: int | None = None
+    offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

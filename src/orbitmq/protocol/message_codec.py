@@ -218,6 +218,10 @@ def body_length_position(sys_flag: int) -> int:
     return position
 
 
+# body_length_position by the two host bits (sysFlag 0x10, 0x20), for per-record loops.
+_BODY_LENGTH_POSITIONS = tuple(body_length_position(host_bits << 4) for host_bits in range(4))
+
+
 def with_reconsume_times(record: bytes | memoryview, reconsume_times: int) -> bytes:
     """A copy of ``record`` whose RECONSUMETIMES field is ``reconsume_times``.
 
@@ -402,3 +406,32 @@ def decode_stored_messages(
         )
         messages.append(message)
     return messages
+
+
+def stored_message_property_bytes(record: bytes) -> bytes:
+    """The raw property string of one stored record (UTF-8, undecoded); filters read it.
+
+    Raises:
+        RemoteProtocolError: the record is truncated before the end of its properties.
+    """
+    try:
+        # The host bits (0x10, 0x20) are in the last byte of the big-endian SYSFLAG.
+        position = _BODY_LENGTH_POSITIONS[(record[SYSFLAG_POSITION + 3] >> 4) & 3]
+        (body_len,) = _INT.unpack_from(record, position)
+        position += 5 + body_len + record[position + 4 + body_len]
+        (properties_len,) = _SHORT.unpack_from(record, position)
+    except (struct.error, IndexError) as exc:
+        raise RemoteProtocolError(f"stored message is truncated before its properties: {exc}") from exc
+    end = position + 2 + properties_len
+    if body_len < 0 or properties_len < 0 or end > len(record):
+        raise RemoteProtocolError("stored message is truncated before the end of its properties")
+    return bytes(record[position + 2 : end])
+
+
+def stored_message_properties(record: bytes) -> dict[str, str]:
+    """The properties of one stored record, read without decoding the rest.
+
+    Raises:
+        RemoteProtocolError: the record is truncated or its properties are not UTF-8.
+    """
+    return decode_properties_bytes(stored_message_property_bytes(record))

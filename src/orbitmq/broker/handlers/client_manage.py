@@ -1,4 +1,4 @@
-"""HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, LOCK_BATCH_MQ and UNLOCK_BATCH_MQ.
+"""HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ, CHECK_CLIENT_CONFIG.
 
 A heartbeat registers the client's connection in every producer and consumer group it names.
 For each consumer group it also creates the group's config and its ``%RETRY%<group>`` topic
@@ -7,6 +7,10 @@ subscriptions (tag filters recomputed from the expressions). When a group's memb
 subscriptions change, every member gets NOTIFY_CONSUMER_IDS_CHANGED (oneway) and rebalances.
 The same notification follows an unregister, a closed connection and an expiry
 (:meth:`ClientManageHandlers.on_connection_closed`, :meth:`ClientManageHandlers.scan_expired`).
+
+CHECK_CLIENT_CONFIG is what a consumer asks before it subscribes with SQL92: does this broker
+filter by properties (``enablePropertyFilter``), and does the expression compile? A failure
+answers SUBSCRIPTION_PARSE_FAILED naming the position, so the consumer fails at start.
 """
 
 from __future__ import annotations
@@ -16,10 +20,18 @@ import logging
 from orbitmq.broker.clients import ClientChannel, GroupSubscription
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.validation import retry_topic
-from orbitmq.errors import BadRequestError, BrokerResponseError, RemotingError
+from orbitmq.errors import (
+    BadRequestError,
+    BrokerResponseError,
+    FilterExpressionError,
+    RemoteProtocolError,
+    RemotingError,
+)
+from orbitmq.filter import EXPRESSION_TYPE_TAG, compiled_filter
 from orbitmq.model.heartbeat import ConsumerData, HeartbeatData
 from orbitmq.model.message import MessageQueue
 from orbitmq.model.route import PERM_READ_WRITE
+from orbitmq.protocol.admin_bodies import decode_check_client_body
 from orbitmq.protocol.bodies import (
     decode_heartbeat,
     decode_lock_batch_request,
@@ -220,6 +232,28 @@ class ClientManageHandlers:
             if problem is not None:
                 raise BadRequestError(f"lock body: mqSet: {problem}", field="mqSet")
         return mq_set
+
+    async def check_client_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        try:
+            body = decode_check_client_body(request.body)
+        except RemoteProtocolError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"bad CHECK_CLIENT_CONFIG body: {exc}")
+        subscription = body.subscription_data
+        expression_type = subscription.expression_type or EXPRESSION_TYPE_TAG
+        if expression_type.upper() != EXPRESSION_TYPE_TAG and not self._state.config.enable_property_filter:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {expression_type} "
+                "(enablePropertyFilter=false)",
+            )
+        try:
+            compiled_filter(expression_type, subscription.sub_string)
+        except FilterExpressionError as exc:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"subscription of group [{body.group}] on topic [{subscription.topic}]: {exc}",
+            )
+        return request.response(ResponseCode.SUCCESS, None, {})
 
     # -- membership changes outside requests --------------------------------------------------
 

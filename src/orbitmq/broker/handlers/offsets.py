@@ -62,6 +62,9 @@ class OffsetHandlers:
     async def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """Store a group's offset, for a queue this broker hosts (RocketMQ 5 checks the same)."""
         header = UpdateConsumerOffsetRequestHeader.from_ext(request.ext_fields)
+        illegal_group = check_group_name(header.consumer_group)
+        if illegal_group is not None:
+            return illegal_group.response(request)
         state = self._state
         topic_config = state.topics.get(header.topic)
         if topic_config is None:
@@ -82,7 +85,10 @@ class OffsetHandlers:
                 f"subscription group [{header.consumer_group}] does not exist",
                 {},
             )
-        state.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        # Ignored (but acknowledged) while an admin reset of the queue waits for the group's pull.
+        state.offsets.commit_unless_reset(
+            header.consumer_group, header.topic, header.queue_id, header.commit_offset
+        )
         return request.response(ResponseCode.SUCCESS, None, {})
 
     async def get_max_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

@@ -181,7 +181,11 @@ class SendHandlers:
         )
         if rejection is not None:
             return rejection.response(request)
-        properties[MessageConst.CLUSTER] = self._state.config.broker_cluster_name
+        config = self._state.config
+        properties[MessageConst.CLUSTER] = config.broker_cluster_name
+        # Trace stamps (operations-features §1.2): consumers' trace hooks read them.
+        properties[MessageConst.MSG_REGION] = config.region_id
+        properties[MessageConst.TRACE_SWITCH] = "true" if config.trace_on else "false"
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= SysFlag.MULTI_TAGS
@@ -207,7 +211,7 @@ class SendHandlers:
             recorder.count_in(header.topic, message_type, len(request.body))
             if topic != header.topic:
                 recorder.count_dlq(header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :], header.topic)
-        return await self._answer_put(request, result, queue_id, _wait_store_ok(properties))
+        return await self._answer_put(request, result, queue_id, _wait_store_ok(properties), topic)
 
     def _route(self, put: PutMessageRequest) -> Rejection | None:
         """Rewrite a transactional, timed or delayed message for its holding topic (see module doc)."""
@@ -294,6 +298,8 @@ class SendHandlers:
             return request.response(ResponseCode.MESSAGE_ILLEGAL, f"empty batch for topic[{topic}]")
         max_bytes = self._state.store_config.max_message_size_bytes
         cluster = self._state.config.broker_cluster_name
+        region = self._state.config.region_id
+        trace_on = "true" if self._state.config.trace_on else "false"
         requests: list[PutMessageRequest] = []
         add_request = requests.append
         wait_store_ok = False
@@ -323,6 +329,8 @@ class SendHandlers:
             if not wait_store_ok:
                 wait_store_ok = _wait_store_ok(properties)
             properties[MessageConst.CLUSTER] = cluster
+            properties[MessageConst.MSG_REGION] = region
+            properties[MessageConst.TRACE_SWITCH] = trace_on
             add_request(
                 PutMessageRequest(
                     topic,
@@ -349,7 +357,7 @@ class SendHandlers:
                 sum([len(put.body) for put in requests]),
                 len(requests),
             )
-        return await self._answer_put(request, result, queue_id, wait_store_ok)
+        return await self._answer_put(request, result, queue_id, wait_store_ok, topic)
 
     def _route_timed_batch(self, requests: list[PutMessageRequest]) -> Rejection | None:
         """A batch with any timed message goes whole to the timer topic (the store puts one queue).
@@ -377,7 +385,7 @@ class SendHandlers:
         return None
 
     async def _answer_put(
-        self, request: RemotingCommand, result: PutResult, queue_id: int, wait_store_ok: bool
+        self, request: RemotingCommand, result: PutResult, queue_id: int, wait_store_ok: bool, topic: str
     ) -> RemotingCommand:
         status = result.status
         sync_flush = self._state.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
@@ -397,14 +405,16 @@ class SendHandlers:
             status = await replication.wait_replicated(result.commit_log_offsets[0] + result.wrote_bytes)
         code, remark = put_response_code(status, result.remark)
         if code not in _STORED_CODES:
+            self._state.stats.on_put_failed()
             return request.response(code, remark, {})
+        self._state.stats.on_put(topic, len(result.commit_log_offsets), result.wrote_bytes)
         prefix = _offset_msg_id_prefix(*self._state.store_host)
         ext = {
             "msgId": ",".join([f"{prefix}{offset:016X}" for offset in result.commit_log_offsets]),
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
-            MessageConst.MSG_REGION: MSG_REGION_DEFAULT,
-            MessageConst.TRACE_SWITCH: "true",
+            MessageConst.MSG_REGION: self._state.config.region_id,
+            MessageConst.TRACE_SWITCH: "true" if self._state.config.trace_on else "false",
         }
         return request.response(code, remark, ext)
 
@@ -487,6 +497,8 @@ class SendHandlers:
         ):
             state.recorder.count_dlq(header.group, original.topic)
         code, remark = put_response_code(result.status, result.remark)
+        if code == ResponseCode.SUCCESS:
+            state.stats.on_send_back(header.group, original.topic)
         return request.response(code, remark, {})
 
 
