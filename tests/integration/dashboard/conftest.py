@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support import browser
-from tests.support.processes import ServerProcess, free_port, start_standalone
+from tests.support.processes import ServerProcess, free_port, start_standalone, wait_route
 
 
 @dataclass
@@ -39,6 +39,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     tmp_path = tmp_path_factory.mktemp("dashboard")
     standalone = start_standalone(tmp_path, "--no-proxy")
     try:
+        wait_route(standalone.addr, "TBW102", {"broker-a"})
         server = start_dashboard(tmp_path, standalone.addr, "--sample-interval-s", "1")
         try:
             yield Dashboard(standalone, server)

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from orbitmq.client import Message, Producer, PullConsumer
 from orbitmq.client.admin import AdminClient
 from orbitmq.model.message import MessageQueue
-from tests.support.processes import ServerProcess, start_broker, start_namesrv
+from tests.support.processes import ServerProcess, start_broker, start_namesrv, wait_route
 
 pytestmark = pytest.mark.integration
 
@@ -102,6 +102,8 @@ def test_metrics_endpoint_counts_and_lag_match_the_workload(tmp_path: Path) -> N
         metricsPromExporterHost="127.0.0.1",
     )
     try:
+        # The broker's port accepts connections a moment before its registration lands.
+        wait_route(namesrv.addr, "TBW102", {"broker-a"})
         bodies = [b"x" * (100 + 37 * i) for i in range(40)] + [b"y" * 2000 for _ in range(20)]
         asyncio.run(_workload(namesrv.addr, bodies))
         samples = scrape(metrics_url(broker))
