@@ -30,6 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="USER:PASSWORD asked for every page (default $ORBITMQ_DASHBOARD_AUTH; none = no login)",
     )  # fmt: skip
     parser.add_argument(
+        "--access-key", default=os.environ.get("ORBITMQ_ACCESS_KEY"),
+        help="ACL access key for the cluster's brokers (default $ORBITMQ_ACCESS_KEY)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--secret-key", default=os.environ.get("ORBITMQ_SECRET_KEY"),
+        help="ACL secret key (default $ORBITMQ_SECRET_KEY)",
+    )  # fmt: skip
+    parser.add_argument(
         "--sample-interval-s", type=float, default=10.0, help="seconds between chart samples (10)"
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (INFO)")
@@ -47,6 +55,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.auth is not None and ":" not in args.auth:
         print("orbitmq dashboard: --auth must be USER:PASSWORD", file=sys.stderr)
         return 2
+    if bool(args.access_key) != bool(args.secret_key):
+        print("orbitmq dashboard: --access-key and --secret-key go together", file=sys.stderr)
+        return 2
+    if args.access_key and not args.auth:
+        # Whoever reaches the pages acts on the cluster with these credentials.
+        print(
+            "orbitmq dashboard: with ACL credentials the dashboard requires a login: add --auth USER:PASSWORD",
+            file=sys.stderr,
+        )
+        return 2
     try:
         import uvicorn
 
@@ -54,7 +72,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as exc:
         print(f"orbitmq dashboard: {exc.name} is missing: pip install 'orbitmq[dashboard]'", file=sys.stderr)
         return 2
-    app = create_app(DashboardConfig(args.namesrv, sample_interval_s=args.sample_interval_s, auth=args.auth))
+    config = DashboardConfig(
+        args.namesrv,
+        sample_interval_s=args.sample_interval_s,
+        auth=args.auth,
+        access_key=args.access_key,
+        secret_key=args.secret_key,
+    )
+    app = create_app(config)
     # uvicorn logs "Uvicorn running on http://HOST:PORT" with the bound port (also with --port 0).
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False)
     return 0

@@ -8,8 +8,9 @@ dead-letter resends), then a sampler task that records the last hour of TPS and 
 Pages and what they call are in ``data.py`` (cluster, topics, groups) and ``messages.py``
 (search, detail, trace, sends). Forms POST and redirect (no client-side state); the only
 script (``static/app.js``) draws the charts. With ``auth`` set every request needs HTTP basic
-credentials: OrbitMQ's broker has no ACL on this branch, so this is the dashboard's own login
-(rocketmq-dashboard's ``loginRequired``).
+credentials (rocketmq-dashboard's ``loginRequired``); with ACL credentials for the brokers
+(``access_key``/``secret_key``) the command line insists on it, since whoever reaches the pages
+acts with those credentials.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import math
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -66,17 +67,24 @@ class DashboardConfig:
     auth: str | None = None
     # Topic the message page reads traces from.
     trace_topic: str = TRACE_TOPIC_DEFAULT
+    # ACL credentials the dashboard's clients sign requests with (brokers with aclEnable=true).
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
 
 
 class _State:
     def __init__(self, config: DashboardConfig) -> None:
         self.config = config
-        self.admin = AdminClient(config.namesrv_addr, instance_name=f"dashboard-{time.time_ns()}")
+        keys: dict[str, Any] = (
+            {"access_key": config.access_key, "secret_key": config.secret_key} if config.access_key else {}
+        )
+        stamp = time.time_ns()
+        self.admin = AdminClient(config.namesrv_addr, instance_name=f"dashboard-{stamp}", **keys)
         self.pull = PullConsumer(
-            TOOLS_CONSUMER_GROUP, config.namesrv_addr, instance_name=f"dashboard-pull-{time.time_ns()}"
+            TOOLS_CONSUMER_GROUP, config.namesrv_addr, instance_name=f"dashboard-pull-{stamp}", **keys
         )
         self.producer = Producer(
-            "DASHBOARD_PRODUCER", config.namesrv_addr, instance_name=f"dashboard-send-{time.time_ns()}"
+            "DASHBOARD_PRODUCER", config.namesrv_addr, instance_name=f"dashboard-send-{stamp}", **keys
         )
         self.data = ClusterData(self.admin)
         self.search = MessageSearch(self.admin, self.pull, self.producer, config.trace_topic)

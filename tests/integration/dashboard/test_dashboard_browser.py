@@ -223,3 +223,15 @@ def test_dashboard_login_is_required_when_auth_is_set(dashboard: Dashboard, tmp_
             assert response.status == 200 and b"Topics" in response.read()
     finally:
         server.stop()
+
+
+def test_dashboard_with_acl_credentials_refuses_to_start_without_a_login(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "orbitmq.dashboard", "--port", "0", "--access-key", "dashboardAK", "--secret-key", "dashboardSK"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "requires a login: add --auth USER:PASSWORD" in done.stderr
