@@ -44,6 +44,7 @@ import orjson
 
 from orbitmq.client._admin_api import AdminOperations
 from orbitmq.client._admin_core import AdminCore
+from orbitmq.client._admin_views import AdminViews
 from orbitmq.client._cluster_status import MemberStatus, member_statuses
 from orbitmq.client._group_progress import QueueProgress, consumer_progress
 from orbitmq.client._instance import ClientInstance
@@ -93,7 +94,7 @@ class QueueStatus:
     last_update_timestamp_ms: int
 
 
-class AdminClient(AdminOperations):
+class AdminClient(AdminOperations, AdminViews):
     """Administers topics, groups, offsets and brokers through the name servers and brokers.
 
     Operations on consumer groups, broker statistics and config, stored messages and the name

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from orbitmq.broker.schedule import ScheduleService
     from orbitmq.broker.timer import TimerService
     from orbitmq.broker.transaction import TransactionService
+    from orbitmq.metrics import Recorder
 
 __all__ = ["BrokerState", "now_ms"]
 
@@ -75,3 +76,5 @@ class BrokerState:
     """The HA port, and for a slave its HA client and metadata copy (None until startup)."""
     pop: PopService | None = None
     """POP consumption (RocketMQ 5 clients; None until the broker starts its services)."""
+    recorder: Recorder | None = None
+    """Message and request counts for ``/metrics`` (None when metricsExporterType is DISABLE)."""
