@@ -28,7 +28,7 @@ from orbitmq.metrics import (
     MetricsExporterType,
     NamesrvView,
     Recorder,
-    instrument_handlers,
+    RpcTimer,
     namesrv_families,
     request_code_names,
 )
@@ -132,7 +132,6 @@ class NamesrvApp:
             handlers = self.acl.guard(handlers)
         if config.metrics_exporter_type is MetricsExporterType.PROM:
             self._recorder = Recorder()
-            handlers = instrument_handlers(handlers, self._recorder)
         self._server = RemotingServer(
             config.bind_address,
             config.listen_port,
@@ -144,6 +143,7 @@ class NamesrvApp:
             bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
             tls_mode=config.tls.server_mode,
             ssl_context=config.tls.server_context(),
+            on_handled=RpcTimer(self._recorder) if self._recorder is not None else None,
         )
         await self._server.start()
         if self.acl is not None:
