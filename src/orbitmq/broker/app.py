@@ -267,7 +267,7 @@ class BrokerApp:
         # Prometheus counts (metrics.Recorder) and request timing only with metricsExporterType=PROM;
         # the runtime figures of GET_BROKER_RUNTIME_INFO are broker.stats' own, always kept.
         if config.metrics_exporter_type is MetricsExporterType.PROM:
-            state.recorder = Recorder(is_system_topic)
+            state.recorder = Recorder(is_system_topic, state.stats.group_get_totals)
             # The zero sample: rates in the first minute span the time since start-up.
             state.recorder.sample(now_ms())
         self._server = RemotingServer(

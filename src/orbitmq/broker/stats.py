@@ -255,6 +255,17 @@ class BrokerStats:
             )
             return put, found, miss, transferred
 
+    def group_get_totals(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(topic, group) -> messages and bytes handed out so far (GROUP_GET_NUMS, GROUP_GET_SIZE)."""
+        with self._lock:
+            totals: dict[tuple[str, str], tuple[int, int]] = {}
+            for (name, key), item in self._items.items():
+                if name == GROUP_GET_NUMS:
+                    topic, _, group = key.partition("@")
+                    size = self._items.get((GROUP_GET_SIZE, key))
+                    totals[(topic, group)] = (item.value, size.value if size is not None else 0)
+            return totals
+
     def keys_of(self, name: str) -> list[str]:
         with self._lock:
             return sorted(key for item_name, key in self._items if item_name == name)

@@ -74,14 +74,16 @@ def test_recorder_rates_span_the_last_minute() -> None:
 
 
 def test_broker_families_render_counts_lag_and_latency() -> None:
-    recorder = Recorder(lambda topic: topic.startswith("rmq_sys_"))
+    # Messages out are the broker's GROUP_GET_NUMS/GROUP_GET_SIZE, read on sample and scrape.
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    recorder = Recorder(lambda topic: topic.startswith("rmq_sys_"), lambda: out)
     recorder.sample(0)
+    out[("Orders", "CG")] = (3, 2600)
     recorder.count_in("Orders", "normal", 200)
     recorder.count_in("Orders", "normal", 300)
     recorder.count_in("Orders", "normal", 2000)
     recorder.count_in("Orders", "delay", 50)
     recorder.count_in("rmq_sys_X", "normal", 50)
-    recorder.count_out("Orders", "CG", 3, 2600)
     recorder.count_dlq("CG", "Orders")
     recorder.count_rpc(310, 0, False, "success", 0.5)
     recorder.count_rpc(310, 0, False, "success", 50.0)
