@@ -17,6 +17,7 @@ reads a clock or does I/O.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -177,12 +178,10 @@ class BrokerStats:
             counters.put += count
             counters.put_times += 1
             counters.put_bytes += size_bytes
-            counters.put_time_max_ms = max(counters.put_time_max_ms, latency_ms)
-            bucket = next(
-                (index for index, bound in enumerate(_LATENCY_BOUNDS_MS) if latency_ms <= bound),
-                len(_LATENCY_BOUNDS_MS),
-            )
-            counters.put_latency_buckets[bucket] += 1
+            if latency_ms > counters.put_time_max_ms:
+                counters.put_time_max_ms = latency_ms
+            # The first bucket whose bound is >= the latency (the last one: above every bound).
+            counters.put_latency_buckets[bisect_left(_LATENCY_BOUNDS_MS, latency_ms)] += 1
 
     def on_put_failed(self) -> None:
         with self._lock:
