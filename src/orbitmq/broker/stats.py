@@ -17,8 +17,8 @@ reads a clock or does I/O.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
 import time
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 
