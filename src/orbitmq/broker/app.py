@@ -66,7 +66,7 @@ from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.transaction import TransactionService
 from orbitmq.broker.validation import is_system_topic
 from orbitmq.errors import ConfigError, ProtocolError
-from orbitmq.metrics import LoopCollector, MetricsExporter, MetricsExporterType, Recorder, RpcTimer
+from orbitmq.metrics import LoopCollector, MetricsExporter, MetricsExporterType, Recorder, rpc_timer
 from orbitmq.model.route import PERM_READ_WRITE
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.security import AclService, ha_exposure_warning, warn_if_exposed
@@ -281,7 +281,7 @@ class BrokerApp:
             bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
             tls_mode=config.tls.server_mode,
             ssl_context=ssl_context,
-            on_handled=RpcTimer(state.recorder) if state.recorder is not None else None,
+            on_handled=rpc_timer(state.recorder) if state.recorder is not None else None,
         )
         await self._server.start()
         # With listenPort=0 the bound port is known only now; records must carry the real one.

@@ -10,7 +10,7 @@ This package knows no broker internals: the broker fills :class:`BrokerView`
 
 from orbitmq.metrics.exporter import LoopCollector, MetricsExporter, MetricsExporterType
 from orbitmq.metrics.families import BrokerView, LagRow, NamesrvView, broker_families, namesrv_families
-from orbitmq.metrics.instrument import RpcTimer, request_code_names
+from orbitmq.metrics.instrument import request_code_names, rpc_timer
 from orbitmq.metrics.recorder import Recorder, message_type_of
 
 __all__ = [
@@ -21,7 +21,7 @@ __all__ = [
     "MetricsExporterType",
     "NamesrvView",
     "Recorder",
-    "RpcTimer",
+    "rpc_timer",
     "broker_families",
     "message_type_of",
     "namesrv_families",

@@ -67,7 +67,7 @@ class Histogram:
         return other
 
 
-_RPC_LATENCY_BOUNDS_NS = tuple(bound * 1_000_000 for bound in RPC_LATENCY_BUCKETS_MS)
+RPC_LATENCY_BOUNDS_NS = tuple(bound * 1_000_000 for bound in RPC_LATENCY_BUCKETS_MS)
 
 
 class LatencyHistogram:
@@ -79,11 +79,11 @@ class LatencyHistogram:
     __slots__ = ("counts", "total_ns")
 
     def __init__(self) -> None:
-        self.counts = [0] * (len(_RPC_LATENCY_BOUNDS_NS) + 1)
+        self.counts = [0] * (len(RPC_LATENCY_BOUNDS_NS) + 1)
         self.total_ns = 0
 
     def observe_ns(self, elapsed_ns: int) -> None:
-        self.counts[bisect_left(_RPC_LATENCY_BOUNDS_NS, elapsed_ns)] += 1
+        self.counts[bisect_left(RPC_LATENCY_BOUNDS_NS, elapsed_ns)] += 1
         self.total_ns += elapsed_ns
 
     def to_ms(self) -> Histogram:

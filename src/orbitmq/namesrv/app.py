@@ -28,9 +28,9 @@ from orbitmq.metrics import (
     MetricsExporterType,
     NamesrvView,
     Recorder,
-    RpcTimer,
     namesrv_families,
     request_code_names,
+    rpc_timer,
 )
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.handlers import NamesrvHandlers, monotonic_ms
@@ -143,7 +143,7 @@ class NamesrvApp:
             bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
             tls_mode=config.tls.server_mode,
             ssl_context=config.tls.server_context(),
-            on_handled=RpcTimer(self._recorder) if self._recorder is not None else None,
+            on_handled=rpc_timer(self._recorder) if self._recorder is not None else None,
         )
         await self._server.start()
         if self.acl is not None:

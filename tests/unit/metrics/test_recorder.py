@@ -15,10 +15,10 @@ from orbitmq.metrics import (
     BrokerView,
     LagRow,
     Recorder,
-    RpcTimer,
     broker_families,
     message_type_of,
     request_code_names,
+    rpc_timer,
 )
 from orbitmq.metrics.recorder import Histogram
 from orbitmq.protocol.codes import RequestCode, ResponseCode
@@ -132,7 +132,7 @@ def test_message_type_of_reads_the_properties_5x_labels_by() -> None:
 
 def test_rpc_timer_labels_success_oneway_failure_and_long_polls() -> None:
     recorder = Recorder()
-    timer = RpcTimer(recorder)
+    timer = rpc_timer(recorder)
     request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {})
     ok = request.response(ResponseCode.SUCCESS)
     timer(RequestCode.SEND_MESSAGE_V2, ok, False, 400_000)  # 0.4 ms
