@@ -26,6 +26,7 @@ DEFAULT_GRPC_PORT = 8081
 _FORWARDED = {
     "namesrv": "run a nameserver (python -m orbitmq.namesrv)",
     "broker": "run a broker (python -m orbitmq.broker); --enable-proxy adds the gRPC proxy",
+    "controller": "run a controller of controller mode (python -m orbitmq.controller)",
     "proxy": "run the gRPC proxy for RocketMQ 5.x clients (python -m orbitmq.proxy)",
     "admin": "administer topics, groups and clusters (orbitmq admin --help)",
     "cluster": "a local cluster: a nameserver and masters with slaves (orbitmq cluster --help)",
@@ -162,6 +163,10 @@ def _forward(command: str, rest: list[str]) -> int:
         from orbitmq.broker.__main__ import main as broker_main
 
         return broker_main(rest)
+    if command == "controller":
+        from orbitmq.controller.__main__ import main as controller_main
+
+        return controller_main(rest)
     if command == "proxy":
         from orbitmq.proxy.__main__ import main as proxy_main
 

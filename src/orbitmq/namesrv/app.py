@@ -1,7 +1,9 @@
 """The NameServer process wiring: route table + handlers + remoting server + expiry scan.
 
 Several name servers run side by side without talking to each other; every broker registers
-with each of them, and clients may ask any of them.
+with each of them, and clients may ask any of them. With ``enableControllerInNamesrv=true`` a
+controller (``orbitmq.controller``) runs inside: its handlers join the name server's table and
+its Raft node and election scan start and stop with the server.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from orbitmq.controller import ControllerApp, ControllerConfig
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.handlers import NamesrvHandlers, monotonic_ms
 from orbitmq.namesrv.route_table import RouteTable
@@ -31,15 +34,25 @@ class NamesrvApp:
         clock_ms: liveness clock in milliseconds (tests inject a fake one).
     """
 
-    def __init__(self, config: NamesrvConfig, *, clock_ms: Callable[[], int] = monotonic_ms) -> None:
+    def __init__(
+        self,
+        config: NamesrvConfig,
+        *,
+        clock_ms: Callable[[], int] = monotonic_ms,
+        controller: ControllerConfig | None = None,
+    ) -> None:
         self.config = config
         self.route_table = RouteTable()
         self._clock_ms = clock_ms
         self._handlers = NamesrvHandlers(self.route_table, clock_ms)
+        table = self._handlers.table()
+        self.controller = ControllerApp(controller) if controller is not None else None
+        if self.controller is not None:
+            table.update(self.controller.handler_table())
         self._server = RemotingServer(
             config.bind_address,
             config.listen_port,
-            self._handlers.table(),
+            table,
             max_frame_bytes=config.max_frame_bytes,
             idle_timeout_s=float(config.server_channel_max_idle_s),
             on_connection_closed=self._on_connection_closed,
@@ -63,7 +76,14 @@ class NamesrvApp:
         """Bind the port and start the inactive-broker scan."""
         await self._server.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_inactive_brokers())
-        logger.info("name server listening on %s:%d", self.config.bind_address, self.port)
+        if self.controller is not None:
+            await self.controller.start_scan()
+        logger.info(
+            "name server listening on %s:%d%s",
+            self.config.bind_address,
+            self.port,
+            " with an embedded controller" if self.controller is not None else "",
+        )
 
     async def shutdown(self) -> None:
         """Stop the scan, then the server (in-flight requests get a short grace period)."""
@@ -75,6 +95,9 @@ class NamesrvApp:
             self._scan_task = None
         # Then stop accepting and let requests in flight finish.
         await self._server.stop(SHUTDOWN_GRACE_S)
+        # The embedded controller's election scan and Raft node last.
+        if self.controller is not None:
+            await self.controller.stop_scan()
         logger.info("name server on port %d stopped", self.port)
 
     def scan_once(self) -> list[str]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orbitmq.conf import build_config, load_properties
+from orbitmq.conf import build_config, build_configs, load_properties
+from orbitmq.controller.config import CONTROLLER_UNIMPLEMENTED_KEYS, ControllerConfig
 from orbitmq.errors import ConfigError
 
-__all__ = ["NAMESRV_UNIMPLEMENTED_KEYS", "NamesrvConfig", "load_namesrv_config"]
+__all__ = ["NAMESRV_UNIMPLEMENTED_KEYS", "NamesrvConfig", "load_namesrv_config", "load_namesrv_configs"]
 
 NAMESRV_UNIMPLEMENTED_KEYS = frozenset(
     {
@@ -56,6 +57,9 @@ class NamesrvConfig:
     server_channel_max_idle_s: int = field(default=120, metadata={"key": "serverChannelMaxIdleTimeSeconds"})
     # Frames larger than this close their connection (RocketMQ: -Dcom.rocketmq.remoting.frameMaxLength).
     max_frame_bytes: int = field(default=16 * 1024 * 1024, metadata={"key": "frameMaxLength"})
+    # Run a controller (controller mode, RIP-44) inside this name server, on its port; the
+    # controller's keys (controllerDLegerPeers, ...) go in the same file.
+    enable_controller_in_namesrv: bool = field(default=False, metadata={"key": "enableControllerInNamesrv"})
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port < 65536:
@@ -72,6 +76,22 @@ class NamesrvConfig:
 
 def load_namesrv_config(path: str | None, overrides: dict[str, object] | None = None) -> NamesrvConfig:
     """Defaults < ``path`` (a namesrv.conf, optional) < ``overrides`` (RocketMQ keys from the CLI)."""
+    config, _ = load_namesrv_configs(path, overrides)
+    return config
+
+
+def load_namesrv_configs(
+    path: str | None, overrides: dict[str, object] | None = None
+) -> tuple[NamesrvConfig, ControllerConfig | None]:
+    """The name server's config and, with ``enableControllerInNamesrv=true``, its controller's."""
     values: dict[str, object] = dict(load_properties(path)) if path else {}
     values.update(overrides or {})
-    return build_config(NamesrvConfig, values, known_unimplemented=NAMESRV_UNIMPLEMENTED_KEYS)
+    enabled = str(values.get("enableControllerInNamesrv", "false")).strip().lower() in ("true", "1")
+    if not enabled:
+        return build_config(NamesrvConfig, values, known_unimplemented=NAMESRV_UNIMPLEMENTED_KEYS), None
+    namesrv, controller = build_configs(
+        [NamesrvConfig, ControllerConfig],
+        values,
+        known_unimplemented=NAMESRV_UNIMPLEMENTED_KEYS | CONTROLLER_UNIMPLEMENTED_KEYS,
+    )
+    return namesrv, controller
