@@ -66,6 +66,16 @@ class NamesrvRegistration:
         self._client = RemotingClient()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Controller mode: the epoch this broker leads (sent as masterEpoch; None otherwise).
+        self.master_epoch: int | None = None
+
+    def set_config(self, config: BrokerConfig) -> None:
+        """The broker's role or id changed (controller mode)."""
+        self._config = config
+
+    @property
+    def started(self) -> bool:
+        return self._task is not None
 
     def request(self) -> None:
         """Register soon (the topic table changed); safe to call many times in a row."""
@@ -97,6 +107,8 @@ class NamesrvRegistration:
             compressed=False,
             body_crc32=zlib.crc32(body) & _CRC_MASK,
         ).to_ext()
+        if self.master_epoch is not None:
+            header["masterEpoch"] = str(self.master_epoch)
         calls = [
             self._invoke(addr, RequestCode.REGISTER_BROKER, header, body)
             for addr in self._config.namesrv_addr
