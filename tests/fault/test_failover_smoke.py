@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -35,6 +37,15 @@ def test_failover_smoke_master_killed_is_replaced(tmp_path: Path) -> None:
     try:
         master, epoch = group.master()
         assert asyncio.run(_send(group.namesrv_addr, 50)) == 50
+        shown = subprocess.run(
+            [sys.executable, "-m", "orbitmq.cli", "admin", "-n", group.namesrv_addr, "controller", "list",
+             "-c", group.controller_addrs],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        print(shown.stdout)
+        master_rows = [line.split() for line in shown.stdout.splitlines() if " MASTER " in line]
+        assert len(master_rows) == 1 and master_rows[0][3] == master.addr and master_rows[0][5] == str(epoch)
         time.sleep(2)
         view = group.view()
         print("view", view)

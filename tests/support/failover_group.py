@@ -4,7 +4,7 @@ Every broker has fixed ports chosen free at start (listenPort, haListenPort), so
 broker comes back at the address the controllers know. Timings are shortened through the
 documented keys (docs/replication.md "Automatic failover"): heartbeats every 200 ms, a master
 deposed after 2 s of silence (its lease: 1.5 s), SyncStateSet checked every 500 ms and shrunk
-after 3 s behind. The caller kills every process (``FailoverGroup.kill_all``) in a ``finally``.
+after 5 s behind; an HA link silent for 2 s is dropped. The caller kills every process (``FailoverGroup.kill_all``) in a ``finally``.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ FAILOVER_CONF: dict[str, object] = {
     "allAckInSyncStateSet": True,
     "controllerHeartBeatTimeoutMills": 2000,
     "brokerHeartbeatInterval": 200,
-    "haMaxTimeSlaveNotCatchup": 3000,
+    "haMaxTimeSlaveNotCatchup": 5000,
     "checkSyncStateSetPeriod": 500,
     "slaveTimeout": 3000,
     "registerNameServerPeriod": 1000,
     "haSendHeartbeatInterval": 500,
-    "haHousekeepingInterval": 3000,
+    "haHousekeepingInterval": 2000,
     "haReconnectInterval": 200,
     "slaveSyncInterval": 1000,
     "mapedFileSizeCommitLog": 4 * 1024 * 1024,

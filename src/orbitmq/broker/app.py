@@ -147,6 +147,7 @@ class BrokerApp:
         self._background_writes: set[asyncio.Task[None]] = set()
         self._writers: list[Service] = []  # controller mode: run while this broker is master
         self._writers_running = False
+        self._writers_started = False
 
     @property
     def port(self) -> int:
@@ -320,9 +321,14 @@ class BrokerApp:
         """Start or stop the services that write messages (delay levels, timers, transactions)."""
         if running == self._writers_running:
             return
+        first_start = running and not self._writers_started
         self._writers_running = running
+        self._writers_started = self._writers_started or running
         for service in self._writers if running else reversed(self._writers):
             try:
+                if running and not first_start and isinstance(service, TimerService):
+                    # Its stop closed the timer files: load them again (a thread: it may rebuild).
+                    await asyncio.to_thread(service.open)
                 await (service.start() if running else service.stop())
             except Exception:
                 logger.exception(

@@ -11,6 +11,8 @@ Commands (``mqadmin`` equivalents in brackets)::
     orbitmq admin consumer progress GROUP [-t TOPIC]                  [consumerProgress]
     orbitmq admin consumer reset-offset GROUP TOPIC -s TIME           [resetOffsetByTime]
     orbitmq admin cluster list                                        [clusterList]
+    orbitmq admin controller list -c CONTROLLERS                      [getSyncStateSet,
+                                                                       getControllerMetaData]
 
 The name-server list comes from ``-n``, else the ``NAMESRV_ADDR`` environment variable, else
 ``127.0.0.1:9876``. Exit status: 0 on success, 1 when the operation failed, 2 on usage errors.
@@ -160,6 +162,39 @@ async def _cluster_list(admin: AdminClient, args: argparse.Namespace) -> None:
 # -- parser ------------------------------------------------------------------------------------
 
 
+async def _controller_list(admin: AdminClient, args: argparse.Namespace) -> None:
+    state = await admin.controller_state([addr for addr in args.controllers.split(";") if addr])
+    raft = state.get("controller", {})
+    print(
+        f"controller leader {raft.get('leader') or '-'} (term {raft.get('term')}); "
+        f"answered by {raft.get('self')}{' (leader)' if raft.get('isLeader') else ''}"
+    )
+    rows = []
+    for group in state.get("groups", []):
+        members = set(group["syncStateSet"])
+        for replica in group.get("replicaStates", []):
+            broker_id = replica["brokerId"]
+            rows.append(
+                [
+                    group["clusterName"],
+                    group["brokerName"],
+                    broker_id,
+                    replica["address"],
+                    "MASTER" if broker_id == group["masterBrokerId"] else "SLAVE",
+                    group["masterEpoch"],
+                    "yes" if broker_id in members else "no",
+                    group["syncStateSetEpoch"],
+                    "yes" if replica["alive"] else "NO",
+                    _shown(replica["maxOffset"]),
+                    _shown(replica["confirmOffset"]),
+                ]
+            )
+        if group["masterBrokerId"] < 0:
+            print(f"{group['brokerName']}: NO MASTER (SyncStateSet {sorted(members)})")
+    headers = ["cluster", "broker", "id", "address", "role", "epoch", "in_sss", "sss_epoch", "alive"]
+    print(_table([*headers, "max_offset", "confirm_offset"], rows))
+
+
 def _add_create(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     parser = sub.add_parser(name, help="create or update a topic on every master of a cluster")
     parser.add_argument("topic")
@@ -215,6 +250,15 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_parser(
         "list", help="brokers of every cluster: role, and each slave's replication lag and in-sync flag"
     ).set_defaults(command=_cluster_list)
+
+    controller = groups.add_parser("controller", help="controller mode").add_subparsers(
+        dest="action", required=True
+    )
+    view = controller.add_parser(
+        "list", help="the controller's view: per group its master, epoch, SyncStateSet and live replicas"
+    )
+    view.add_argument("-c", "--controllers", required=True, help="controller addresses host:port;host:port")
+    view.set_defaults(command=_controller_list)
     return parser
 
 

@@ -24,7 +24,9 @@ at the same offset) and ignores the piggy-backed commit offset (the master's cop
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from functools import cache
 
 from orbitmq.broker.clients import GroupSubscription
@@ -46,6 +48,7 @@ FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
 
 HOLD_MAX_MS = 25_000
+_GATED_RECHECK_MS = 20
 """Longest park: clients time a pull out after 30 s and must get an answer first."""
 
 MAX_TRANSFER_BYTES = 256 * 1024
@@ -70,17 +73,22 @@ class PullHandlers:
             self._state.offsets.commit(
                 header.consumer_group, header.topic, header.queue_id, header.commit_offset
             )
-        response = self._read(request, header, tag_filter)
+        response, gated = self._read(request, header, tag_filter)
         if header.sys_flag & FLAG_SUSPEND and is_long_poll_candidate(ResponseCode(response.code)):
             hold_ms = (
                 header.suspend_timeout_millis
                 if self._state.config.long_polling_enable
                 else (self._state.config.short_polling_time_ms)
             )
-            await self._state.long_polling.hold(
-                header.topic, header.queue_id, header.queue_offset, min(max(hold_ms, 0), HOLD_MAX_MS)
-            )
-            response = self._read(request, header, tag_filter)
+            hold_ms = min(max(hold_ms, 0), HOLD_MAX_MS)
+            started = time.monotonic()
+            await self._state.long_polling.hold(header.topic, header.queue_id, header.queue_offset, hold_ms)
+            response, gated = self._read(request, header, tag_filter)
+            # Messages past the confirm offset (controller mode) are stored but not readable yet:
+            # look again shortly instead of sending the consumer straight back.
+            while gated and (time.monotonic() - started) * 1000 + _GATED_RECHECK_MS < hold_ms:
+                await asyncio.sleep(_GATED_RECHECK_MS / 1000)
+                response, gated = self._read(request, header, tag_filter)
         return response
 
     def _check(self, request: RemotingCommand, header: PullMessageRequestHeader) -> RemotingCommand | None:
@@ -162,7 +170,8 @@ class PullHandlers:
 
     def _read(
         self, request: RemotingCommand, header: PullMessageRequestHeader, tag_filter: TagFilter
-    ) -> RemotingCommand:
+    ) -> tuple[RemotingCommand, bool]:
+        """The answer, and whether the read stopped at the confirm offset with nothing to give."""
         result = self._state.store.get_messages(
             header.topic,
             header.queue_id,
@@ -171,6 +180,7 @@ class PullHandlers:
             MAX_TRANSFER_BYTES,
             None if tag_filter.matches_all else tag_filter.matches_code,
         )
+
         code = pull_response_code(result.status, header.queue_offset)
         suggested = self._suggest(header.consumer_group, result)
         next_begin_offset = result.next_begin_offset
@@ -187,7 +197,7 @@ class PullHandlers:
         }
         body = result.body() if code is ResponseCode.SUCCESS else b""
         remark = None if code is ResponseCode.SUCCESS else result.status.name
-        return request.response(code, remark, ext, body)
+        return request.response(code, remark, ext, body), result.gated
 
     def _suggest(self, consumer_group: str, result: GetResult) -> int:
         """suggestWhichBrokerId for this read (see the module docstring)."""

@@ -83,7 +83,8 @@ class SlaveLink:
     last_report_ms: int = 0
     connected_ms: int = 0
     broker_id: int = -1  # the slave's controller-given id (controller mode's handshake), else -1
-    caught_up_ms: int = 0  # last time its ack reached the master's max offset (SyncStateSet upkeep)
+    caught_up_ms: int = 0  # last time it held every byte the master had at its previous report
+    master_max_at_report: int = 0  # the master's max offset when it last reported
 
     @property
     def usable(self) -> bool:
@@ -147,8 +148,10 @@ class SlaveLinks:
             return ReportOutcome.BOGUS
         if offset > link.ack_offset:
             link.ack_offset = offset
-        if offset >= master_max:
+        # Caught up: it holds what the master had one report ago (under load, never all of now).
+        if offset >= min(link.master_max_at_report, master_max):
             link.caught_up_ms = now_ms
+        link.master_max_at_report = master_max
         return ReportOutcome.ACKED
 
     def acked_offset(self) -> int:

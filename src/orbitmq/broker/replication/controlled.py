@@ -102,6 +102,7 @@ class ReplicasManager:
         self._led_since_ms = 0
         self._leader_addr: str | None = None
         self._last_sss_check_ms = 0
+        self._caught_up_ms: dict[int, int] = {}  # SyncStateSet member -> last time caught up (wall ms)
         self._client = RemotingClient(connect_timeout_ms=max(config.broker_heartbeat_interval_ms, 200))
         self._task: asyncio.Task[None] | None = None
         self._changing = asyncio.Lock()
@@ -340,6 +341,7 @@ class ReplicasManager:
         if self._config.all_ack_in_sync_state_set:
             self._replication.master.links.required = frozenset()
         self._led_since_ms = _now_ms()
+        self._caught_up_ms = {}
         self.role_changes += 1
         store.refuse_puts(None)
         logger.warning(
@@ -447,27 +449,31 @@ class ReplicasManager:
         wall = time.time_ns() // 1_000_000
         current = set(self.sync_state_set)
         behind_ms = self._config.ha_max_time_slave_not_catchup_ms
+        for member in current - {self.broker_id}:
+            # Remembered across reconnects: a link that blips does not reset the clock.
+            seen = max(links.caught_up_ms_of(member), self._caught_up_ms.get(member, 0))
+            self._caught_up_ms[member] = seen
         dropped = {
             member
             for member in current - {self.broker_id}
-            if now - self._led_since_ms > behind_ms and wall - links.caught_up_ms_of(member) > behind_ms
+            if now - self._led_since_ms > behind_ms and wall - self._caught_up_ms[member] > behind_ms
         }
-        confirm = self.confirm_offset()
         epoch_start = self.epochs.entries[-1][1] if self.epochs.entries else 0
+        period_ms = self._config.check_sync_state_set_period_ms
         joining = {
             link.broker_id
             for link in links
             if link.usable
             and link.broker_id > 0
             and link.broker_id not in current
-            and link.ack_offset >= max(confirm, epoch_start)
+            and link.ack_offset >= epoch_start
+            and wall - link.caught_up_ms <= period_ms
         }
+        if joining and self._config.all_ack_in_sync_state_set:
+            joining = await self._catch_up(joining, current)
         if not dropped and not joining:
             return
         proposed = (current - dropped) | joining
-        if self._config.all_ack_in_sync_state_set and joining:
-            # Growing: required here before the controller may elect it.
-            links.required = frozenset((current | joining) - {self.broker_id})
         response = await self._alter(proposed)
         if response is not None and response.code == ResponseCode.SUCCESS:
             view = orjson.loads(response.body)
@@ -484,6 +490,26 @@ class ReplicasManager:
             remark = response.remark if response is not None else "no controller answered"
             logger.info("SyncStateSet change %s -> %s refused: %s", sorted(current), sorted(proposed), remark)
             self._set_sync_state_set(self.sync_state_set, self.sync_state_set_epoch)
+
+    async def _catch_up(self, joining: set[int], current: set[int]) -> set[int]:
+        """Require ``joining``'s acks from now on, then keep those that hold everything before.
+
+        Every send acknowledged before this moment ends at or below the log's end now; a slave
+        that reaches it holds them all, and every later send waits for it. Only then may the
+        controller count it in the SyncStateSet (and elect it).
+        """
+        links = self._replication.master.links
+        links.required = frozenset((current | joining) - {self.broker_id})
+        target = self._store.max_commit_log_offset
+        deadline = _now_ms() + self._config.check_sync_state_set_period_ms
+        while _now_ms() < deadline:
+            if all(links.ack_of(member) >= target for member in joining):
+                break
+            await asyncio.sleep(0.01)
+        reached = {member for member in joining if links.ack_of(member) >= target}
+        links.required = frozenset((current | reached) - {self.broker_id})
+        self._replication.master.release()
+        return reached
 
     async def _alter(self, members: set[int]) -> RemotingCommand | None:
         ext = {
