@@ -23,6 +23,7 @@ import os
 import random
 import signal
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,11 @@ async def _run(group) -> None:  # type: ignore[no-untyped-def]
             kind_times = failover_times(ledger, [moment for k, moment in master_faults if k == kind])
             print(f"failover ({kind}): {summary(kind_times)}")
         print(f"faults: {actions}; final epoch {epoch}; {counts}")
+        for kind, moment in master_faults:
+            why = Counter(text.split(":")[0] for t, text in ledger.failures if moment <= t <= moment + 8)
+            print(f"  {kind} at +{moment:.0f}: failed sends in the next 8 s by kind {dict(why)}")
+            for t, text in [(t, text) for t, text in ledger.failures if moment <= t <= moment + 8][-3:]:
+                print(f"    +{t - moment:.2f} s {text}")
         assert len(actions) >= int(DURATION_S / FAULT_EVERY_S) - 3, actions
         assert counts["acknowledged"] > 500 and len(ledger.seen) > 0
         assert len(times) >= 3, times

@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -31,6 +33,7 @@ from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageRequestHeader
 from orbitmq.transport.connection import RemotingClient
+from tests.integration.conftest import REPO_ROOT, CppClient
 from tests.support.controllers import wait_leader
 from tests.support.failover_group import FailoverGroup, broker_status, start_failover_group
 from tests.support.failover_workload import (
@@ -221,4 +224,43 @@ def test_failover_controller_leader_loss_then_master_loss(tmp_path: Path) -> Non
         print(group.logs())
         raise
     finally:
+        group.kill_all()
+
+
+def test_failover_cpp_producer_recovers_within_its_route_poll(tmp_path: Path) -> None:
+    """The RocketMQ C++ client (rocketmq==0.4.4) learns the new master at its next route poll (30 s)."""
+    group = start_failover_group(tmp_path, topic=TOPIC, queues=QUEUES)
+    cpp = CppClient(tmp_path / "cpp-home")
+    out_path = cpp.home / "producer.jsonl"
+    try:
+        old, epoch = group.master()
+        cmd = [
+            sys.executable, "-m", "tests.support.cpp_client", "produce", "--namesrv", group.namesrv_addr,
+            "--topic", TOPIC, "--group", "PG_FAILOVER_CPP", "--count", "1000000", "--timeout-ms", "2000",
+        ]  # fmt: skip
+        with open(out_path, "wb") as out:
+            proc = subprocess.Popen(cmd, env=cpp.env(), cwd=REPO_ROOT, stdout=out, stderr=subprocess.DEVNULL)
+        cpp.children.append(proc)
+
+        def sent_ok() -> int:
+            return out_path.read_text().count('"status": "OK"')
+
+        deadline = time.monotonic() + 30
+        while sent_ok() < 50 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sent_ok() >= 50, out_path.read_text()[-2000:]
+        old.kill()
+        killed_at, before = time.monotonic(), sent_ok()
+        group.master(not_epoch_below=epoch + 1)
+        while sent_ok() == before and time.monotonic() - killed_at < 45:
+            time.sleep(0.2)
+        recovered_s = time.monotonic() - killed_at
+        print(f"C++ producer: first SEND_OK {recovered_s:.1f} s after the master was killed")
+        assert sent_ok() > before, "the C++ producer never reached the new master"
+        assert recovered_s < 40  # election (~2 s) + its route poll (30 s) + a retry
+    except BaseException:
+        print(group.logs())
+        raise
+    finally:
+        cpp.kill_all()
         group.kill_all()

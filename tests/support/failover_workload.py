@@ -40,6 +40,7 @@ from orbitmq.transport.connection import RemotingClient
 class Ledger:
     acked: list[tuple[str, int, int, float]] = field(default_factory=list)  # id, queue, offset, time
     failed: int = 0
+    failures: list[tuple[float, str]] = field(default_factory=list)  # time, why (diagnosis)
     seen: list[tuple[str, int, int]] = field(default_factory=list)  # id, queue, offset
 
     def last_ack_before(self, moment: float) -> float | None:
@@ -57,10 +58,12 @@ async def produce(namesrv: str, topic: str, stop: asyncio.Event, ledger: Ledger,
         while not stop.is_set():
             seq += 1
             uid = f"s{index}-{seq}"
+            began = time.monotonic()
             try:
                 result = await producer.send(Message(topic, uid.encode()))
-            except OrbitError:
+            except OrbitError as exc:
                 ledger.failed += 1
+                ledger.failures.append((time.monotonic(), f"{type(exc).__name__}: {str(exc)[:120]}"))
                 await asyncio.sleep(0.05)
                 continue
             if result.status is SendStatus.OK:

@@ -126,7 +126,10 @@ class MetadataSync:
             self.request()
 
     async def start(self) -> None:
+        """Start copying (again: controller mode stops and restarts it with each role change)."""
         self._loop = asyncio.get_running_loop()
+        # A stopped copy closed its client: a new one for this run.
+        self._client = RemotingClient()
         self._task = asyncio.create_task(self._run(), name="slave-synchronize")
 
     async def stop(self) -> None:
