@@ -1,4 +1,4 @@
-"""Test tiers by folder: tests under integration/, fault/ and spark/ get that marker.
+"""Test tiers by folder: tests under integration/, fault/, fuzz/ and spark/ get that marker.
 
 So `pytest -m "not integration and not fault and not spark"` runs the unit tier alone, and
 every tier runs from one `pytest` call.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-_TIERS = {"integration", "fault", "spark"}
+_TIERS = {"integration", "fault", "fuzz", "spark"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from orbitmq.model.message import Message
-from orbitmq.spark.pipelines.etl import EtlConfig, start_etl
+from orbitmq.spark.pipelines.etl import EtlConfig, EtlTotals, follow, start_etl, summary
 from tests.spark.conftest import Broker
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -48,12 +49,25 @@ def test_etl_output_equals_plain_python(spark: Any, orbit: Broker, tmp_path: Pat
     orbit.produce([Message(source, bodies[-1])])
     config = EtlConfig(orbit.namesrv_addr, source, sink, str(tmp_path / "out"), str(tmp_path / "ckpt"),
                        window_s=WINDOW_S, watermark_s=WATERMARK_S)  # fmt: skip
-    for query in start_etl(spark, config, available_now=True):
-        query.awaitTermination(180)
-        assert query.exception() is None
+    printed: list[str] = []
+    totals = EtlTotals()
+    follow(start_etl(spark, config, available_now=True), config, totals, poll_s=0.2, out=printed.append)
     rows = spark.read.parquet(config.output_dir).collect()
     got = {(int(r.window_start.timestamp() * 1000), r.kind): (r.events, r.amount_total) for r in rows}
     assert got == _expected(events)
+    # What it read and wrote: every message by each query, every window to both sinks.
+    assert totals.read_by_query == {"etl_parquet": len(bodies), "etl_topic": len(bodies)}
+    assert totals.windows_to_parquet == totals.messages_to_topic == len(got)
+    # A line per micro-batch of each query (the two run side by side, in either order).
+    assert {line.split(":")[0] for line in printed} >= {"etl_parquet batch 0", "etl_topic batch 0"}
+    assert all(
+        re.fullmatch(r"etl_(parquet|topic) batch \d+: read \d+ messages, wrote \d+ .+", line)
+        for line in printed
+    )
+    assert summary(totals, config) == (
+        f"ETL read messages from topic {source} ({len(bodies)} by etl_parquet, {len(bodies)} by etl_topic); "
+        f"wrote {len(got)} windows to Parquet {config.output_dir} and {len(got)} messages to topic {sink}"
+    )
     published = (
         spark.read.format("orbitmq").option("namesrvAddr", orbit.namesrv_addr).option("topic", sink).load()
     )

@@ -67,9 +67,10 @@ async def produce(namesrv: str, topic: str, stop: asyncio.Event, ledger: Ledger,
                 await asyncio.sleep(0.05)
                 continue
             if result.status is SendStatus.OK:
-                ledger.acked.append(
-                    (uid, result.message_queue.queue_id, result.queue_offset, time.monotonic())
-                )
+                acked_at = time.monotonic()
+                ledger.acked.append((uid, result.message_queue.queue_id, result.queue_offset, acked_at))
+                if acked_at - began > 1.0:  # diagnosis: an acknowledgement that took long
+                    ledger.failures.append((acked_at, f"SlowAck: {acked_at - began:.2f} s"))
             else:
                 ledger.failed += 1
 

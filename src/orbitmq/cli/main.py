@@ -1,11 +1,14 @@
 """``orbitmq``: one command for every OrbitMQ program.
 
-``namesrv``, ``proxy``, ``admin``, ``cluster`` and ``bench`` hand their arguments to the program's own entry point;
-``broker`` does too, unless ``--enable-proxy`` asks for the gRPC proxy beside it (local mode,
-as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the main job: a nameserver, a
-broker and the gRPC proxy in one process, on the default ports, with an embedded data
+``namesrv``, ``proxy``, ``admin``, ``cluster`` and ``bench`` hand their arguments to the
+program's own entry point; ``broker`` does too, unless ``--enable-proxy`` asks for the gRPC
+proxy beside it (local mode, as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the
+main job: a nameserver, a broker and the gRPC proxy in one process, on the default ports, with an embedded data
 directory, the broker registered with that nameserver. This module is where the servers are
 put together in one process, so it sits above all of them in the import layers.
+
+``standalone`` listens on 127.0.0.1 unless ``--bind-address`` (or ``bindAddress`` in the
+``-c`` file) says otherwise: neither server authenticates anyone, so every interface is opt-in.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from orbitmq.errors import ConfigError
@@ -22,16 +26,25 @@ DEFAULT_DATA_DIR = ".orbitmq-data"
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_BROKER_PORT = 10911
 DEFAULT_GRPC_PORT = 8081
+DEFAULT_BIND_ADDRESS = "127.0.0.1"
+_WILDCARD_ADDRESSES = ("0.0.0.0", "", "::")
 
 _FORWARDED = {
-    "namesrv": "run a nameserver (python -m orbitmq.namesrv)",
-    "broker": "run a broker (python -m orbitmq.broker); --enable-proxy adds the gRPC proxy",
-    "controller": "run a controller of controller mode (python -m orbitmq.controller)",
-    "proxy": "run the gRPC proxy for RocketMQ 5.x clients (python -m orbitmq.proxy)",
+    "namesrv": "run a nameserver (orbitmq namesrv --help)",
+    "broker": "run a broker (orbitmq broker --help); --enable-proxy adds the gRPC proxy",
+    "controller": "run a controller of controller mode (orbitmq controller --help)",
+    "proxy": "run the gRPC proxy for RocketMQ 5.x clients (orbitmq proxy --help)",
     "admin": "administer topics, groups and clusters (orbitmq admin --help)",
     "cluster": "a local cluster: a nameserver and masters with slaves (orbitmq cluster --help)",
-    "bench": "benchmarks (python -m orbitmq.bench)",
+    "bench": "benchmarks (orbitmq bench --help)",
 }
+
+
+def _version() -> str:
+    try:
+        return version("orbitmq")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,7 +61,16 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "--namesrv-port", type=int, default=DEFAULT_NAMESRV_PORT, help="nameserver port (9876)"
     )
     parser.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT, help="broker port (10911)")
-    parser.add_argument("--broker-ip", default="127.0.0.1", help="address clients use to reach the broker")
+    parser.add_argument(
+        "--bind-address",
+        help=f"interface the servers listen on (default {DEFAULT_BIND_ADDRESS}: this host only; "
+        "0.0.0.0: every interface, without authentication; see the README)",
+    )
+    parser.add_argument(
+        "--broker-ip",
+        help="address clients are told to reach the broker at (default: the bind address; "
+        "bound to 0.0.0.0, this host's first non-loopback IPv4 address)",
+    )
     parser.add_argument(
         "--grpc-port", type=int, default=DEFAULT_GRPC_PORT, help="gRPC port for RocketMQ 5.x clients (8081)"
     )
@@ -61,6 +83,7 @@ def run_standalone(args: argparse.Namespace) -> int:
     # Imported here so that `orbitmq bench ...` does not pay for the servers' imports.
     from orbitmq.broker.app import BrokerApp
     from orbitmq.broker.config import load_broker_configs
+    from orbitmq.conf import load_properties
     from orbitmq.namesrv.app import NamesrvApp
     from orbitmq.namesrv.config import load_namesrv_config
     from orbitmq.proxy import ProxyApp, ProxyConfig
@@ -72,18 +95,37 @@ def run_standalone(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     data_dir = Path(args.data_dir).resolve()
+    try:
+        file_values = load_properties(args.config_file) if args.config_file else {}
+    except ConfigError as exc:
+        print(f"orbitmq standalone: {exc}", file=sys.stderr)
+        return 2
+    bind = args.bind_address or str(file_values.get("bindAddress") or DEFAULT_BIND_ADDRESS)
+    # The broker reaches the nameserver in-process through whichever interface is bound.
+    local_host = "127.0.0.1" if bind in _WILDCARD_ADDRESSES else bind
     overrides: dict[str, object] = {
-        "namesrvAddr": f"127.0.0.1:{args.namesrv_port}",
+        "namesrvAddr": f"{local_host}:{args.namesrv_port}",
         "listenPort": args.broker_port,
+        "bindAddress": bind,
         "storePathRootDir": str(data_dir / "store"),
-        "brokerIP1": args.broker_ip,
     }
+    if args.broker_ip:
+        overrides["brokerIP1"] = args.broker_ip
     if args.flush:
         overrides["flushDiskType"] = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
     if not args.no_proxy:
         overrides["grpcServerPort"] = args.grpc_port
+        if args.bind_address or "grpcBindAddress" not in file_values:
+            overrides["grpcBindAddress"] = bind
     try:
-        namesrv_config = load_namesrv_config(None, {"listenPort": args.namesrv_port})
+        namesrv_config = load_namesrv_config(
+            None,
+            {
+                "listenPort": args.namesrv_port,
+                "bindAddress": bind,
+                "kvConfigPath": str(data_dir / "namesrv" / "kvConfig.json"),
+            },
+        )
         broker_config, store_config, proxy_config = load_broker_configs(
             args.config_file, overrides, (ProxyConfig,)
         )
@@ -91,14 +133,23 @@ def run_standalone(args: argparse.Namespace) -> int:
         print(f"orbitmq standalone: {exc}", file=sys.stderr)
         return 2
     data_dir.mkdir(parents=True, exist_ok=True)
-    logging.getLogger("orbitmq").info(
-        "standalone: nameserver 127.0.0.1:%d, broker %s:%d, gRPC %s, data in %s",
+    log = logging.getLogger("orbitmq")
+    log.info(
+        "standalone: nameserver on %s:%d, broker on %s:%d (advertised as %s), gRPC %s, data in %s",
+        namesrv_config.bind_address,
         args.namesrv_port,
-        args.broker_ip,
+        broker_config.bind_address,
         args.broker_port,
-        "off" if args.no_proxy else proxy_config.grpc_server_port,
+        broker_config.advertised_address,
+        "off" if args.no_proxy else f"on {proxy_config.grpc_bind_address}:{proxy_config.grpc_server_port}",
         data_dir,
     )
+    if not bind.startswith("127.") and bind != "::1":
+        log.warning(
+            "standalone: listening beyond this host (%s) without authentication: whoever reaches "
+            "the ports can send, read and delete messages, and create and delete topics",
+            bind,
+        )
     apps: list[App] = [NamesrvApp(namesrv_config), BrokerApp(broker_config, store_config)]
     if not args.no_proxy:
         apps.append(ProxyApp(proxy_config))
@@ -117,7 +168,7 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     extra.add_argument("--enable-proxy", action="store_true")
     extra.add_argument("--grpc-port", type=int)
     proxy_args, broker_argv = extra.parse_known_args(rest)
-    args = parse_args(broker_argv)
+    args = parse_args(broker_argv, "orbitmq broker")
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level.upper(),
@@ -142,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``orbitmq`` command; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="orbitmq", description="OrbitMQ: RocketMQ's architecture in Python")
+    parser.add_argument("--version", action="version", version=f"orbitmq {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in _FORWARDED.items():
         sub.add_parser(name, help=help_text, add_help=False)
@@ -156,13 +208,13 @@ def _forward(command: str, rest: list[str]) -> int:
     if command == "namesrv":
         from orbitmq.namesrv.__main__ import main as namesrv_main
 
-        return namesrv_main(rest)
+        return namesrv_main(rest, prog="orbitmq namesrv")
     if command == "broker":
         if "--enable-proxy" in rest:
             return run_broker_with_proxy(rest)
         from orbitmq.broker.__main__ import main as broker_main
 
-        return broker_main(rest)
+        return broker_main(rest, prog="orbitmq broker")
     if command == "controller":
         from orbitmq.controller.__main__ import main as controller_main
 
@@ -181,4 +233,4 @@ def _forward(command: str, rest: list[str]) -> int:
         return cluster_main(rest)
     from orbitmq.bench.__main__ import main as bench_main
 
-    return bench_main(rest)
+    return bench_main(rest, prog="orbitmq bench")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVa
 from orbitmq.client._send import SendResult
 from orbitmq.client.admin import AdminClient, MemberStatus, QueueProgress, QueueStatus
 from orbitmq.client.producer import MessageQueueSelector, Producer, SendCallback, select_queue_by_hash
+from orbitmq.client.selector import MessageSelector
 from orbitmq.errors import ClientStateError
 from orbitmq.model.message import Message, MessageExt, MessageQueue
 from orbitmq.model.route import ClusterInfo, TopicRouteData
@@ -286,6 +287,9 @@ class BlockingAdminClient(_Facade[AdminClient]):
     def list_topics(self) -> list[str]:
         return self._runner.run(self._admin.list_topics())
 
+    def user_topics(self) -> list[str]:
+        return self._runner.run(self._admin.user_topics())
+
     def cluster_info(self) -> ClusterInfo:
         return self._runner.run(self._admin.cluster_info())
 
@@ -314,7 +318,7 @@ class BlockingPushConsumer(_Facade["PushConsumer"]):
     def consumer(self) -> PushConsumer:
         return self._consumer
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         self._consumer.subscribe(topic, expression)
 
     def register_message_listener(self, listener: MessageListener) -> None:
@@ -352,7 +356,7 @@ class BlockingPullConsumer(_Facade["PullConsumer"]):
     def assign(self, queues: list[MessageQueue]) -> None:
         self._runner.run(_construct(lambda: self._consumer.assign(queues)))
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         self._runner.run(self._consumer.subscribe(topic, expression))
 
     def seek(self, mq: MessageQueue, offset: int) -> None:

@@ -69,6 +69,11 @@ def is_system_topic(topic: str) -> bool:
     return _SYSTEM_TOPIC.match(topic) is not None
 
 
+def _is_placeholder(partition: InputPartition) -> bool:
+    """Spark's stand-in when ``partitions()`` planned none (every queue empty): nothing to read."""
+    return type(partition) is InputPartition and partition.value is None
+
+
 @dataclass(frozen=True, slots=True)
 class QueueRange(InputPartition):
     """One Spark partition: ``[start_offset, end_offset)`` of one queue, and how to reach it."""
@@ -233,6 +238,8 @@ class OrbitBatchReader(DataSourceReader):
             self.planner.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if _is_placeholder(partition):
+            return iter(())
         if not isinstance(partition, QueueRange):
             raise ClientError(f"orbitmq reader got a foreign partition {partition!r}")
         return read_range(partition, self.planner.factory)
@@ -318,6 +325,8 @@ class OrbitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.planner.ranges(from_offset_json(start), from_offset_json(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if _is_placeholder(partition):
+            return iter(())
         if not isinstance(partition, QueueRange):
             raise ClientError(f"orbitmq reader got a foreign partition {partition!r}")
         return read_range(partition, self.planner.factory)
