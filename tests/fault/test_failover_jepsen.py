@@ -44,7 +44,11 @@ PAUSE_S = 4.0  # past controllerHeartBeatTimeoutMills (2 s): the paused master i
 
 
 async def _nemesis(  # type: ignore[no-untyped-def]
-    group, stop: asyncio.Event, master_faults: list[tuple[str, float]], log: list[str]
+    group,
+    stop: asyncio.Event,
+    master_faults: list[tuple[str, float]],
+    controller_faults: list[float],
+    log: list[str],
 ) -> None:
     rng = random.Random(15)
     loop = asyncio.get_running_loop()
@@ -93,6 +97,7 @@ async def _nemesis(  # type: ignore[no-untyped-def]
             os.kill(master.proc.pid, signal.SIGCONT)
         else:
             leader = await loop.run_in_executor(None, lambda: wait_leader(group.live_controllers()))
+            controller_faults.append(time.monotonic())
             leader.kill()
             await asyncio.sleep(3.0)
             await loop.run_in_executor(None, leader.start)
@@ -117,12 +122,15 @@ async def _run(group) -> None:  # type: ignore[no-untyped-def]
     if True:
         stop, stop_nemesis = asyncio.Event(), asyncio.Event()
         master_faults: list[tuple[str, float]] = []
+        controller_faults: list[float] = []
         actions: list[str] = []
         workload = [
             asyncio.create_task(produce(group.namesrv_addr, TOPIC, stop, ledger)),
             asyncio.create_task(consume(group.namesrv_addr, TOPIC, QUEUES, stop, ledger)),
         ]
-        nemesis = asyncio.create_task(_nemesis(group, stop_nemesis, master_faults, actions))
+        nemesis = asyncio.create_task(
+            _nemesis(group, stop_nemesis, master_faults, controller_faults, actions)
+        )
         await asyncio.sleep(DURATION_S)
         stop_nemesis.set()
         await nemesis
@@ -134,10 +142,11 @@ async def _run(group) -> None:  # type: ignore[no-untyped-def]
         # The consumer's view is checked against the final master's log.
         stored = await read_all(master.addr, TOPIC, QUEUES)
         counts = check(ledger, stored)
-        times = failover_times(ledger, [moment for _, moment in master_faults])
+        every = [moment for _, moment in master_faults] + controller_faults
+        times = failover_times(ledger, [moment for _, moment in master_faults], every)
         print(f"failover (every master fault): {summary(times)}")
         for kind in sorted({kind for kind, _ in master_faults}):
-            kind_times = failover_times(ledger, [moment for k, moment in master_faults if k == kind])
+            kind_times = failover_times(ledger, [moment for k, moment in master_faults if k == kind], every)
             print(f"failover ({kind}): {summary(kind_times)}")
         print(f"faults: {actions}; final epoch {epoch}; {counts}")
         for kind, moment in master_faults:

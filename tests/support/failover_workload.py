@@ -206,21 +206,27 @@ def check(ledger: Ledger, stored: dict[int, list[tuple[str, int]]]) -> dict[str,
     }
 
 
-def failover_times(ledger: Ledger, faults: list[float], window_s: float = 30.0) -> list[float]:
+def failover_times(
+    ledger: Ledger, faults: list[float], every_fault: list[float] | None = None, window_s: float = 30.0
+) -> list[float]:
     """Per master fault: the unavailability it caused, in seconds.
 
     From the last acknowledgement before the fault to the first after it; an answer already on
     its way when the fault struck does not end the outage, so this is the longest gap between
-    consecutive acknowledgements from that last one to ``window_s`` after the fault.
+    consecutive acknowledgements from that last one until the next fault of ``every_fault``
+    (or ``window_s`` after it).
     """
     ack_times = sorted(t for _, _, _, t in ledger.acked)
+    boundaries = sorted(every_fault if every_fault is not None else faults)
     times = []
     for moment in faults:
         before = ledger.last_ack_before(moment)
         if before is None:
             continue
-        span = [t for t in ack_times if before <= t <= moment + window_s]
-        gaps = [later - earlier for earlier, later in zip(span, span[1:], strict=False)]
+        later = [b for b in boundaries if b > moment]
+        end = min(later[0] if later else moment + window_s, moment + window_s)
+        span = [t for t in ack_times if before <= t <= end]
+        gaps = [after - earlier for earlier, after in zip(span, span[1:], strict=False)]
         if gaps:
             times.append(max(gaps))
     return times

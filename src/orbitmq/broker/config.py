@@ -227,36 +227,6 @@ class BrokerConfig:
         elif self.broker_role is BrokerRole.SLAVE and self.broker_id == 0:
             raise ConfigError("config key 'brokerId': a SLAVE must have an id above 0 (0 is its master's)")
         self._check_replication()
-
-    def _check_controller_mode(self) -> None:
-        if not self.controller_addr:
-            raise ConfigError(
-                "enableControllerMode=true needs controllerAddr (every controller, ';'-separated)"
-            )
-        if self.ha_master_address is not None:
-            raise ConfigError(
-                "config key 'haMasterAddress': in controller mode the controller names the master"
-            )
-        for key, value in (
-            ("controllerHeartBeatTimeoutMills", self.controller_heartbeat_timeout_ms),
-            ("brokerHeartbeatInterval", self.broker_heartbeat_interval_ms),
-            ("haMaxTimeSlaveNotCatchup", self.ha_max_time_slave_not_catchup_ms),
-            ("checkSyncStateSetPeriod", self.check_sync_state_set_period_ms),
-            ("inSyncReplicas", self.in_sync_replicas),
-            ("minInSyncReplicas", self.min_in_sync_replicas),
-        ):
-            if value < 1:
-                raise ConfigError(f"config key {key!r}: {value} must be positive")
-        if self.broker_heartbeat_interval_ms * 3 > self.controller_heartbeat_timeout_ms:
-            raise ConfigError(
-                "config key 'controllerHeartBeatTimeoutMills' must be at least three brokerHeartbeatInterval, "
-                "or a master loses its lease between two heartbeats"
-            )
-
-    @property
-    def master_lease_ms(self) -> int:
-        """How long a master takes writes after the controller leader last confirmed it."""
-        return self.controller_heartbeat_timeout_ms * 3 // 4
         if not 0 <= self.broker_permission <= 7:
             raise ConfigError(f"config key 'brokerPermission': {self.broker_permission} is not in 0..7")
         if self.default_topic_queue_nums < 1:
@@ -297,6 +267,36 @@ class BrokerConfig:
                 raise ConfigError(f"config key {key!r}: {value} must be positive")
         if self.write_buffer_max_bytes < self.write_buffer_high_bytes:
             raise ConfigError("config key 'writeBufferMaxBytes' must be at least 'writeBufferHighWaterMark'")
+
+    def _check_controller_mode(self) -> None:
+        if not self.controller_addr:
+            raise ConfigError(
+                "enableControllerMode=true needs controllerAddr (every controller, ';'-separated)"
+            )
+        if self.ha_master_address is not None:
+            raise ConfigError(
+                "config key 'haMasterAddress': in controller mode the controller names the master"
+            )
+        for key, value in (
+            ("controllerHeartBeatTimeoutMills", self.controller_heartbeat_timeout_ms),
+            ("brokerHeartbeatInterval", self.broker_heartbeat_interval_ms),
+            ("haMaxTimeSlaveNotCatchup", self.ha_max_time_slave_not_catchup_ms),
+            ("checkSyncStateSetPeriod", self.check_sync_state_set_period_ms),
+            ("inSyncReplicas", self.in_sync_replicas),
+            ("minInSyncReplicas", self.min_in_sync_replicas),
+        ):
+            if value < 1:
+                raise ConfigError(f"config key {key!r}: {value} must be positive")
+        if self.broker_heartbeat_interval_ms * 3 > self.controller_heartbeat_timeout_ms:
+            raise ConfigError(
+                "config key 'controllerHeartBeatTimeoutMills' must be at least three brokerHeartbeatInterval, "
+                "or a master loses its lease between two heartbeats"
+            )
+
+    @property
+    def master_lease_ms(self) -> int:
+        """How long a master takes writes after the controller leader last confirmed it."""
+        return self.controller_heartbeat_timeout_ms * 3 // 4
 
     def server_limits(self) -> ServerLimits:
         """The transport limits of the broker's remoting server."""
