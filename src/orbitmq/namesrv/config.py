@@ -1,13 +1,20 @@
-"""NameServer configuration: RocketMQ's ``namesrv.conf`` keys mapped onto a frozen dataclass."""
+"""NameServer configuration: RocketMQ's ``namesrv.conf`` keys mapped onto a frozen dataclass.
+
+The ``tls.*`` keys (``transport.tls``) are read from the same file into ``NamesrvConfig.tls``.
+``aclEnable=true`` (an OrbitMQ extension: RocketMQ's name server checks nothing) makes
+registration and the other broker-only writes need an admin signature from the accounts in
+``aclFile``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from orbitmq.conf import build_config, build_configs, load_properties
+from orbitmq.conf import build_configs, load_properties
 from orbitmq.controller.config import CONTROLLER_UNIMPLEMENTED_KEYS, ControllerConfig
 from orbitmq.errors import ConfigError
 from orbitmq.transport.server import ServerLimits
+from orbitmq.transport.tls import TLS_UNIMPLEMENTED_KEYS, TlsConfig, merge_tls_config_file
 
 __all__ = ["NAMESRV_UNIMPLEMENTED_KEYS", "NamesrvConfig", "load_namesrv_config", "load_namesrv_configs"]
 
@@ -62,6 +69,12 @@ class NamesrvConfig:
     # Run a controller (controller mode, RIP-44) inside this name server, on its port; the
     # controller's keys (controllerDLegerPeers, ...) go in the same file.
     enable_controller_in_namesrv: bool = field(default=False, metadata={"key": "enableControllerInNamesrv"})
+    # Registration and other broker-only writes need an admin signature (OrbitMQ's extension).
+    acl_enable: bool = field(default=False, metadata={"key": "aclEnable"})
+    # The main accounts file (RocketMQ's plain_acl.yml format); required with aclEnable.
+    acl_file: str | None = field(default=None, metadata={"key": "aclFile"})
+    # TLS of the listening port (the tls.* keys).
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
     # -- resource limits (docs/limits.md) -------------------------------------------------------
     # Open connections; one more is closed at once.
@@ -102,6 +115,10 @@ class NamesrvConfig:
         ):
             if value <= 0:
                 raise ConfigError(f"config key {key!r}: {value} must be positive")
+        if self.acl_enable and not self.acl_file:
+            raise ConfigError(
+                "config key 'aclEnable' needs 'aclFile' (the accounts file, plain_acl.yml format)"
+            )
         if self.write_buffer_max_bytes < self.write_buffer_high_bytes:
             raise ConfigError("config key 'writeBufferMaxBytes' must be at least 'writeBufferHighWaterMark'")
 
@@ -128,12 +145,13 @@ def load_namesrv_configs(
     """The name server's config and, with ``enableControllerInNamesrv=true``, its controller's."""
     values: dict[str, object] = dict(load_properties(path)) if path else {}
     values.update(overrides or {})
+    values = merge_tls_config_file(values)
     enabled = str(values.get("enableControllerInNamesrv", "false")).strip().lower() in ("true", "1")
-    if not enabled:
-        return build_config(NamesrvConfig, values, known_unimplemented=NAMESRV_UNIMPLEMENTED_KEYS), None
-    namesrv, controller = build_configs(
-        [NamesrvConfig, ControllerConfig],
-        values,
-        known_unimplemented=NAMESRV_UNIMPLEMENTED_KEYS | CONTROLLER_UNIMPLEMENTED_KEYS,
-    )
-    return namesrv, controller
+    classes: list[type] = [NamesrvConfig, TlsConfig]
+    unimplemented = NAMESRV_UNIMPLEMENTED_KEYS | TLS_UNIMPLEMENTED_KEYS
+    if enabled:
+        classes.append(ControllerConfig)
+        unimplemented |= CONTROLLER_UNIMPLEMENTED_KEYS
+    built = build_configs(classes, values, unimplemented)
+    namesrv_config = replace(built[0], tls=built[1])
+    return namesrv_config, (built[2] if enabled else None)

@@ -6,6 +6,10 @@ and the error names the option. Names follow Spark's Kafka source where they mea
 thing (``startingOffsets``, ``maxOffsetsPerTrigger``, ``failOnDataLoss``) and RocketMQ's
 otherwise (``namesrvAddr``, ``subExpression``, ``consumerGroup``).
 
+``accessKey`` / ``secretKey`` sign every request (a cluster with ACL), ``tls`` /
+``tlsTrustCertPath`` connect over TLS. The secret lives in a field that ``repr`` never shows,
+so it reaches neither logs nor Spark's plans through these objects.
+
 Exactly one of ``topic``, ``topicPattern`` and ``assign`` selects the queues to read.
 ``assign`` is JSON in one of two shapes::
 
@@ -26,7 +30,9 @@ from orbitmq.errors import ConfigError
 # Keys Spark itself may add to a source's options (lower-cased); they are never errors.
 _SPARK_INJECTED = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 
-_COMMON_KEYS = frozenset({"namesrvaddr", "requesttimeoutms"})
+_COMMON_KEYS = frozenset(
+    {"namesrvaddr", "requesttimeoutms", "accesskey", "secretkey", "tls", "tlstrustcertpath"}
+)
 _READ_KEYS = _COMMON_KEYS | {
     "topic",
     "topicpattern",
@@ -119,6 +125,31 @@ class QueueSelection:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """Credentials and TLS of the source's clients (options accessKey, secretKey, tls, ...)."""
+
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    tls_enable: bool = False
+    tls_trust_cert_path: str | None = None
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword options of ``orbitmq.client`` producers, consumers and admin clients."""
+        options: dict[str, Any] = {}
+        if self.access_key and self.secret_key:
+            options.update(access_key=self.access_key, secret_key=self.secret_key)
+        if self.tls_enable:
+            options["tls_enable"] = True
+            if self.tls_trust_cert_path:
+                options["tls_trust_cert_path"] = self.tls_trust_cert_path
+        return options
+
+
+NO_SECURITY = ClientSecurity()
+"""No credentials, no TLS."""
+
+
+@dataclass(frozen=True, slots=True)
 class ReadOptions:
     """Validated options of a batch or streaming read."""
 
@@ -136,6 +167,7 @@ class ReadOptions:
     consumer_group: str | None = None
     pull_batch_size: int = 1024
     request_timeout_ms: int = 10_000
+    security: ClientSecurity = field(default_factory=ClientSecurity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +179,7 @@ class WriteOptions:
     producer_group: str = "orbitmq-spark-writer"
     write_batch_size: int = 256
     request_timeout_ms: int = 10_000
+    security: ClientSecurity = field(default_factory=ClientSecurity)
 
 
 def parse_read_options(options: dict[str, str], *, streaming: bool) -> ReadOptions:
@@ -180,6 +213,7 @@ def parse_read_options(options: dict[str, str], *, streaming: bool) -> ReadOptio
         consumer_group=opts.get("consumergroup") or None,
         pull_batch_size=_positive_int(opts, "pullBatchSize") or 1024,
         request_timeout_ms=_positive_int(opts, "requestTimeoutMs") or 10_000,
+        security=_security(opts),
     )
 
 
@@ -202,10 +236,21 @@ def parse_write_options(options: dict[str, str]) -> WriteOptions:
         producer_group=opts.get("producergroup", "").strip() or "orbitmq-spark-writer",
         write_batch_size=_positive_int(opts, "writeBatchSize") or 256,
         request_timeout_ms=_positive_int(opts, "requestTimeoutMs") or 10_000,
+        security=_security(opts),
     )
 
 
 # -- pieces ----------------------------------------------------------------------------------
+
+
+def _security(opts: dict[str, str]) -> ClientSecurity:
+    access_key = opts.get("accesskey", "").strip() or None
+    secret_key = opts.get("secretkey", "").strip() or None
+    if bool(access_key) != bool(secret_key):
+        # Never quote the secret: option errors end up in driver logs.
+        raise ConfigError("options accessKey and secretKey go together: give both or neither")
+    trust = opts.get("tlstrustcertpath", "").strip() or None
+    return ClientSecurity(access_key, secret_key, _bool(opts, "tls", False) or trust is not None, trust)
 
 
 def _lower(options: dict[str, str]) -> dict[str, str]:

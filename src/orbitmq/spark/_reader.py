@@ -51,7 +51,7 @@ from orbitmq.spark._offsets import (
     spec_value,
     to_offset_json,
 )
-from orbitmq.spark._options import ReadOptions, SelectKind, StartKind
+from orbitmq.spark._options import NO_SECURITY, ClientSecurity, ReadOptions, SelectKind, StartKind
 from orbitmq.spark._schema import ColumnBuilder
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,7 @@ class QueueRange(InputPartition):
     expression: str
     pull_batch_size: int
     request_timeout_ms: int
+    security: ClientSecurity = NO_SECURITY
 
     @property
     def queue(self) -> MessageQueue:
@@ -97,7 +98,7 @@ def read_range(partition: QueueRange, factory: ClientFactory) -> Iterator[pa.Rec
     """Yield the partition's messages as Arrow batches of up to about :data:`ARROW_BATCH_ROWS` rows."""
     if partition.end_offset <= partition.start_offset:
         return
-    puller = factory.puller(partition.namesrv_addr, partition.request_timeout_ms)
+    puller = factory.puller(partition.namesrv_addr, partition.request_timeout_ms, partition.security)
     builder = ColumnBuilder(
         partition.broker_name, TagFilter.parse(partition.expression), partition.end_offset
     )
@@ -133,7 +134,8 @@ class QueuePlanner:
     @property
     def admin(self) -> AdminPort:
         if self._admin is None:
-            self._admin = self.factory.admin(self.options.namesrv_addr, self.options.request_timeout_ms)
+            opts = self.options
+            self._admin = self.factory.admin(opts.namesrv_addr, opts.request_timeout_ms, opts.security)
         return self._admin
 
     def close(self) -> None:
@@ -218,6 +220,7 @@ class QueuePlanner:
         return QueueRange(
             mq.topic, mq.broker_name, mq.queue_id, first, stop,
             opts.namesrv_addr, opts.sub_expression, opts.pull_batch_size, opts.request_timeout_ms,
+            opts.security,
         )  # fmt: skip
 
 

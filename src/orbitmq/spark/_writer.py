@@ -164,7 +164,9 @@ class _SendingWriter:
 
     def _write(self, batches: Iterator[pa.RecordBatch]) -> SentMessages:
         opts = self.options
-        producer = self.factory.producer(opts.producer_group, opts.namesrv_addr, opts.request_timeout_ms)
+        producer = self.factory.producer(
+            opts.producer_group, opts.namesrv_addr, opts.request_timeout_ms, opts.security
+        )
         return RowSender(opts, producer, _task_source(self.write_id)).send_all(batches)
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from orbitmq.broker.handlers import BrokerState
+    from orbitmq.transport.connection import RemotingClient
 
 
 class ReplicationService:
@@ -62,18 +63,31 @@ class ReplicationService:
         return f"{host}:{self.master.port}"
 
     def attach(
-        self, state: BrokerState, host: str, config_dir: Path, write_file: Callable[[Path, bytes], None]
+        self,
+        state: BrokerState,
+        host: str,
+        config_dir: Path,
+        write_file: Callable[[Path, bytes], None],
+        client: RemotingClient | None = None,
     ) -> None:
-        """Give the service the broker's tables (a slave copies them) and its advertised host."""
+        """Give the service the broker's tables (a slave copies them) and its advertised host.
+
+        ``client`` is what a slave asks its master with: the broker's inner client, which signs
+        (the master may have ACL on) and speaks TLS as the broker's settings say.
+        """
         self._host = host
         if self.is_slave or self.controlled:
-            self.metadata = MetadataSync(state, config_dir, write_file)
+            self.metadata = MetadataSync(state, config_dir, write_file, client)
             state.store.add_arrival_listener(self.metadata.on_arrival)
 
     async def start(self) -> None:
         await self.master.start()
         if self.controlled:
-            return  # the controller decides what else runs (follow / lead)
+            # The controller decides the rest (follow / lead); the metadata copy runs paused
+            # (no master address) until this broker follows a master.
+            if self.metadata is not None:
+                await self.metadata.start()
+            return
         if self.slave is not None:
             await self.slave.start()
         if self.metadata is not None:
@@ -88,12 +102,10 @@ class ReplicationService:
         await self.slave.start()
         if self.metadata is not None:
             self.metadata.set_master_addr(master_addr)
-            await self.metadata.start()
 
     async def unfollow(self) -> None:
         """Controller mode: stop copying from any master."""
         if self.metadata is not None:
-            await self.metadata.stop()
             self.metadata.set_master_addr(None)
         if self.slave is not None:
             await self.slave.stop()
@@ -107,6 +119,8 @@ class ReplicationService:
     async def stop(self) -> None:
         if self.controlled:
             await self.unfollow()
+            if self.metadata is not None:
+                await self.metadata.stop()
             await self.master.stop()
             return
         if self.metadata is not None:
