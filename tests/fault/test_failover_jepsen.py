@@ -108,6 +108,7 @@ def test_failover_nemesis_keeps_every_acknowledged_message(tmp_path: Path) -> No
     group = start_failover_group(tmp_path, topic=TOPIC, queues=QUEUES, allAckInSyncStateSet=ALL_ACK)
     try:
         group.master()
+        group.wait_full_sync_state_set()
         asyncio.run(_run(group))
     except BaseException:
         print(group.logs())

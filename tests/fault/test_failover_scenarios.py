@@ -65,6 +65,7 @@ def _run_with_fault(group: FailoverGroup, fault: Callable[[], Awaitable[None]]) 
             asyncio.create_task(consume(group.namesrv_addr, TOPIC, QUEUES, stop, ledger)),
         ]
         await asyncio.sleep(3.0)
+        await asyncio.get_running_loop().run_in_executor(None, group.wait_full_sync_state_set)
         started = time.monotonic()
         await fault()
         await asyncio.sleep(5.0)
@@ -249,6 +250,8 @@ def test_failover_cpp_producer_recovers_within_its_route_poll(tmp_path: Path) ->
         while sent_ok() < 50 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert sent_ok() >= 50, out_path.read_text()[-2000:]
+        # With the killed master the only SyncStateSet member, no slave may be elected.
+        group.wait_full_sync_state_set()
         old.kill()
         killed_at, before = time.monotonic(), sent_ok()
         group.master(not_epoch_below=epoch + 1)

@@ -46,7 +46,7 @@ def test_failover_smoke_master_killed_is_replaced(tmp_path: Path) -> None:
         print(shown.stdout)
         master_rows = [line.split() for line in shown.stdout.splitlines() if " MASTER " in line]
         assert len(master_rows) == 1 and master_rows[0][3] == master.addr and master_rows[0][5] == str(epoch)
-        time.sleep(2)
+        group.wait_full_sync_state_set()
         view = group.view()
         print("view", view)
         master.kill()

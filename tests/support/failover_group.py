@@ -90,6 +90,18 @@ class FailoverGroup:
             time.sleep(0.1)
         raise AssertionError(f"no master led broker-a within {timeout_s} s: {self.logs()}")
 
+    def wait_full_sync_state_set(self, timeout_s: float = 20.0) -> None:
+        """Until every broker is in the SyncStateSet (a fault before that may leave no candidate)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if len(self.view()["syncStateSet"]) == len(self.brokers):
+                    return
+            except (AssertionError, OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"the SyncStateSet never held all {len(self.brokers)} brokers: {self.logs()}")
+
     def logs(self) -> str:
         return "\n".join(
             f"--- {proc.name}\n{proc.log()[-4000:]}" for proc in [*self.brokers, *self.controllers]
