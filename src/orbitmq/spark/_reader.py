@@ -233,9 +233,17 @@ class OrbitBatchReader(DataSourceReader):
             self.planner.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, QueueRange):
-            raise ClientError(f"orbitmq reader got a foreign partition {partition!r}")
-        return read_range(partition, self.planner.factory)
+        return _read_partition(partition, self.planner.factory)
+
+
+def _read_partition(partition: InputPartition, factory: ClientFactory) -> Iterator[pa.RecordBatch]:
+    # A batch read with nothing to read plans no partition, and PySpark then runs one task
+    # with ``InputPartition(None)``: it reads zero rows, as Spark's own sources do.
+    if type(partition) is InputPartition and partition.value is None:
+        return iter(())
+    if not isinstance(partition, QueueRange):
+        raise ClientError(f"orbitmq reader got a foreign partition {partition!r}")
+    return read_range(partition, factory)
 
 
 class OrbitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -318,9 +326,7 @@ class OrbitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.planner.ranges(from_offset_json(start), from_offset_json(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, QueueRange):
-            raise ClientError(f"orbitmq reader got a foreign partition {partition!r}")
-        return read_range(partition, self.planner.factory)
+        return _read_partition(partition, self.planner.factory)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._publish(from_offset_json(end))
