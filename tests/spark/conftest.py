@@ -79,8 +79,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from orbitmq.spark import register
-
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     session = (
         SparkSession.builder.master("local[2]")
@@ -94,7 +92,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    # No orbitmq.spark.register(session): format "orbitmq" resolves through the installed
+    # pyspark_orbitmq module (static registration), as in any new session.
     try:
         yield session
     finally:

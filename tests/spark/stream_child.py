@@ -13,8 +13,6 @@ def main(namesrv: str, topic: str, output: str, checkpoint: str, max_offsets: st
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from orbitmq.spark import register
-
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
@@ -22,7 +20,6 @@ def main(namesrv: str, topic: str, output: str, checkpoint: str, max_offsets: st
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
     frame = (
         spark.readStream.format("orbitmq")
         .option("namesrvAddr", namesrv)
