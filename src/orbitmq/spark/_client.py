@@ -7,12 +7,15 @@ lifecycle is :class:`OrbitClientFactory`.
 Spark reuses executor Python workers across tasks and micro-batches, so the factory keeps one
 pull consumer and one producer per nameserver address for the life of the worker process
 (closed at interpreter exit); connecting once per task would cost more than a small task's
-reading. The driver-side admin client is owned by whichever reader opened it.
+reading. Clients of different nameserver addresses get different client instances (instance
+name ``<pid>-<n>``): one instance serves one cluster, and a group may be registered once per
+instance. The driver-side admin client is owned by whichever reader opened it.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
@@ -98,6 +101,15 @@ class ClientFactory(Protocol):
 _lock = threading.Lock()
 _pullers: dict[str, Any] = {}
 _producers: dict[tuple[str, str], Any] = {}
+_instance_names: dict[str, str] = {}
+
+
+def _instance_name(namesrv_addr: str) -> str:
+    """One client instance per nameserver address in this process (lock held)."""
+    name = _instance_names.get(namesrv_addr)
+    if name is None:
+        name = _instance_names[namesrv_addr] = f"{os.getpid()}-{len(_instance_names)}"
+    return name
 
 
 class OrbitClientFactory:
@@ -117,7 +129,11 @@ class OrbitClientFactory:
             consumer = _pullers.get(namesrv_addr)
             if consumer is None:
                 consumer = BlockingPullConsumer(
-                    READER_GROUP, namesrv_addr, auto_commit=False, request_timeout_ms=request_timeout_ms
+                    READER_GROUP,
+                    namesrv_addr,
+                    auto_commit=False,
+                    request_timeout_ms=request_timeout_ms,
+                    instance_name=_instance_name(namesrv_addr),
                 )
                 consumer.start()
                 _pullers[namesrv_addr] = consumer
@@ -129,7 +145,12 @@ class OrbitClientFactory:
         with _lock:
             producer = _producers.get((group, namesrv_addr))
             if producer is None:
-                producer = BlockingProducer(group, namesrv_addr, request_timeout_ms=request_timeout_ms)
+                producer = BlockingProducer(
+                    group,
+                    namesrv_addr,
+                    request_timeout_ms=request_timeout_ms,
+                    instance_name=_instance_name(namesrv_addr),
+                )
                 producer.start()
                 _producers[(group, namesrv_addr)] = producer
             return producer

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from orbitmq.errors import RequestTimeoutError
 from orbitmq.model.message import Message, MessageConst, MessageExt, MessageQueue
 from orbitmq.protocol.message_codec import encode_stored_message
 from orbitmq.protocol.tags import TagFilter, tags_code
@@ -36,6 +37,7 @@ class FakeBroker:
     group_offsets: dict[tuple[str, MessageQueue], int] = field(default_factory=dict)
     sent: list[tuple[str, Message, str | None]] = field(default_factory=list)
     admin_calls: int = 0
+    failures_left: int = 0  # admin calls that fail with a request timeout before any succeeds
 
     def add_topic(self, topic: str, brokers: Sequence[str] = ("broker-a",), queues: int = 4) -> None:
         for broker in brokers:
@@ -72,6 +74,9 @@ class FakeAdmin:
 
     def topic_status(self, topic: str) -> dict[MessageQueue, FakeStatus]:
         self.broker.admin_calls += 1
+        if self.broker.failures_left > 0:
+            self.broker.failures_left -= 1
+            raise RequestTimeoutError(f"topic_status({topic}) timed out")
         return {
             mq: FakeStatus(self.broker.min_offsets.get(mq, 0), len(msgs))
             for mq, msgs in self.broker.queues.items()
