@@ -30,12 +30,14 @@ from orbitmq.broker.handlers.offsets import OffsetHandlers
 from orbitmq.broker.handlers.pull import PullHandlers
 from orbitmq.broker.handlers.query import QueryHandlers
 from orbitmq.broker.handlers.send import SendHandlers
+from orbitmq.broker.handlers.staging import StagingHandlers
 from orbitmq.broker.handlers.transaction import TransactionHandlers
 from orbitmq.broker.locks import QueueLockTable
 from orbitmq.broker.long_polling import LongPollingService
 from orbitmq.broker.offsets import ConsumerOffsetTable
 from orbitmq.broker.registration import NamesrvRegistration
 from orbitmq.broker.schedule import DELAY_OFFSET_FILE, ScheduleService
+from orbitmq.broker.staging import StagingService
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.timer import TimerService
 from orbitmq.broker.topics import TopicConfigTable
@@ -228,7 +230,7 @@ class BrokerApp:
         logger.info("broker %s stopped", self.broker_config.broker_name)
 
     async def _create_message_services(self, state: BrokerState) -> None:
-        """Delay levels, timed messages and transactions: load their progress, hook arrivals."""
+        """Delay levels, timed messages, transactions, staged writes: load their progress, hook arrivals."""
         config = self.broker_config
         store = self._store
 
@@ -276,6 +278,10 @@ class BrokerApp:
         )
         await asyncio.to_thread(transactions.load)
         state.transactions = transactions
+        staging = StagingService(store, state.topics, config.broker_cluster_name, store_host, now_ms)
+        # Finishes commits a crash interrupted before the broker serves again.
+        await asyncio.to_thread(staging.load)
+        state.staging = staging
 
     def _on_topics_changed(self) -> None:
         if self._registration is not None:
@@ -342,6 +348,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
     admin = AdminHandlers(state)
     query = QueryHandlers(state)
     transaction = TransactionHandlers(state)
+    staging = StagingHandlers(state)
     return {
         RequestCode.SEND_MESSAGE: send.send_message,
         RequestCode.SEND_MESSAGE_V2: send.send_message,
@@ -365,4 +372,6 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
         RequestCode.QUERY_MESSAGE: query.query_message,
         RequestCode.END_TRANSACTION: transaction.end_transaction,
+        RequestCode.STAGE_MESSAGES: staging.stage_messages,
+        RequestCode.COMMIT_STAGED: staging.commit_staged,
     }

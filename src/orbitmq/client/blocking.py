@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVa
 from orbitmq.client._send import SendResult
 from orbitmq.client.admin import AdminClient, QueueProgress, QueueStatus
 from orbitmq.client.producer import MessageQueueSelector, Producer, SendCallback, select_queue_by_hash
+from orbitmq.client.staging import CommitResult, StagedChunk, StagingProducer
 from orbitmq.errors import ClientStateError
 from orbitmq.model.message import Message, MessageExt, MessageQueue
 from orbitmq.model.route import ClusterInfo, TopicRouteData
@@ -220,6 +221,39 @@ class BlockingProducer(_Facade[Producer]):
         timeout_ms: int | None = None,
     ) -> SendResult:
         return self._runner.run(self._producer.send_orderly(message, sharding_key, selector, timeout_ms))
+
+
+class BlockingStagingProducer(BlockingProducer):
+    """:class:`~orbitmq.client.staging.StagingProducer` with synchronous methods (same arguments)."""
+
+    def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
+        staging: list[StagingProducer] = []
+
+        def build() -> StagingProducer:
+            staging.append(StagingProducer(group, namesrv_addr, **options))
+            return staging[0]
+
+        _Facade.__init__(self, build)
+        self._producer = self._target
+        self._staging = staging[0]
+
+    def stage(
+        self,
+        messages: Sequence[Message],
+        write_id: str,
+        batch_id: int,
+        *,
+        sharding_key: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> list[StagedChunk]:
+        return self._runner.run(
+            self._staging.stage(
+                messages, write_id, batch_id, sharding_key=sharding_key, timeout_ms=timeout_ms
+            )
+        )
+
+    def commit(self, write_id: str, batch_id: int, chunks: Sequence[StagedChunk]) -> CommitResult:
+        return self._runner.run(self._staging.commit(write_id, batch_id, chunks))
 
 
 async def _await(future: asyncio.Future[_T]) -> _T:

@@ -1,4 +1,5 @@
-"""Wire codes of the remoting protocol. Values are fixed forever: they are RocketMQ's."""
+"""Wire codes of the remoting protocol. Values are fixed forever: they are RocketMQ's, except
+the few marked as OrbitMQ's own."""
 
 from __future__ import annotations
 
@@ -44,6 +45,10 @@ class RequestCode(IntEnum):
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
+    # OrbitMQ's own requests (no RocketMQ equivalent), far above RocketMQ's codes:
+    # staged writes committed once per (write id, batch id) (protocol/staging.py).
+    STAGE_MESSAGES = 40001
+    COMMIT_STAGED = 40002
 
 
 class ResponseCode(IntEnum):

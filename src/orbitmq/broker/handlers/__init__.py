@@ -27,6 +27,7 @@ from orbitmq.transport.server import ServerConnection
 
 if TYPE_CHECKING:
     from orbitmq.broker.schedule import ScheduleService
+    from orbitmq.broker.staging import StagingService
     from orbitmq.broker.timer import TimerService
     from orbitmq.broker.transaction import TransactionService
 
@@ -62,3 +63,5 @@ class BrokerState:
     """Timed messages (None when timerWheelEnable is false)."""
     transactions: TransactionService | None = None
     """Half-message decisions and check-backs."""
+    staging: StagingService | None = None
+    """Staged writes committed once per (write id, batch id)."""
