@@ -1,7 +1,8 @@
 """Fixtures of the Spark tier: one local SparkSession and one standalone OrbitMQ per session.
 
 Starting Spark costs ~6-15 s and a Python data source's first query ~9 s more, so every test
-of this directory shares one session (2 task slots, 2 shuffle partitions, no UI) and one
+of this directory shares one session (2 task slots, a failed task retried once, 2 shuffle
+partitions, no UI) and one
 ``orbitmq standalone`` process; each test uses its own topics. Every process is killed at the
 end of the session.
 """
@@ -81,7 +82,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     session = (
-        SparkSession.builder.master("local[2]")
+        # local[2,2]: two task slots, and a failed task is retried once (as on a cluster).
+        SparkSession.builder.master("local[2,2]")
         .appName("orbitmq-spark-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")

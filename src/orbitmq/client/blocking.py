@@ -243,14 +243,15 @@ class BlockingStagingProducer(BlockingProducer):
         write_id: str,
         batch_id: int,
         *,
-        sharding_key: str | None = None,
+        queue: MessageQueue | None = None,
         timeout_ms: int | None = None,
     ) -> list[StagedChunk]:
         return self._runner.run(
-            self._staging.stage(
-                messages, write_id, batch_id, sharding_key=sharding_key, timeout_ms=timeout_ms
-            )
+            self._staging.stage(messages, write_id, batch_id, queue=queue, timeout_ms=timeout_ms)
         )
+
+    def queue_for_key(self, topic: str, sharding_key: str) -> MessageQueue:
+        return self._runner.run(self._staging.queue_for_key(topic, sharding_key))
 
     def commit(self, write_id: str, batch_id: int, chunks: Sequence[StagedChunk]) -> CommitResult:
         return self._runner.run(self._staging.commit(write_id, batch_id, chunks))

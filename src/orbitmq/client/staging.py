@@ -67,14 +67,14 @@ class StagingProducer(Producer):
         write_id: str,
         batch_id: int,
         *,
-        sharding_key: str | None = None,
+        queue: MessageQueue | None = None,
         timeout_ms: int | None = None,
     ) -> list[StagedChunk]:
         """Stage messages of one topic; one chunk per request (at most the max message size).
 
-        Without ``sharding_key`` each request goes to the next queue (round robin, retried on
-        another broker like a send); with one, every message goes to the queue the key hashes
-        to (as :meth:`send_orderly`), in order, without retry.
+        Without ``queue`` each request goes to the next queue (round robin, retried on another
+        broker like a send); with one (e.g. :meth:`queue_for_key`), every message goes there,
+        in order, without retry (as :meth:`send_orderly`).
 
         Raises:
             MessageValidationError: as :meth:`send_batch` (nothing was staged).
@@ -82,21 +82,23 @@ class StagingProducer(Producer):
         """
         self._running_instance()
         batches = prepare_batches(messages, self._keys, self.config.max_message_size_bytes)
-        fixed = None
-        if sharding_key is not None:
-            info = await self._publish_info(batches[0].topic)
-            fixed = select_queue_by_hash(info.queues, messages[0], sharding_key)
         chunks = []
         for batch in batches:
             count = len(batch.uniq_keys)
-            if fixed is not None:
+            if queue is not None:
                 budget = timeout_ms or self.config.send_msg_timeout_ms
-                chunks.append(await self._stage_one(fixed, batch.body, count, write_id, batch_id, budget))
+                chunks.append(await self._stage_one(queue, batch.body, count, write_id, batch_id, budget))
             else:
                 chunks.append(
                     await self._stage_retrying(batch.topic, batch.body, count, write_id, batch_id, timeout_ms)
                 )
         return chunks
+
+    async def queue_for_key(self, topic: str, sharding_key: str) -> MessageQueue:
+        """The queue :meth:`send_orderly` would pick for ``sharding_key`` (Java string hash)."""
+        self._running_instance()
+        info = await self._publish_info(topic)
+        return select_queue_by_hash(info.queues, Message(topic, b"-"), sharding_key)
 
     async def _stage_retrying(
         self, topic: str, body: bytes, count: int, write_id: str, batch_id: int, timeout_ms: int | None

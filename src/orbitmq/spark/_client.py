@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from orbitmq.client.staging import CommitResult, StagedChunk
 from orbitmq.model.message import Message, MessageQueue
 
 READER_GROUP = "orbitmq-spark-reader"
@@ -81,11 +82,19 @@ class RangePort(Protocol):
 
 
 class ProducerPort(Protocol):
-    """What a write task asks of OrbitMQ."""
+    """What a write task asks of OrbitMQ (and, for exactly-once writes, the driver's commit)."""
 
     def send_batch(self, msgs: Sequence[Message]) -> Any: ...
 
     def send_orderly(self, msg: Message, sharding_key: str) -> Any: ...
+
+    def stage(
+        self, messages: Sequence[Message], write_id: str, batch_id: int, *, queue: MessageQueue | None = None
+    ) -> list[StagedChunk]: ...
+
+    def queue_for_key(self, topic: str, sharding_key: str) -> MessageQueue: ...
+
+    def commit(self, write_id: str, batch_id: int, chunks: Sequence[StagedChunk]) -> CommitResult: ...
 
 
 class ClientFactory(Protocol):
@@ -140,12 +149,12 @@ class OrbitClientFactory:
             return consumer
 
     def producer(self, group: str, namesrv_addr: str, request_timeout_ms: int) -> ProducerPort:
-        from orbitmq.client.blocking import BlockingProducer
+        from orbitmq.client.blocking import BlockingStagingProducer
 
         with _lock:
             producer = _producers.get((group, namesrv_addr))
             if producer is None:
-                producer = BlockingProducer(
+                producer = BlockingStagingProducer(
                     group,
                     namesrv_addr,
                     request_timeout_ms=request_timeout_ms,
