@@ -1,10 +1,9 @@
-"""Child process of test_spark_cluster: batch and streaming reads on a given master, printing JSON.
+"""A spark-submit application of test_spark_cluster: batch and streaming reads, printing JSON.
 
-Usage: python -m tests.spark.cluster_child MASTER NAMESRV TOPIC WORKDIR [ZIP]
+Usage: spark-submit [--master ...] tests/spark/cluster_child.py NAMESRV TOPIC WORKDIR
 
-With ZIP, the connector is shipped to every Python worker as that archive: it is added with
-``addPyFile`` (executor tasks) and must also be on PYTHONPATH of this process, which Spark's
-driver-side helpers inherit (see docs/spark.md, "Running on a cluster").
+The session comes from spark-submit (master, shipped files); the script never calls
+``orbitmq.spark.register``: format ``orbitmq`` must resolve by itself.
 """
 
 from __future__ import annotations
@@ -13,20 +12,11 @@ import json
 import sys
 
 
-def main(master: str, namesrv: str, topic: str, workdir: str, archive: str | None) -> None:
+def main(namesrv: str, topic: str, workdir: str) -> None:
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).config("spark.ui.enabled", "false")
-    builder = builder.config("spark.sql.shuffle.partitions", "2").config("spark.executor.memory", "512m")
-    if archive:
-        builder = builder.config("spark.executorEnv.PYTHONPATH", archive)
-    spark = builder.getOrCreate()
+    spark = SparkSession.builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    if archive:
-        spark.sparkContext.addPyFile(archive)
-    import orbitmq.spark
-
-    orbitmq.spark.register(spark)
     options = {"namesrvAddr": namesrv, "topic": topic}
     batch_rows = spark.read.format("orbitmq").options(**options).load().count()
     query = (
@@ -43,10 +33,12 @@ def main(master: str, namesrv: str, topic: str, workdir: str, archive: str | Non
     query.awaitTermination(300)
     stream_rows = spark.read.parquet(f"{workdir}/out").count()
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()  # driver + executors
+    import orbitmq.spark
+
     print(json.dumps({"batch_rows": batch_rows, "stream_rows": stream_rows, "block_managers": executors,
-                      "orbitmq_file": orbitmq.spark.__file__}))  # fmt: skip
+                      "master": spark.sparkContext.master, "orbitmq_file": orbitmq.spark.__file__}))  # fmt: skip
     spark.stop()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5], sys.argv[5] if len(sys.argv) > 5 else None)
+    main(*sys.argv[1:4])

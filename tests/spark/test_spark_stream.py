@@ -52,14 +52,14 @@ def _commits(checkpoint: Path) -> list[int]:
 
 
 def _wait_commits(child: subprocess.Popen[bytes], checkpoints: list[Path], count: int, log: Path) -> None:
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 240  # generous: the 2-core machine may be busy with other suites
     while time.monotonic() < deadline:
         if all(len(_commits(checkpoint)) >= count for checkpoint in checkpoints):
             return
         if child.poll() is not None:
             raise AssertionError(f"streaming child exited {child.returncode}:\n{log.read_text()[-3000:]}")
         time.sleep(0.2)
-    raise AssertionError(f"fewer than {count} committed batches in 120 s:\n{log.read_text()[-3000:]}")
+    raise AssertionError(f"fewer than {count} committed batches in 240 s:\n{log.read_text()[-3000:]}")
 
 
 @pytest.fixture(scope="module")
