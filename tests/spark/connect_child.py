@@ -37,7 +37,8 @@ def main(remote: str, namesrv: str, source: str, target: str, checkpoint: str) -
     query.awaitTermination(300)
     written = read.option("topic", target).load().select(F.col("body").cast("string").alias("b")).collect()
     print(json.dumps({"session": connect, "batch_rows": batch_rows, "bodies": sorted(r.b for r in written),
-                      "stream_error": str(query.exception()) if query.exception() else None}))  # fmt: skip
+                      "stream_error": str(query.exception()) if query.exception() else None,
+                      "client_imported_orbitmq": "orbitmq" in sys.modules}))  # fmt: skip
     spark.stop()
 
 

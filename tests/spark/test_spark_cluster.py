@@ -153,6 +153,6 @@ def test_spark_connect_client_reads_and_writes_exactly_once(
         server.kill()
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:] + server.log()
     result = json.loads([line for line in done.stdout.decode().splitlines() if line.startswith("{")][-1])
-    assert result["session"].startswith("pyspark.sql.connect")
+    assert result["session"].startswith("pyspark.sql.connect") and not result["client_imported_orbitmq"]
     assert result["batch_rows"] == len(bodies) and result["stream_error"] is None
     assert result["bodies"] == sorted([f"w{i}" for i in range(300)] + bodies)
