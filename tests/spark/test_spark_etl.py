@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from orbitmq.model.message import Message
-from orbitmq.spark.pipelines.etl import EtlConfig, start_etl
+from orbitmq.spark.pipelines.etl import EtlConfig, EtlTotals, follow, start_etl, summary
 from tests.spark.conftest import Broker
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -48,12 +48,20 @@ def test_etl_output_equals_plain_python(spark: Any, orbit: Broker, tmp_path: Pat
     orbit.produce([Message(source, bodies[-1])])
     config = EtlConfig(orbit.namesrv_addr, source, sink, str(tmp_path / "out"), str(tmp_path / "ckpt"),
                        window_s=WINDOW_S, watermark_s=WATERMARK_S)  # fmt: skip
-    for query in start_etl(spark, config, available_now=True):
-        query.awaitTermination(180)
-        assert query.exception() is None
+    printed: list[str] = []
+    totals = EtlTotals()
+    follow(start_etl(spark, config, available_now=True), config, totals, poll_s=0.2, out=printed.append)
     rows = spark.read.parquet(config.output_dir).collect()
     got = {(int(r.window_start.timestamp() * 1000), r.kind): (r.events, r.amount_total) for r in rows}
     assert got == _expected(events)
+    # What it read and wrote: every message by each query, every window to both sinks.
+    assert totals.read_by_query == {"etl_parquet": len(bodies), "etl_topic": len(bodies)}
+    assert totals.windows_to_parquet == totals.messages_to_topic == len(got)
+    assert printed[0].startswith("etl_parquet batch 0: read ")
+    assert summary(totals, config) == (
+        f"ETL read messages from topic {source} ({len(bodies)} by etl_parquet, {len(bodies)} by etl_topic); "
+        f"wrote {len(got)} windows to Parquet {config.output_dir} and {len(got)} messages to topic {sink}"
+    )
     published = (
         spark.read.format("orbitmq").option("namesrvAddr", orbit.namesrv_addr).option("topic", sink).load()
     )

@@ -48,3 +48,49 @@ def test_ops_report_table_and_chart(spark: Any, orbit: Broker, tmp_path: Path) -
     ).splitlines()
     assert csv_lines[0].startswith("sample_ts,topic,consumer_group") and len(csv_lines) == 5
     assert spark.read.parquet(str(tmp_path / "report" / "samples")).count() == 4
+
+
+def _color_pixels(png: Path, color: str) -> int:
+    """Pixels of ``png`` drawn in exactly ``color`` (lag lines have colors no topic line has)."""
+    import numpy as np
+    from matplotlib.colors import to_rgb
+    from matplotlib.image import imread
+
+    image = imread(str(png))[..., :3]
+    return int(np.all(np.abs(image - np.array(to_rgb(color))) < 0.02, axis=-1).sum())
+
+
+def test_ops_report_png_draws_a_lag_line_for_each_group_behind_even_uncommitted(
+    spark: Any, orbit: Broker, tmp_path: Path
+) -> None:
+    from orbitmq.client.blocking import BlockingAdminClient
+    from orbitmq.spark.pipelines.ops_report import GROUP_COLORS, collect_samples
+
+    topic = orbit.new_topic("OpsLag", queues=2)
+    orbit.produce([Message(topic, b"x") for _ in range(110)])
+    admin = BlockingAdminClient(orbit.namesrv_addr)
+    admin.start()
+    try:
+        queues = sorted(admin.topic_status(topic))
+        # "ops-zero" committed 0 on one queue and never on the other: 110 behind.
+        admin.update_consumer_offset("ops-zero", queues[0], 0)
+        # "ops-half" committed half of each queue.
+        for mq, status in admin.topic_status(topic).items():
+            admin.update_consumer_offset("ops-half", mq, status.max_offset // 2)
+    finally:
+        admin.close()
+
+    samples = collect_samples(orbit.namesrv_addr, None, ["ops-half", "ops-zero"], 3, 0.2)
+    sampled_topics = {s.topic for s in samples}
+    assert topic in sampled_topics
+    internal = {"DefaultCluster", "DefaultCluster_REPLY_TOPIC", "broker-a", "SELF_TEST_TOPIC", "TBW102"}
+    assert not sampled_topics & internal
+    assert not {t for t in sampled_topics if t.startswith(("%RETRY%", "%DLQ%", "RMQ_SYS_", "rmq_sys_"))}
+    lags = {(s.consumer_group, s.topic): s.lag_total for s in samples if s.consumer_group}
+    assert lags[("ops-zero", topic)] == 110 and lags[("ops-half", topic)] == 55
+
+    chart = write_report(report_frame(spark, samples), str(tmp_path / "report"))
+    # Groups are drawn in sorted order: ops-half, then ops-zero; no third line.
+    assert _color_pixels(chart, GROUP_COLORS[0]) > 300
+    assert _color_pixels(chart, GROUP_COLORS[1]) > 300
+    assert all(_color_pixels(chart, color) < 5 for color in GROUP_COLORS[2:])

@@ -33,27 +33,42 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 USAGE_ERROR_STATUS = 2
 
 
-def _usage() -> str:
-    lines = ["usage: python -m orbitmq.bench SUBCOMMAND [options]", "", "subcommands:"]
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, except "none" and off switches (their help says what happens)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _usage(prog: str) -> str:
+    lines = [f"usage: {prog} SUBCOMMAND [options]", "", "subcommands:"]
     lines += [f"  {name:<12} {help_text}" for name, (_, help_text) in SUBCOMMANDS.items()]
     lines.append("")
-    lines.append("Run 'python -m orbitmq.bench SUBCOMMAND --help' for its options.")
+    lines.append(f"Run '{prog} SUBCOMMAND --help' for its options (defaults shown there).")
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark named by the first argument; returns its exit status (2 on usage errors)."""
+def main(argv: Sequence[str] | None = None, prog: str = "python -m orbitmq.bench") -> int:
+    """Run the benchmark named by the first argument; returns its exit status (2 on usage errors).
+
+    ``prog`` is how the command is named in help and usage lines.
+    """
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments or arguments[0] in ("-h", "--help"):
-        print(_usage())
+        print(_usage(prog))
         return 0 if arguments else USAGE_ERROR_STATUS
     name = arguments[0]
     if name not in SUBCOMMANDS:
-        print(f"unknown subcommand {name!r}\n\n{_usage()}", file=sys.stderr)
+        print(f"unknown subcommand {name!r}\n\n{_usage(prog)}", file=sys.stderr)
         return USAGE_ERROR_STATUS
     module_name, help_text = SUBCOMMANDS[name]
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"python -m orbitmq.bench {name}", description=help_text)
+    # Every option's default is printed in --help, so a run's settings are never a guess.
+    parser = argparse.ArgumentParser(
+        prog=f"{prog} {name}", description=help_text, formatter_class=_DefaultsFormatter
+    )
     module.add_arguments(parser)
     args = parser.parse_args(arguments[1:])
     status: int = module.run(args)

@@ -1,7 +1,10 @@
-"""Temporary servers for benchmarks: one ``orbitmq standalone`` subprocess on free ports."""
+"""The server a benchmark runs against: a running cluster named by ``-n/--namesrv`` (the same
+flag in every benchmark that talks to a server), else one temporary ``orbitmq standalone``
+subprocess on free ports."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import subprocess
@@ -9,9 +12,17 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["start_standalone"]
+__all__ = ["add_namesrv_argument", "start_standalone"]
 
 START_TIMEOUT_S = 30.0
+
+
+def add_namesrv_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-n",
+        "--namesrv",
+        help="name servers host:port;host:port of a running cluster (default: start a temporary standalone)",
+    )
 
 
 def _free_ports(count: int) -> list[int]:

@@ -1,13 +1,17 @@
 """Consume throughput (RocketMQ's benchmark Consumer): msgs/s and MB/s through the OrbitMQ client.
 
 With ``--prefill N`` the topic first gets N messages of ``--size`` bytes through raw batch
-sends, so the run is self-contained (a temporary ``orbitmq standalone`` is started unless
-``--namesrv`` names one). Then a consumer reads for ``--duration-s`` seconds or until
-``--count`` messages: ``--mode pull`` polls a PullConsumer (``--raw`` leaves records
-undecoded and counts them from the buffers), ``--mode push`` runs a PushConsumer with a
-no-op async listener. A progress line is printed every second. With ``--live-rate R`` a
-background sender keeps producing R msgs/s during the run, and the delivery latency (store
-timestamp -> in the consumer's hands) is reported with average/max/p50/p99/p999.
+sends to its queues on every broker, so the run is self-contained (a temporary ``orbitmq
+standalone`` is started unless ``-n/--namesrv`` names a running cluster). Then a consumer reads
+for ``--duration-s`` seconds or until ``--count`` messages (default: the prefill): ``--mode
+pull`` polls a PullConsumer (``--raw`` leaves records undecoded and counts them from the
+buffers), ``--mode push`` runs a PushConsumer with a no-op async listener. A progress line is
+printed every second. With ``--live-rate R`` a background sender keeps producing R msgs/s
+during the run, and the delivery latency (store timestamp -> in the consumer's hands) is
+reported with average/max/p50/p99/p999.
+
+The summary judges the rate against the target (200,000 msgs/s); the exit status is 1 when
+fewer messages than asked for were consumed. Topics the run created are removed at the end.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orbitmq.bench._servers import start_standalone
+from orbitmq.bench._report import ProgressLine, percentiles_text, verdict
+from orbitmq.bench._servers import add_namesrv_argument, start_standalone
+from orbitmq.bench._topics import BenchTopic
 from orbitmq.client.pull_consumer import PullConsumer
 from orbitmq.client.push_consumer import ConsumeResult, PushConsumer
 from orbitmq.model.heartbeat import ConsumeFromWhere
@@ -30,7 +36,7 @@ from orbitmq.model.message import MessageExt
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import CreateTopicRequestHeader, SendMessageRequestHeader
+from orbitmq.protocol.headers import SendMessageRequestHeader
 from orbitmq.transport.connection import RemotingClient
 from orbitmq.transport.runner import new_event_loop
 
@@ -39,36 +45,33 @@ TARGET_MSGS_PER_S = 200_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--namesrv", help="name servers (default: start a temporary standalone)")
-    parser.add_argument("--broker", help="broker host:port for topic creation and prefill (with --namesrv)")
-    parser.add_argument("--topic", default="BenchConsume", help="topic (default BenchConsume)")
-    parser.add_argument("--group", default="bench-consume", help="consumer group (default bench-consume)")
-    parser.add_argument("--queues", type=int, default=4, help="queues of the topic when created (default 4)")
+    add_namesrv_argument(parser)
+    parser.add_argument("--topic", default="BenchConsume", help="topic (created when missing)")
+    parser.add_argument("--group", default="bench-consume", help="consumer group")
+    parser.add_argument("--queues", type=int, default=4, help="queues of the topic when it is created")
+    parser.add_argument("--size", type=int, default=100, help="body bytes of prefilled messages")
     parser.add_argument(
-        "--size", type=int, default=100, help="body bytes of prefilled messages (default 100)"
+        "--prefill", type=int, default=1_000_000, help="messages produced before consuming (0: none)"
     )
-    parser.add_argument("--prefill", type=int, default=1_000_000, help="messages produced before consuming")
-    parser.add_argument("--count", type=int, default=0, help="stop after this many messages (0 = prefill)")
-    parser.add_argument("--duration-s", type=float, default=60.0, help="longest run (default 60 s)")
-    parser.add_argument(
-        "--mode", choices=("pull", "push"), default="pull", help="consumer kind (default pull)"
-    )
+    parser.add_argument("--count", type=int, default=0, help="stop after this many messages (0: the prefill)")
+    parser.add_argument("--duration-s", type=float, default=60.0, help="longest run in seconds")
+    parser.add_argument("--mode", choices=("pull", "push"), default="pull", help="consumer kind")
     parser.add_argument("--raw", action="store_true", help="pull mode: count records without decoding")
+    parser.add_argument("--pull-batch-size", type=int, default=1000, help="maxMsgNums per pull")
     parser.add_argument(
-        "--pull-batch-size", type=int, default=1000, help="maxMsgNums per pull (default 1000)"
+        "--live-rate", type=float, default=0.0, help="msgs/s sent during the run, for delivery latency"
     )
-    parser.add_argument("--live-rate", type=float, default=0.0, help="msgs/s sent during the run (latency)")
 
 
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="orbitmq-consume-") as workdir:
         server = None
-        namesrv, broker = args.namesrv, args.broker
+        namesrv = args.namesrv
         if not namesrv:
-            server, namesrv, broker = _start_standalone(Path(workdir))
+            server, namesrv = _start_standalone(Path(workdir))
         try:
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                stats = runner.run(_bench(namesrv, broker, args))
+                stats = runner.run(_run(namesrv, args))
         finally:
             if server is not None:
                 server.terminate()
@@ -76,9 +79,9 @@ def run(args: argparse.Namespace) -> int:
     return _summary(stats, args)
 
 
-def _start_standalone(workdir: Path) -> tuple[Any, str, str]:
-    proc, namesrv_port, broker_port = start_standalone(workdir)
-    return proc, f"127.0.0.1:{namesrv_port}", f"127.0.0.1:{broker_port}"
+def _start_standalone(workdir: Path) -> tuple[Any, str]:
+    proc, namesrv_port, _ = start_standalone(workdir)
+    return proc, f"127.0.0.1:{namesrv_port}"
 
 
 class _Stats:
@@ -94,15 +97,26 @@ class _Stats:
         self.bytes += size_bytes
 
 
-async def _bench(namesrv: str, broker: str | None, args: argparse.Namespace) -> _Stats:
-    if broker:
-        await _create_and_prefill(broker, args)
+async def _run(namesrv: str, args: argparse.Namespace) -> _Stats:
+    bench_topic = BenchTopic(namesrv, args.topic, args.queues, groups=(args.group,))
+    await bench_topic.create()
+    try:
+        queues = await bench_topic.write_queues()
+        if args.prefill:
+            await _prefill(queues, args)
+        return await _bench(namesrv, queues, args)
+    finally:
+        await bench_topic.remove_created()
+
+
+async def _bench(namesrv: str, queues: list[tuple[str, int]], args: argparse.Namespace) -> _Stats:
     stats = _Stats()
     goal = args.count or args.prefill or sys.maxsize
     sender = None
-    if args.live_rate > 0 and broker:
-        sender = asyncio.get_running_loop().create_task(_live_sender(broker, args))
-    reporter = asyncio.get_running_loop().create_task(_progress(stats))
+    if args.live_rate > 0:
+        sender = asyncio.get_running_loop().create_task(_live_sender(queues[0][0], args))
+    progress = ProgressLine()
+    reporter = asyncio.get_running_loop().create_task(_progress(stats, progress))
     try:
         if args.mode == "pull":
             await _run_pull(namesrv, args, stats, goal)
@@ -110,39 +124,41 @@ async def _bench(namesrv: str, broker: str | None, args: argparse.Namespace) -> 
             await _run_push(namesrv, args, stats, goal)
     finally:
         reporter.cancel()
+        progress.end()
         if sender is not None:
             sender.cancel()
     return stats
 
 
-async def _create_and_prefill(broker: str, args: argparse.Namespace) -> None:
+async def _prefill(queues: list[tuple[str, int]], args: argparse.Namespace) -> None:
+    """``--prefill`` messages in batches of 1,000, round-robin over every queue of every broker."""
     client = RemotingClient()
     try:
-        header = CreateTopicRequestHeader(
-            args.topic, read_queue_nums=args.queues, write_queue_nums=args.queues
-        )
-        response = await client.invoke(
-            broker, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
-        )
-        if response.code != ResponseCode.SUCCESS:
-            raise SystemExit(f"cannot create {args.topic} on {broker}: {response.remark}")
         body = encode_batch([(0, b"x" * args.size, {})] * 1000)
         in_flight: set[asyncio.Task[RemotingCommand]] = set()
         for start in range(0, args.prefill, 1000):
-            header_ext = SendMessageRequestHeader(
-                "bench", args.topic, (start // 1000) % args.queues, batch=True
-            ).to_ext()
+            addr, queue_id = queues[(start // 1000) % len(queues)]
+            header_ext = SendMessageRequestHeader("bench", args.topic, queue_id, batch=True).to_ext()
             if args.prefill - start < 1000:
                 body = encode_batch([(0, b"x" * args.size, {})] * (args.prefill - start))
             request = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header_ext, body)
-            in_flight.add(asyncio.get_running_loop().create_task(client.invoke(broker, request, 30_000)))
+            in_flight.add(asyncio.get_running_loop().create_task(client.invoke(addr, request, 30_000)))
             if len(in_flight) >= 8:
                 done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                _check_sends(done, args.topic)
         if in_flight:
-            await asyncio.wait(in_flight)
+            done, _ = await asyncio.wait(in_flight)
+            _check_sends(done, args.topic)
         print(f"prefilled {args.prefill} messages of {args.size} B into {args.topic}", flush=True)
     finally:
         await client.close()
+
+
+def _check_sends(done: set[asyncio.Task[RemotingCommand]], topic: str) -> None:
+    for task in done:
+        response = task.result()
+        if response.code != ResponseCode.SUCCESS:
+            raise SystemExit(f"prefill of {topic} refused: {response.code} {response.remark}")
 
 
 async def _live_sender(broker: str, args: argparse.Namespace) -> None:
@@ -242,39 +258,38 @@ async def _run_push(namesrv: str, args: argparse.Namespace, stats: _Stats, goal:
         await consumer.shutdown()
 
 
-async def _progress(stats: _Stats) -> None:
+async def _progress(stats: _Stats, progress: ProgressLine) -> None:
     last_count, last_bytes = 0, 0
     while True:
         await asyncio.sleep(1.0)
         count, size = stats.count, stats.bytes
         elapsed = time.monotonic() - stats.started
-        print(
-            f"\r[{elapsed:6.1f} s] {count - last_count:>9,} msgs/s  {(size - last_bytes) / 1e6:7.2f} MB/s  "
-            f"total {count:,}",
-            end="",
-            flush=True,
+        progress.show(
+            f"[{elapsed:6.1f} s] {count - last_count:>9,} msgs/s  {(size - last_bytes) / 1e6:7.2f} MB/s  "
+            f"total {count:,}"
         )
         last_count, last_bytes = count, size
-
-
-def _percentile(sorted_values: list[float], fraction: float) -> float:
-    return sorted_values[min(int(len(sorted_values) * fraction), len(sorted_values) - 1)]
 
 
 def _summary(stats: _Stats, args: argparse.Namespace) -> int:
     elapsed = max(time.monotonic() - stats.started, 1e-9)
     rate = stats.count / elapsed
-    print()
     print(
         f"consumed {stats.count:,} messages ({stats.bytes / 1e6:.1f} MB of {'records' if args.raw else 'bodies'}) in {elapsed:.2f} s: "
-        f"{rate:,.0f} msgs/s, {stats.bytes / 1e6 / elapsed:.2f} MB/s "
-        f"(mode {args.mode}{' raw' if args.raw else ''}, target {TARGET_MSGS_PER_S:,} msgs/s)"
+        f"{rate:,.0f} msgs/s, {stats.bytes / 1e6 / elapsed:.2f} MB/s (mode {args.mode}{' raw' if args.raw else ''})"
     )
+    print(f"  target >= {TARGET_MSGS_PER_S:,} msgs/s: {verdict(rate >= TARGET_MSGS_PER_S)}")
     if stats.latencies_ms:
         values = sorted(stats.latencies_ms)
         print(
-            f"delivery latency over {len(values)} live messages: avg {sum(values) / len(values):.2f} ms, "
-            f"max {values[-1]:.2f} ms, p50 {_percentile(values, 0.5):.2f} ms, "
-            f"p99 {_percentile(values, 0.99):.2f} ms, p999 {_percentile(values, 0.999):.2f} ms"
+            f"  delivery latency over {len(values)} live messages: avg {sum(values) / len(values):.2f} ms, "
+            f"max {values[-1]:.2f} ms, {percentiles_text(values, (0.5, 0.99, 0.999))}"
         )
+    wanted = args.count or args.prefill
+    if stats.count == 0 or (wanted and stats.count < wanted):
+        print(
+            f"consumed {stats.count:,} of {wanted or 'any'} messages within {args.duration_s:g} s",
+            file=sys.stderr,
+        )
+        return 1
     return 0

@@ -4,8 +4,17 @@
 (uvloop when installed). Each sender sends one message (``--batch-size 0``) or one batch of
 ``--batch-size`` messages and waits for the broker's answer before sending again. Every second
 a line reports the messages/s, the average and maximum round trip and its p50 / p99 / p99.9
-over that second; a summary over the whole run follows. Against a temporary
-``orbitmq standalone`` unless ``--namesrv`` names a running cluster.
+over that second (a percentile needs enough samples, see ``bench._report``); a summary over the
+whole run follows.
+
+Reference, measured in the same run: the same requests (one message, or one batch of
+``--batch-size``), encoded once and sent by as many tasks straight over the remoting
+connection, for ``--reference-s`` seconds. The ratio shows what the producer's own work costs
+(validation, message ids, queue choice, encoding). Target (batch sends of 100 B bodies):
+200,000 msgs/s on one broker; single sends have no target.
+
+Against a temporary ``orbitmq standalone`` unless ``--namesrv`` names a running cluster; there
+the benchmark's topic is removed at the end unless it existed before.
 """
 
 from __future__ import annotations
@@ -19,34 +28,45 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orbitmq.bench._servers import start_standalone
-from orbitmq.client.admin import AdminClient
+from orbitmq.bench._report import ProgressLine, percentiles_text, verdict
+from orbitmq.bench._servers import add_namesrv_argument, start_standalone
+from orbitmq.bench._topics import BenchTopic
 from orbitmq.client.producer import Producer
 from orbitmq.errors import OrbitError
 from orbitmq.model.message import Message
+from orbitmq.protocol.batch import encode_batch
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import SendMessageRequestHeader
+from orbitmq.transport.connection import RemotingClient
 from orbitmq.transport.runner import new_event_loop
 
 __all__ = ["add_arguments", "run"]
 
+TARGET_BATCH_MSGS_PER_S = 200_000
+"""One broker on the 2-core reference machine, batch sends of 100 B bodies."""
+_PERCENTILES = (0.5, 0.99, 0.999)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--namesrv", help="name servers host:port;... (default: start a temporary standalone)"
-    )
+    add_namesrv_argument(parser)
     parser.add_argument("--topic", default=None, help="topic (default: a fresh OrbitBench_<pid>)")
-    parser.add_argument("--queues", type=int, default=8, help="queues of the created topic (8)")
+    parser.add_argument("--queues", type=int, default=8, help="queues of the topic when it is created")
     parser.add_argument(
-        "--concurrency", "--threads", dest="concurrency", type=int, default=1, help="concurrent senders (1)"
+        "--concurrency", "--threads", dest="concurrency", type=int, default=1, help="concurrent senders"
     )
-    parser.add_argument("--size", type=int, default=100, help="body bytes (100)")
+    parser.add_argument("--size", type=int, default=100, help="body bytes")
     parser.add_argument(
         "--batch-size", type=int, default=0, help="messages per batch request; 0 = single sends"
     )
-    parser.add_argument("--duration-s", type=float, default=10.0, help="run time in seconds (10)")
-    parser.add_argument("--count", type=int, default=0, help="stop after this many messages instead")
-    parser.add_argument("--warmup-s", type=float, default=1.0, help="unreported warm-up time (1)")
+    parser.add_argument("--duration-s", type=float, default=10.0, help="run time in seconds")
+    parser.add_argument("--count", type=int, default=0, help="stop after this many messages instead (0: no)")
+    parser.add_argument("--warmup-s", type=float, default=1.0, help="unreported warm-up time in seconds")
     parser.add_argument(
-        "--flush", choices=("sync", "async"), default="async", help="temporary broker flush (async)"
+        "--reference-s", type=float, default=3.0, help="seconds of the raw-protocol reference run (0: none)"
+    )
+    parser.add_argument(
+        "--flush", choices=("sync", "async"), default="async", help="flush mode of the temporary broker"
     )
 
 
@@ -59,20 +79,12 @@ class _Window:
     rts_ms: list[float] = field(default_factory=list)
 
 
-def _percentile(sorted_values: list[float], fraction: float) -> float:
-    if not sorted_values:
-        return 0.0
-    index = min(len(sorted_values) - 1, max(0, round(fraction * (len(sorted_values) - 1))))
-    return sorted_values[index]
-
-
 def _line(window: _Window, elapsed_s: float) -> str:
     values = sorted(window.rts_ms)
     average = sum(values) / len(values) if values else 0.0
     return (
         f"TPS {window.messages / elapsed_s:>10,.0f} msg/s | RT avg {average:7.3f} max {values[-1] if values else 0:8.3f}"
-        f" | p50 {_percentile(values, 0.5):7.3f} p99 {_percentile(values, 0.99):7.3f}"
-        f" p999 {_percentile(values, 0.999):8.3f} ms | errors {window.errors}"
+        f" ms | {percentiles_text(values, _PERCENTILES)} | errors {window.errors}"
     )
 
 
@@ -112,7 +124,7 @@ class _Bench:
                     self.stop.set()
 
     async def report(self) -> None:
-        tty = sys.stdout.isatty()
+        progress = ProgressLine()
         await asyncio.sleep(self.args.warmup_s)
         self.window = _Window()
         self.recording = True
@@ -127,26 +139,26 @@ class _Bench:
             self.total.messages += window.messages
             self.total.errors += window.errors
             self.total.rts_ms.extend(window.rts_ms)
-            print(
-                f"[{now - started:6.1f}s] {_line(window, now - last)}",
-                flush=True,
-                end="\n" if not tty else "\r\n",
-            )
+            progress.show(f"[{now - started:6.1f}s] {_line(window, now - last)}")
             last = now
             if not self.args.count and now - started >= self.args.duration_s:
                 self.stop.set()
+        progress.end()
         self.elapsed_s = time.perf_counter() - started
 
 
 async def _run_bench(namesrv_addr: str, args: argparse.Namespace) -> int:
-    topic = args.topic or f"OrbitBench_{os.getpid()}"
-    async with AdminClient(namesrv_addr) as admin:
-        for _ in range(200):
-            if (await admin.cluster_info()).broker_addr_table:
-                break
-            await asyncio.sleep(0.05)
-        await admin.create_topic(topic, args.queues)
-    async with Producer("PG_BENCH", namesrv_addr, instance_name=f"bench-{os.getpid()}") as producer:
+    bench_topic = BenchTopic(namesrv_addr, args.topic or f"OrbitBench_{os.getpid()}", args.queues)
+    await bench_topic.create()
+    try:
+        return await _measure(bench_topic, args)
+    finally:
+        await bench_topic.remove_created()
+
+
+async def _measure(bench_topic: BenchTopic, args: argparse.Namespace) -> int:
+    topic = bench_topic.topic
+    async with Producer("PG_BENCH", bench_topic.namesrv, instance_name=f"bench-{os.getpid()}") as producer:
         bench = _Bench(producer, topic, args)
         senders = [asyncio.create_task(bench.sender()) for _ in range(args.concurrency)]
         await bench.report()
@@ -157,7 +169,56 @@ async def _run_bench(namesrv_addr: str, args: argparse.Namespace) -> int:
         f"{bench.elapsed_s:.1f} s, {bench.total.messages:,} messages"
     )
     print(f"  {_line(bench.total, bench.elapsed_s)}")
-    return 1 if bench.total.errors else 0
+    rate = bench.total.messages / bench.elapsed_s
+    if args.reference_s > 0:
+        reference = await _raw_reference(await bench_topic.write_queues(), topic, bench.body, args)
+        print(
+            f"  reference, the same requests straight over the connection: {reference:,.0f} msg/s; "
+            f"producer / reference {rate / max(reference, 1e-9):.2f}"
+        )
+    if args.batch_size:
+        met = rate >= TARGET_BATCH_MSGS_PER_S
+        qualifier = "" if args.size == 100 else f" (set for 100 B bodies; these are {args.size} B)"
+        print(f"  target >= {TARGET_BATCH_MSGS_PER_S:,} msg/s{qualifier}: {verdict(met)}")
+    else:
+        print(
+            f"  target: none for single sends (>= {TARGET_BATCH_MSGS_PER_S:,} msg/s is set for batch sends)"
+        )
+    return 1 if bench.total.errors or not bench.total.messages else 0
+
+
+async def _raw_reference(
+    queues: list[tuple[str, int]], topic: str, body: bytes, args: argparse.Namespace
+) -> float:
+    """Messages/s of the same requests encoded once and sent straight over one connection per broker."""
+    client = RemotingClient()
+    sent = 0
+    deadline = time.perf_counter() + args.reference_s
+
+    def request(queue_id: int) -> RemotingCommand:
+        header = SendMessageRequestHeader("PG_BENCH_RAW", topic, queue_id, batch=args.batch_size > 0)
+        if args.batch_size:
+            payload = encode_batch([(0, body, {})] * args.batch_size)
+            return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.to_ext(), payload)
+        return RemotingCommand.request(RequestCode.SEND_MESSAGE, header.to_ext(), body)
+
+    async def sender(index: int) -> None:
+        nonlocal sent
+        addr, queue_id = queues[index % len(queues)]
+        template = request(queue_id)
+        while time.perf_counter() < deadline:
+            command = RemotingCommand.request(template.code, template.ext_fields, template.body)
+            response = await client.invoke(addr, command, 10_000)
+            if response.code != ResponseCode.SUCCESS:
+                raise RuntimeError(f"reference send refused: {response.code} {response.remark}")
+            sent += max(args.batch_size, 1)
+
+    started = time.perf_counter()
+    try:
+        await asyncio.gather(*(sender(index) for index in range(args.concurrency)))
+    finally:
+        await client.close()
+    return sent / (time.perf_counter() - started)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """Spark source throughput beside OrbitMQ's own pull consumer, on the same data in the same run.
 
 A topic of ``--queues`` queues gets ``--prefill`` messages of ``--size`` bytes (a temporary
-``orbitmq standalone`` is started unless ``--namesrv`` names one). Then, one after the other:
+``orbitmq standalone`` is started unless ``-n/--namesrv`` names a running cluster; there the
+topic is removed at the end unless it existed before). Then, one after the other:
 
 1. ``pull``: the asyncio :class:`~orbitmq.client.pull_consumer.PullConsumer` reads every queue
    from its min to its max offset with ``pull_range`` (decoded messages, queues concurrently);
@@ -26,20 +27,21 @@ import asyncio
 import importlib
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from orbitmq.bench._servers import add_namesrv_argument, start_standalone
+from orbitmq.bench._topics import BenchTopic
 from orbitmq.client.blocking import BlockingAdminClient, BlockingProducer
 from orbitmq.client.pull_consumer import PullConsumer
 from orbitmq.model.message import Message, MessageQueue
 from orbitmq.transport.runner import new_event_loop
 
 TARGET_RATIO = 0.5
+_PULL_GROUP = "bench-spark-pull"
 
 Round = tuple[float, float, float, float, float, int]
 """pull s, pull CPU-s, Spark wall s, Spark in-batch s, Spark CPU-s, Spark rows."""
@@ -47,25 +49,17 @@ _MB = 1_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--namesrv", help="name servers (default: start a temporary standalone)")
+    add_namesrv_argument(parser)
+    parser.add_argument("--topic", default="BenchSpark", help="topic (created when missing)")
+    parser.add_argument("--queues", type=int, default=8, help="queues of the topic when it is created")
+    parser.add_argument("--size", type=int, default=1024, help="body bytes")
+    parser.add_argument("--prefill", type=int, default=500_000, help="messages produced first")
+    parser.add_argument("--master", default="local[2]", help="Spark master")
     parser.add_argument(
-        "--topic", default="BenchSpark", help="topic (default BenchSpark; created if missing)"
+        "--max-offsets-per-trigger", type=int, default=0, help="cap per micro-batch (0: none)"
     )
-    parser.add_argument("--queues", type=int, default=8, help="queues of the topic (default 8)")
-    parser.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
-    parser.add_argument(
-        "--prefill", type=int, default=500_000, help="messages produced first (default 500000)"
-    )
-    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    parser.add_argument(
-        "--max-offsets-per-trigger", type=int, default=0, help="cap per micro-batch (0 = none)"
-    )
-    parser.add_argument(
-        "--pull-batch-size", type=int, default=1024, help="maxMsgNums per pull (default 1024)"
-    )
-    parser.add_argument(
-        "--rounds", type=int, default=3, help="alternating rounds of both readers (default 3)"
-    )
+    parser.add_argument("--pull-batch-size", type=int, default=1024, help="maxMsgNums per pull")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of both readers")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,11 +67,15 @@ def run(args: argparse.Namespace) -> int:
         server = None
         namesrv = args.namesrv
         if namesrv is None:
-            server, namesrv = _start_standalone(Path(workdir))
+            server, namesrv_port, _ = start_standalone(Path(workdir))
+            namesrv = f"127.0.0.1:{namesrv_port}"
+        bench_topic = BenchTopic(namesrv, args.topic, args.queues, groups=(_PULL_GROUP,))
         try:
+            asyncio.run(bench_topic.create())
             queues = _prefill(namesrv, args)
             rounds = _measure(namesrv, queues, args, Path(workdir))
         finally:
+            asyncio.run(bench_topic.remove_created())
             if server is not None:
                 server.terminate()
                 server.wait(30)
@@ -106,33 +104,11 @@ def _measure(
         spark.stop()
 
 
-def _start_standalone(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    ports = []
-    for _ in range(2):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            ports.append(sock.getsockname()[1])
-    cmd = [sys.executable, "-m", "orbitmq.cli", "standalone", "--data-dir", str(workdir / "data"),
-           "--namesrv-port", str(ports[0]), "--broker-port", str(ports[1]), "--log-level", "WARNING"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", ports[1]), timeout=0.2):
-                return proc, f"127.0.0.1:{ports[0]}"
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("orbitmq standalone did not start within 30 s")
-
-
 def _prefill(namesrv: str, args: argparse.Namespace) -> dict[MessageQueue, tuple[int, int]]:
-    """Create the topic if needed, produce ``--prefill`` messages; queue -> (min, max) offsets."""
+    """Produce ``--prefill`` messages; queue -> (min, max) offsets."""
     admin = BlockingAdminClient(namesrv)
     admin.start()
     try:
-        if args.topic not in admin.list_topics():
-            admin.create_topic(args.topic, args.queues)
         producer = BlockingProducer("bench-spark", namesrv)
         producer.start()
         started = time.monotonic()
@@ -154,7 +130,7 @@ def _prefill(namesrv: str, args: argparse.Namespace) -> dict[MessageQueue, tuple
 async def _pull_all(
     namesrv: str, queues: dict[MessageQueue, tuple[int, int]], args: argparse.Namespace
 ) -> float:
-    consumer = PullConsumer("bench-spark-pull", namesrv, auto_commit=False)
+    consumer = PullConsumer(_PULL_GROUP, namesrv, auto_commit=False)
     await consumer.start()
     count = 0
 

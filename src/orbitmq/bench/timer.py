@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from orbitmq.bench._report import percentiles_text
 from orbitmq.bench._servers import start_standalone
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import RequestCode, ResponseCode
@@ -40,15 +41,15 @@ SENDS_IN_FLIGHT = 4
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--count", type=int, default=1_000_000, help="timed messages (default 1,000,000)")
+    parser.add_argument("--count", type=int, default=1_000_000, help="timed messages")
     parser.add_argument("--window-start-s", type=float, default=60.0, help="earliest due time, s after start")
     parser.add_argument("--window-s", type=float, default=60.0, help="width of the due-time window, s")
-    parser.add_argument("--batch", type=int, default=250, help="messages per send request (default 250)")
-    parser.add_argument("--queues", type=int, default=4, help="queues of the topic (default 4)")
-    parser.add_argument("--size", type=int, default=32, help="body bytes (default 32)")
     parser.add_argument(
-        "--precision-ms", type=int, default=1000, help="broker timerPrecisionMs (default 1000)"
+        "--batch-size", "--batch", dest="batch", type=int, default=250, help="messages per send request"
     )
+    parser.add_argument("--queues", type=int, default=4, help="queues of the topic")
+    parser.add_argument("--size", type=int, default=32, help="body bytes")
+    parser.add_argument("--precision-ms", type=int, default=1000, help="broker timerPrecisionMs")
     parser.add_argument("--keep", help="keep the broker's data in this directory instead of a temporary one")
 
 
@@ -190,12 +191,6 @@ async def _pull_queue(
             queue_offset = int(response.ext_fields["nextBeginOffset"])
 
 
-def _percentile(sorted_values: list[int], fraction: float) -> int:
-    if not sorted_values:
-        return 0
-    return sorted_values[min(len(sorted_values) - 1, int(fraction * len(sorted_values)))]
-
-
 def _report(
     args: argparse.Namespace,
     put_s: float,
@@ -218,9 +213,9 @@ def _report(
             "(file-backed pages of the mapped commit log count in RSS)",
             f"  disk                timer structures {_disk_mib(store / 'timer'):.1f} MiB; commit log {_disk_mib(store / 'commitlog'):.1f} MiB",
             f"  delivered           {len(lags):,} of {args.count:,}",
-            f"  lateness (broker)   p50 {_percentile(lags, 0.5)} ms, p99 {_percentile(lags, 0.99)} ms, "
+            f"  lateness (broker)   {percentiles_text(lags, (0.5, 0.99))}, "
             f"max {lags[-1] if lags else 0} ms, early {early} ",
-            f"  lateness (consumer) p50 {_percentile(consumer_lags, 0.5)} ms, p99 {_percentile(consumer_lags, 0.99)} ms, "
+            f"  lateness (consumer) {percentiles_text(consumer_lags, (0.5, 0.99))}, "
             f"max {consumer_lags[-1] if consumer_lags else 0} ms",
         ]
     )

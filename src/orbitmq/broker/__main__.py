@@ -1,4 +1,6 @@
-"""``python -m orbitmq.broker -c broker.conf [-n NAMESRV] [--listen-port N] [--store-dir DIR] ...``.
+"""``orbitmq broker -c broker.conf [-n NAMESRV] [--listen-port N] [--bind-address A] ...``.
+
+Also ``python -m orbitmq.broker``.
 
 Parses the arguments into config overrides (defaults < file < flags), loads the config, sets
 up logging to stderr and runs the broker until SIGINT or SIGTERM. Without ``storePathRootDir``
@@ -20,11 +22,15 @@ from orbitmq.errors import ConfigError
 from orbitmq.transport.runner import run_app
 
 
-def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m orbitmq.broker", description="OrbitMQ broker")
+def _parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description="OrbitMQ broker")
     parser.add_argument("-c", "--config-file", help="a RocketMQ broker.conf (key=value lines)")
     parser.add_argument("-n", "--namesrv-addr", help="name servers, 'host:port;host:port' (namesrvAddr)")
     parser.add_argument("--listen-port", type=int, help="TCP port for clients (listenPort, default 10911)")
+    parser.add_argument(
+        "--bind-address",
+        help="interface to listen on (bindAddress, default 0.0.0.0: every interface; 127.0.0.1: this host only)",
+    )
     parser.add_argument("--store-dir", help="store root directory (storePathRootDir)")
     parser.add_argument("--broker-name", help="broker name (brokerName)")
     parser.add_argument("--broker-id", type=int, help="0 for a master (brokerId)")
@@ -38,6 +44,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
     flags = {
         "namesrvAddr": args.namesrv_addr,
         "listenPort": args.listen_port,
+        "bindAddress": args.bind_address,
         "storePathRootDir": args.store_dir,
         "brokerName": args.broker_name,
         "brokerId": args.broker_id,
@@ -51,9 +58,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
     return overrides
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run a broker; returns the exit code."""
-    args = _parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "python -m orbitmq.broker") -> int:
+    """Run a broker; returns the exit code (``prog`` names the command in ``--help``)."""
+    args = _parse_args(argv, prog)
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level.upper(),

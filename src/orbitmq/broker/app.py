@@ -205,7 +205,11 @@ class BrokerApp:
         for service in self._services:
             await service.start()
         logger.info(
-            "broker %s listening on %s (store %s)", config.broker_name, self.address, self._store.store_path
+            "broker %s listening on %s, registered as %s (store %s)",
+            config.broker_name,
+            ", ".join(self._server.bound_addresses),
+            self.address,
+            self._store.store_path,
         )
 
     async def shutdown(self) -> None:

@@ -6,8 +6,10 @@ is defaults < file < CLI overrides. Keys RocketMQ knows but OrbitMQ does not imp
 in :data:`UNIMPLEMENTED_KEYS`) only log a warning; any other unknown key is an error.
 
 The address clients reach (written as STOREHOST into every record, returned in routes) is
-``brokerIP1:listenPort``. Like RocketMQ, an unset ``brokerIP1`` means the first non-loopback
-IPv4 address of this host (127.0.0.1 when there is none); tests set ``brokerIP1=127.0.0.1``.
+``brokerIP1:listenPort``. An unset ``brokerIP1`` means the bind address (``bindAddress``) when
+it names one interface; bound to every interface (the default, as in RocketMQ), the first
+non-loopback IPv4 address of this host (127.0.0.1 when there is none); tests set
+``brokerIP1=127.0.0.1``.
 """
 
 from __future__ import annotations
@@ -134,8 +136,17 @@ class BrokerConfig:
 
     @property
     def advertised_host(self) -> str:
-        """The IPv4 address clients use to reach this broker."""
-        return self.broker_ip1 or first_non_loopback_ipv4()
+        """The IPv4 address clients use to reach this broker.
+
+        ``brokerIP1`` when set; else the bind address when it names one interface (the only one
+        clients can reach then); else, bound to every interface, this host's first
+        non-loopback IPv4 address, as RocketMQ does.
+        """
+        if self.broker_ip1:
+            return self.broker_ip1
+        if self.bind_address not in WILDCARD_ADDRESSES:
+            return self.bind_address
+        return first_non_loopback_ipv4()
 
     @property
     def advertised_address(self) -> str:
@@ -187,6 +198,10 @@ UNIMPLEMENTED_KEYS = frozenset(
     }
 )
 """RocketMQ broker.conf keys OrbitMQ accepts with a warning and ignores."""
+
+
+WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "", "::"})
+"""Bind addresses that mean "every interface"."""
 
 
 def load_broker_config(

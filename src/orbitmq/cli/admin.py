@@ -2,8 +2,8 @@
 
 Commands (``mqadmin`` equivalents in brackets)::
 
-    orbitmq admin [-n NAMESRV] topic create|update TOPIC [-q N] [-c CLUSTER] [--perm P] [--order]
-                                                                      [updateTopic]
+    orbitmq admin topic create TOPIC [-q N] [-c CLUSTER] [--perm P] [--order]   [updateTopic]
+    orbitmq admin topic update TOPIC [-q N] [-c CLUSTER] [--perm P] [--order|--no-order]
     orbitmq admin topic delete TOPIC [-c CLUSTER]                     [deleteTopic]
     orbitmq admin topic list                                          [topicList]
     orbitmq admin topic route TOPIC                                   [topicRoute]
@@ -12,8 +12,8 @@ Commands (``mqadmin`` equivalents in brackets)::
     orbitmq admin consumer reset-offset GROUP TOPIC -s TIME           [resetOffsetByTime]
     orbitmq admin cluster list                                        [clusterList]
 
-The name-server list comes from ``-n``, else the ``NAMESRV_ADDR`` environment variable, else
-``127.0.0.1:9876``. Exit status: 0 on success, 1 when the operation failed, 2 on usage errors.
+``-n NAMESRV`` (and ``--timeout-ms``) go before or after the command, as with ``mqadmin``;
+without ``-n`` the ``NAMESRV_ADDR`` environment variable is used, else ``127.0.0.1:9876``.
 """
 
 from __future__ import annotations
@@ -25,13 +25,32 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
+import orjson
+
 from orbitmq.client.admin import AdminClient
-from orbitmq.errors import OrbitError
+from orbitmq.errors import OrbitError, SubscriptionGroupNotExistError, TopicNotExistError
+from orbitmq.model.route import TopicConfig
 from orbitmq.protocol.bodies import encode_topic_route
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_FAILED", "EXIT_NOT_FOUND", "EXIT_USAGE", "build_parser", "main"]
 
 DEFAULT_NAMESRV_ADDR = "127.0.0.1:9876"
+DEFAULT_TIMEOUT_MS = 5000
+
+EXIT_FAILED = 1
+"""The operation failed: a server refused it, or no server answered."""
+EXIT_USAGE = 2
+"""Bad command line (argparse's own status)."""
+EXIT_NOT_FOUND = 3
+"""The named topic or consumer group does not exist."""
+
+_EPILOG = f"""\
+name server: -n/--namesrv (before or after the command), else the NAMESRV_ADDR environment
+variable, else {DEFAULT_NAMESRV_ADDR}.
+exit status: 0 done; {EXIT_FAILED} failed (refused, or no server answered); {EXIT_USAGE} bad command line;
+{EXIT_NOT_FOUND} the named topic or consumer group does not exist.
+"""
+_PERMS = {2: "write only", 4: "read only", 6: "read and write"}
 
 _Command = Callable[[AdminClient, argparse.Namespace], Awaitable[None]]
 
@@ -67,9 +86,36 @@ def parse_time_ms(text: str) -> int:
 # -- commands ----------------------------------------------------------------------------------
 
 
+def _perm(text: str) -> int:
+    try:
+        perm = int(text)
+    except ValueError:
+        perm = -1
+    if perm not in _PERMS:
+        choices = ", ".join(f"{value} ({meaning})" for value, meaning in _PERMS.items())
+        raise argparse.ArgumentTypeError(f"{text!r} is not a topic permission: use {choices}")
+    return perm
+
+
+def _print_configs(topic: str, configs: dict[str, TopicConfig]) -> None:
+    rows = [
+        (addr, config.read_queue_nums, config.write_queue_nums, config.perm, str(config.order).lower())
+        for addr, config in sorted(configs.items())
+    ]
+    print(f"topic {topic}:")
+    print(_table(("broker", "read_queues", "write_queues", "perm", "order"), rows))
+
+
 async def _topic_create(admin: AdminClient, args: argparse.Namespace) -> None:
     await admin.create_topic(args.topic, args.queues, cluster=args.cluster, perm=args.perm, order=args.order)
-    print(f"topic {args.topic}: {args.queues} queues on {args.cluster or 'every cluster'}")
+    _print_configs(args.topic, await admin.topic_configs(args.topic, cluster=args.cluster))
+
+
+async def _topic_update(admin: AdminClient, args: argparse.Namespace) -> None:
+    configs = await admin.update_topic(
+        args.topic, queue_nums=args.queues, perm=args.perm, order=args.order, cluster=args.cluster
+    )
+    _print_configs(args.topic, configs)
 
 
 async def _topic_delete(admin: AdminClient, args: argparse.Namespace) -> None:
@@ -83,7 +129,9 @@ async def _topic_list(admin: AdminClient, args: argparse.Namespace) -> None:
 
 
 async def _topic_route(admin: AdminClient, args: argparse.Namespace) -> None:
-    print(encode_topic_route(await admin.topic_route(args.topic)).decode())
+    # The wire JSON, re-indented: the same document mqadmin topicRoute prints.
+    route = orjson.loads(encode_topic_route(await admin.topic_route(args.topic)))
+    print(orjson.dumps(route, option=orjson.OPT_INDENT_2).decode())
 
 
 async def _topic_status(admin: AdminClient, args: argparse.Namespace) -> None:
@@ -103,12 +151,26 @@ async def _topic_status(admin: AdminClient, args: argparse.Namespace) -> None:
 
 async def _consumer_progress(admin: AdminClient, args: argparse.Namespace) -> None:
     progress = await admin.consumer_progress(args.group, args.topic)
+    if not progress:
+        print(f"group {args.group} is online but has committed no offset yet; name a topic with -t")
+        return
     rows = [
-        (mq.topic, mq.broker_name, mq.queue_id, item.broker_offset, item.committed_offset, item.lag)
+        (
+            mq.topic,
+            mq.broker_name,
+            mq.queue_id,
+            item.min_offset,
+            item.broker_offset,
+            "-" if item.committed_offset < 0 else item.committed_offset,
+            item.lag,
+        )
         for mq, item in sorted(progress.items())
     ]
-    print(_table(("topic", "broker", "queue", "broker_offset", "consumer_offset", "lag"), rows))
+    headers = ("topic", "broker", "queue", "min_offset", "broker_offset", "consumer_offset", "lag")
+    print(_table(headers, rows))
     print(f"total lag: {sum(item.lag for item in progress.values())}")
+    if any(item.committed_offset < 0 for item in progress.values()):
+        print("consumer_offset '-': never committed; the lag counts from the queue's min_offset")
 
 
 async def _consumer_reset(admin: AdminClient, args: argparse.Namespace) -> None:
@@ -132,50 +194,100 @@ async def _cluster_list(admin: AdminClient, args: argparse.Namespace) -> None:
 # -- parser ------------------------------------------------------------------------------------
 
 
-def _add_create(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
-    parser = sub.add_parser(name, help="create or update a topic on every master of a cluster")
+def _add_create(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    parser = sub.add_parser(
+        "create", parents=[common], help="create a topic on every master of a cluster (or replace it)"
+    )
     parser.add_argument("topic")
     parser.add_argument("-q", "--queues", type=int, default=8, help="read and write queues per broker (8)")
     parser.add_argument("-c", "--cluster", help="cluster name (default: every cluster)")
-    parser.add_argument("--perm", type=int, default=6, help="permission: 2 write, 4 read, 6 both (6)")
+    parser.add_argument("--perm", type=_perm, default=6, help="permission: 2 write, 4 read, 6 both (6)")
     parser.add_argument("--order", action="store_true", help="mark the topic as ordered")
     parser.set_defaults(command=_topic_create)
 
 
+def _add_update(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    parser = sub.add_parser(
+        "update", parents=[common], help="change some settings of an existing topic, keeping the others"
+    )
+    parser.add_argument("topic")
+    parser.add_argument("-q", "--queues", type=int, help="read and write queues per broker")
+    parser.add_argument("-c", "--cluster", help="cluster name (default: every cluster)")
+    parser.add_argument("--perm", type=_perm, help="permission: 2 write, 4 read, 6 both")
+    parser.add_argument(
+        "--order",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="mark the topic as ordered or not",
+    )
+    parser.set_defaults(command=_topic_update)
+
+
+def _common_options() -> argparse.ArgumentParser:
+    """``-n`` and ``--timeout-ms``, accepted before the command and after it (as mqadmin takes them).
+
+    Defaults are suppressed here so a flag given before the command is not reset after it.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-n",
+        "--namesrv",
+        default=argparse.SUPPRESS,
+        help=f"name servers host:port;host:port (default: $NAMESRV_ADDR, else {DEFAULT_NAMESRV_ADDR})",
+    )
+    common.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=argparse.SUPPRESS,
+        help=f"request timeout in ms (default {DEFAULT_TIMEOUT_MS})",
+    )
+    return common
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``orbitmq admin`` argument parser."""
+    common = _common_options()
     parser = argparse.ArgumentParser(
-        prog="orbitmq admin", description="Administer an OrbitMQ/RocketMQ cluster."
+        prog="orbitmq admin",
+        description="Administer an OrbitMQ/RocketMQ cluster.",
+        epilog=_EPILOG,
+        parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "-n", "--namesrv", help=f"name servers host:port;host:port (default {DEFAULT_NAMESRV_ADDR})"
-    )
-    parser.add_argument("--timeout-ms", type=int, default=5000, help="request timeout (5000)")
     groups = parser.add_subparsers(dest="group", required=True)
 
+    def leaf(
+        sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
+    ) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], help=help_text)
+
     topic = groups.add_parser("topic", help="topics").add_subparsers(dest="action", required=True)
-    _add_create(topic, "create")
-    _add_create(topic, "update")
-    delete = topic.add_parser("delete", help="delete a topic from brokers and name servers")
+    _add_create(topic, common)
+    _add_update(topic, common)
+    delete = leaf(topic, "delete", "delete a topic from brokers and name servers")
     delete.add_argument("topic")
     delete.add_argument("-c", "--cluster", help="cluster name (default: every cluster)")
     delete.set_defaults(command=_topic_delete)
-    topic.add_parser("list", help="every topic the name server knows").set_defaults(command=_topic_list)
-    route = topic.add_parser("route", help="a topic's route as JSON")
+    leaf(topic, "list", "every topic the name server knows").set_defaults(command=_topic_list)
+    route = leaf(topic, "route", "a topic's route as indented JSON")
     route.add_argument("topic")
     route.set_defaults(command=_topic_route)
-    status = topic.add_parser("status", help="min/max offset and last store time per queue")
+    status = leaf(topic, "status", "min/max offset and last store time per queue")
     status.add_argument("topic")
     status.set_defaults(command=_topic_status)
 
     consumer = groups.add_parser("consumer", help="consumer groups").add_subparsers(
         dest="action", required=True
     )
-    progress = consumer.add_parser("progress", help="committed offset, broker offset and lag per queue")
+    progress = leaf(consumer, "progress", "committed offset, broker offset and lag per queue")
     progress.add_argument("group")
     progress.add_argument("-t", "--topic", help="topic (default: every topic where the group committed)")
     progress.set_defaults(command=_consumer_progress)
-    reset = consumer.add_parser("reset-offset", help="move a group's offsets to a point in time")
+    reset = leaf(consumer, "reset-offset", "move a group's offsets to a point in time")
     reset.add_argument("group")
     reset.add_argument("topic")
     reset.add_argument(
@@ -184,25 +296,29 @@ def build_parser() -> argparse.ArgumentParser:
     reset.set_defaults(command=_consumer_reset)
 
     cluster = groups.add_parser("cluster", help="clusters").add_subparsers(dest="action", required=True)
-    cluster.add_parser("list", help="brokers of every cluster").set_defaults(command=_cluster_list)
+    leaf(cluster, "list", "brokers of every cluster").set_defaults(command=_cluster_list)
     return parser
 
 
 async def _run(args: argparse.Namespace, namesrv_addr: str) -> None:
     command: _Command = args.command
-    async with AdminClient(namesrv_addr, request_timeout_ms=args.timeout_ms) as admin:
+    timeout_ms = getattr(args, "timeout_ms", DEFAULT_TIMEOUT_MS)
+    async with AdminClient(namesrv_addr, request_timeout_ms=timeout_ms) as admin:
         await command(admin, args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``orbitmq admin``; returns the exit status."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    namesrv_addr = args.namesrv or os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV_ADDR
+    namesrv_addr = getattr(args, "namesrv", None) or os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV_ADDR
     try:
         asyncio.run(_run(args, namesrv_addr))
+    except (TopicNotExistError, SubscriptionGroupNotExistError) as exc:
+        print(f"orbitmq admin: {exc.remark}", file=sys.stderr)
+        return EXIT_NOT_FOUND
     except OrbitError as exc:
         print(f"orbitmq admin: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     return 0
 
 

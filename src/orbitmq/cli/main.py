@@ -1,8 +1,11 @@
 """``orbitmq``: one command for every OrbitMQ program.
 
-``namesrv``, ``broker`` and ``bench`` hand their arguments to the program's own entry point;
-``standalone`` is the main job: a nameserver and a broker in one process, on the default
+``namesrv``, ``broker``, ``admin`` and ``bench`` hand their arguments to the program's own entry
+point; ``standalone`` is the main job: a nameserver and a broker in one process, on the default
 ports, with an embedded data directory, the broker registered with that nameserver.
+
+``standalone`` listens on 127.0.0.1 unless ``--bind-address`` (or ``bindAddress`` in the
+``-c`` file) says otherwise: neither server authenticates anyone, so every interface is opt-in.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from orbitmq.errors import ConfigError
@@ -18,13 +22,22 @@ from orbitmq.errors import ConfigError
 DEFAULT_DATA_DIR = ".orbitmq-data"
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_BROKER_PORT = 10911
+DEFAULT_BIND_ADDRESS = "127.0.0.1"
+_WILDCARD_ADDRESSES = ("0.0.0.0", "", "::")
 
 _FORWARDED = {
-    "namesrv": "run a nameserver (python -m orbitmq.namesrv)",
-    "broker": "run a broker (python -m orbitmq.broker)",
+    "namesrv": "run a nameserver (orbitmq namesrv --help)",
+    "broker": "run a broker (orbitmq broker --help)",
     "admin": "administer topics, groups and clusters (orbitmq admin --help)",
-    "bench": "benchmarks (python -m orbitmq.bench)",
+    "bench": "benchmarks (orbitmq bench --help)",
 }
+
+
+def _version() -> str:
+    try:
+        return version("orbitmq")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,7 +54,16 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "--namesrv-port", type=int, default=DEFAULT_NAMESRV_PORT, help="nameserver port (9876)"
     )
     parser.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT, help="broker port (10911)")
-    parser.add_argument("--broker-ip", default="127.0.0.1", help="address clients use to reach the broker")
+    parser.add_argument(
+        "--bind-address",
+        help=f"interface both servers listen on (default {DEFAULT_BIND_ADDRESS}: this host only; "
+        "0.0.0.0: every interface, without authentication; see the README)",
+    )
+    parser.add_argument(
+        "--broker-ip",
+        help="address clients are told to reach the broker at (default: the bind address; "
+        "bound to 0.0.0.0, this host's first non-loopback IPv4 address)",
+    )
     parser.add_argument("--flush", choices=("sync", "async"), help="flushDiskType SYNC_FLUSH or ASYNC_FLUSH")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
@@ -50,6 +72,7 @@ def run_standalone(args: argparse.Namespace) -> int:
     # Imported here so that `orbitmq bench ...` does not pay for the servers' imports.
     from orbitmq.broker.app import BrokerApp
     from orbitmq.broker.config import load_broker_config
+    from orbitmq.conf import load_properties
     from orbitmq.namesrv.app import NamesrvApp
     from orbitmq.namesrv.config import load_namesrv_config
     from orbitmq.transport.runner import run_apps
@@ -60,28 +83,45 @@ def run_standalone(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     data_dir = Path(args.data_dir).resolve()
+    try:
+        file_values = load_properties(args.config_file) if args.config_file else {}
+    except ConfigError as exc:
+        print(f"orbitmq standalone: {exc}", file=sys.stderr)
+        return 2
+    bind = args.bind_address or str(file_values.get("bindAddress") or DEFAULT_BIND_ADDRESS)
+    # The broker reaches the nameserver in-process through whichever interface is bound.
+    local_host = "127.0.0.1" if bind in _WILDCARD_ADDRESSES else bind
     overrides: dict[str, object] = {
-        "namesrvAddr": f"127.0.0.1:{args.namesrv_port}",
+        "namesrvAddr": f"{local_host}:{args.namesrv_port}",
         "listenPort": args.broker_port,
+        "bindAddress": bind,
         "storePathRootDir": str(data_dir / "store"),
-        "brokerIP1": args.broker_ip,
     }
+    if args.broker_ip:
+        overrides["brokerIP1"] = args.broker_ip
     if args.flush:
         overrides["flushDiskType"] = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
     try:
-        namesrv_config = load_namesrv_config(None, {"listenPort": args.namesrv_port})
+        namesrv_config = load_namesrv_config(None, {"listenPort": args.namesrv_port, "bindAddress": bind})
         broker_config, store_config = load_broker_config(args.config_file, overrides)
     except ConfigError as exc:
         print(f"orbitmq standalone: {exc}", file=sys.stderr)
         return 2
     data_dir.mkdir(parents=True, exist_ok=True)
-    logging.getLogger("orbitmq").info(
-        "standalone: nameserver 127.0.0.1:%d, broker %s:%d, data in %s",
+    log = logging.getLogger("orbitmq")
+    log.info(
+        "standalone: nameserver port %d and broker port %d on %s, data in %s",
         args.namesrv_port,
-        args.broker_ip,
         args.broker_port,
+        "every interface" if bind in _WILDCARD_ADDRESSES else bind,
         data_dir,
     )
+    if not bind.startswith("127.") and bind != "::1":
+        log.warning(
+            "standalone: listening beyond this host (%s) without authentication: whoever reaches "
+            "the ports can send, read and delete messages, and create and delete topics",
+            bind,
+        )
     return run_apps([NamesrvApp(namesrv_config), BrokerApp(broker_config, store_config)])
 
 
@@ -89,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``orbitmq`` command; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="orbitmq", description="OrbitMQ: RocketMQ's architecture in Python")
+    parser.add_argument("--version", action="version", version=f"orbitmq {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in _FORWARDED.items():
         sub.add_parser(name, help=help_text, add_help=False)
@@ -103,15 +144,15 @@ def _forward(command: str, rest: list[str]) -> int:
     if command == "namesrv":
         from orbitmq.namesrv.__main__ import main as namesrv_main
 
-        return namesrv_main(rest)
+        return namesrv_main(rest, prog="orbitmq namesrv")
     if command == "broker":
         from orbitmq.broker.__main__ import main as broker_main
 
-        return broker_main(rest)
+        return broker_main(rest, prog="orbitmq broker")
     if command == "admin":
         from orbitmq.cli.admin import main as admin_main
 
         return admin_main(rest)
     from orbitmq.bench.__main__ import main as bench_main
 
-    return bench_main(rest)
+    return bench_main(rest, prog="orbitmq bench")

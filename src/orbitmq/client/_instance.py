@@ -39,6 +39,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 from orbitmq.client._server_requests import decode_reset_offset_body, encode_running_info
 from orbitmq.client.config import ClientConfig
 from orbitmq.errors import (
+    ClientError,
     ClientStateError,
     NoRouteError,
     OrbitError,
@@ -48,7 +49,7 @@ from orbitmq.errors import (
 from orbitmq.model.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from orbitmq.model.message import MessageConst, MessageExt, MessageQueue
 from orbitmq.model.route import MASTER_BROKER_ID, TopicRouteData
-from orbitmq.protocol.bodies import decode_topic_route, encode_heartbeat
+from orbitmq.protocol.bodies import decode_cluster_info, decode_topic_route, encode_heartbeat
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
@@ -65,6 +66,15 @@ from orbitmq.transport.connection import RemotingClient
 __all__ = ["ClientInstance", "ConsumerHandle", "TransactionCheckHook"]
 
 logger = logging.getLogger(__name__)
+
+# Requests every name server serves; a peer that refuses them is something else.
+_NAMESRV_CODES = frozenset(
+    {
+        RequestCode.GET_ROUTEINFO_BY_TOPIC,
+        RequestCode.GET_BROKER_CLUSTER_INFO,
+        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+    }
+)
 
 
 @runtime_checkable
@@ -287,10 +297,25 @@ class ClientInstance:
                 logger.info("name server %s failed (%s); trying the next one", addr, exc)
                 last_error = exc
                 continue
+            if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and request.code in _NAMESRV_CODES:
+                raise await self._not_a_namesrv(addr, request.code)
             self._namesrv_index = index
             return response
         assert last_error is not None  # count >= 1 is checked by ClientConfig
         raise last_error
+
+    async def _not_a_namesrv(self, addr: str, code: int) -> ClientError:
+        probe = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG, {})
+        try:
+            response = await self.remoting.invoke(addr, probe, self.config.request_timeout_ms)
+            broker = response.code == ResponseCode.SUCCESS
+        except OrbitError:
+            broker = False
+        what = "it looks like a broker" if broker else "nor does it answer as a broker"
+        return ClientError(
+            f"{addr} is not a name server: it does not serve {RequestCode(code).name} ({what}). "
+            "Give the name server's address (port 9876 unless configured otherwise)"
+        )
 
     async def get_route(self, topic: str, *, refresh: bool = False) -> TopicRouteData | None:
         """The route of ``topic`` (cached unless ``refresh``); ``None`` when the topic does not exist.
@@ -354,6 +379,25 @@ class ClientInstance:
                 await self.get_route(topic, refresh=True)
             except OrbitError as exc:
                 logger.info("route refresh of topic %s failed: %s", topic, exc)
+
+    async def reach_all_brokers(self, template_topic: str) -> None:
+        """Learn every broker of the cluster and heartbeat to each of them now.
+
+        As RocketMQ's producer at start: the route of the auto-create template
+        (``template_topic``, TBW102, on every broker when ``autoCreateTopicEnable`` is on),
+        else the name server's cluster table, names the brokers. A broker asks only producer
+        groups it has heard from to check a transaction.
+
+        Raises:
+            RemotingError: no name server answered.
+        """
+        if await self.get_route(template_topic, refresh=True) is None:
+            request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO, {})
+            response = await self.invoke_namesrv(request)
+            if response.code == ResponseCode.SUCCESS:
+                for name, broker in decode_cluster_info(response.body).broker_addr_table.items():
+                    self._broker_addrs.setdefault(name, dict(broker.broker_addrs))
+        await self.send_heartbeat_to_all_brokers()
 
     def forget_topic(self, topic: str) -> None:
         """Stop refreshing ``topic`` (a producer will not send to it any more)."""

@@ -6,13 +6,25 @@ What each operation sends (RocketMQ's ``mqadmin`` equivalents):
 operation               requests
 ======================  ===================================================================
 create_topic            GET_BROKER_CLUSTER_INFO, then UPDATE_AND_CREATE_TOPIC to each master
-delete_topic            DELETE_TOPIC_IN_BROKER to each master, DELETE_TOPIC_IN_NAMESRV to
-                        every name server
+update_topic            GET_ALL_TOPIC_CONFIG from each master (the current settings), then
+                        UPDATE_AND_CREATE_TOPIC with the changed ones
+delete_topic            GET_ALL_TOPIC_LIST_FROM_NAMESERVER and GET_ALL_TOPIC_CONFIG (does it
+                        exist?), DELETE_TOPIC_IN_BROKER to each master, DELETE_TOPIC_IN_NAMESRV
+                        to every name server
 topic_status            per queue GET_MIN_OFFSET, GET_MAX_OFFSET, and one PULL_MESSAGE of the
                         last message for its store time (the broker has no GET_TOPIC_STATS_INFO)
-consumer_progress       per queue QUERY_CONSUMER_OFFSET and GET_MAX_OFFSET
-reset_offset_by_time    per queue SEARCH_OFFSET_BY_TIMESTAMP, then UPDATE_CONSUMER_OFFSET
+consumer_progress       per queue QUERY_CONSUMER_OFFSET (``setZeroIfNotFound=false``),
+                        GET_MIN_OFFSET and GET_MAX_OFFSET; GET_CONSUMER_LIST_BY_GROUP to each
+                        master when the group committed nothing
+reset_offset_by_time    as consumer_progress to check the group exists, then per queue
+                        SEARCH_OFFSET_BY_TIMESTAMP and UPDATE_CONSUMER_OFFSET
 ======================  ===================================================================
+
+A consumer group exists, for these operations, when some broker holds an offset it committed or
+lists an online member of it (OrbitMQ brokers do not serve GET_CONSUME_STATS, RocketMQ's
+question for this). Operations on a group or topic that does not exist raise
+:class:`~orbitmq.errors.SubscriptionGroupNotExistError` or
+:class:`~orbitmq.errors.TopicNotExistError`, naming it, instead of answering with nothing.
 
 Resetting offsets writes the broker's committed offsets directly. OrbitMQ brokers do not
 implement INVOKE_BROKER_TO_RESET_OFFSET (222), so consumers of the group that are online keep
@@ -27,18 +39,21 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from orbitmq.client._group_progress import QueueProgress, consumer_progress
 from orbitmq.client._instance import ClientInstance
+from orbitmq.client._topic_names import check_topic_perm, is_internal_topic
 from orbitmq.client.config import ClientConfig, split_config
 from orbitmq.errors import ClientError, ClientStateError, TopicNotExistError, error_for_code
 from orbitmq.model.message import MessageQueue
-from orbitmq.model.route import ClusterInfo, TopicRouteData
-from orbitmq.protocol.bodies import decode_cluster_info, decode_topic_list
+from orbitmq.model.route import ClusterInfo, TopicConfig, TopicRouteData
+from orbitmq.protocol.bodies import decode_cluster_info, decode_topic_config_wrapper, decode_topic_list
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
+    GetConsumerListByGroupRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
     PullMessageRequestHeader,
@@ -69,15 +84,6 @@ class QueueStatus:
     min_offset: int
     max_offset: int
     last_update_timestamp_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class QueueProgress:
-    """How far a group is in one queue; ``committed_offset`` is -1 when it never committed."""
-
-    committed_offset: int
-    broker_offset: int
-    lag: int
 
 
 class AdminClient:
@@ -142,6 +148,13 @@ class AdminClient:
         response = await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
         return sorted(decode_topic_list(response.body).topic_list)
 
+    async def user_topics(self) -> list[str]:
+        """The topics users made, sorted: every topic the name server knows but the internal ones
+        (retry, dead-letter and system topics, and those a broker names after its cluster and
+        itself; see :mod:`orbitmq.client._topic_names`)."""
+        info = await self.cluster_info()
+        return [name for name in await self.list_topics() if not is_internal_topic(name, info)]
+
     async def topic_route(self, topic: str) -> TopicRouteData:
         """The current route of ``topic``.
 
@@ -151,7 +164,9 @@ class AdminClient:
         route = await self._client.get_route(topic, refresh=True)
         self._client.forget_topic(topic)
         if route is None:
-            raise TopicNotExistError(ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic}")
+            raise TopicNotExistError(
+                ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic}: it does not exist"
+            )
         return route
 
     async def fetch_queues(self, topic: str) -> list[MessageQueue]:
@@ -209,9 +224,11 @@ class AdminClient:
         Waits (up to 5 s) until the name server routes the topic to those brokers.
 
         Raises:
-            ClientError: unknown cluster or no master.
+            ClientError: an invalid ``perm`` (see :func:`check_topic_perm`), an unknown cluster
+                or no master.
             BrokerResponseError: a broker refused (reserved or invalid topic name).
         """
+        check_topic_perm(topic, perm)
         header = CreateTopicRequestHeader(
             topic=topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums, perm=perm, order=order
         )
@@ -221,6 +238,59 @@ class AdminClient:
                 addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext(), f"create topic {topic}"
             )
         await self._wait_for_route(topic, len(masters))
+
+    async def topic_configs(self, topic: str, *, cluster: str | None = None) -> dict[str, TopicConfig]:
+        """``topic``'s settings on each master of ``cluster`` (all when None) that has it, by address."""
+        configs: dict[str, TopicConfig] = {}
+        for addr in await self._master_addrs(cluster):
+            response = await self._broker(addr, RequestCode.GET_ALL_TOPIC_CONFIG, {}, "list topic configs")
+            config = decode_topic_config_wrapper(response.body).topic_config_table.get(topic)
+            if config is not None:
+                configs[addr] = config
+        return configs
+
+    async def update_topic(
+        self,
+        topic: str,
+        *,
+        queue_nums: int | None = None,
+        perm: int | None = None,
+        order: bool | None = None,
+        cluster: str | None = None,
+    ) -> dict[str, TopicConfig]:
+        """Change the given settings of an existing ``topic`` and keep the others, on each master.
+
+        Returns:
+            The settings each master holds afterwards, by broker address.
+
+        Raises:
+            TopicNotExistError: no master of ``cluster`` has ``topic``.
+            ClientError: an invalid ``perm``, an unknown cluster or no master.
+            BrokerResponseError: a broker refused.
+        """
+        if perm is not None:
+            check_topic_perm(topic, perm)
+        current = await self.topic_configs(topic, cluster=cluster)
+        if not current:
+            raise TopicNotExistError(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic {topic} does not exist on any master of {cluster or 'any cluster'}",
+            )
+        for addr, config in current.items():
+            header = CreateTopicRequestHeader(
+                topic=topic,
+                read_queue_nums=config.read_queue_nums if queue_nums is None else queue_nums,
+                write_queue_nums=config.write_queue_nums if queue_nums is None else queue_nums,
+                perm=config.perm if perm is None else perm,
+                topic_filter_type=config.topic_filter_type,
+                topic_sys_flag=config.topic_sys_flag,
+                order=config.order if order is None else order,
+            )
+            await self._broker(
+                addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext(), f"update topic {topic}"
+            )
+        await self._wait_for_route(topic, len(current))
+        return await self.topic_configs(topic, cluster=cluster)
 
     async def _wait_for_route(self, topic: str, broker_count: int) -> None:
         deadline = time.monotonic() + _ROUTE_WAIT_S
@@ -235,9 +305,18 @@ class AdminClient:
         """Delete ``topic`` from every master of ``cluster`` (all when None) and the name servers.
 
         Raises:
+            TopicNotExistError: neither the name server nor a master of ``cluster`` has ``topic``.
             ClientError: unknown cluster or no master.
             BrokerResponseError: a broker or name server refused.
         """
+        # A half-deleted topic (gone from the brokers, still routed, or the reverse) is deleted
+        # again; only a topic nobody has is an error, as a mistyped name must not say "deleted".
+        if topic not in await self.list_topics() and not await self.topic_configs(topic, cluster=cluster):
+            raise TopicNotExistError(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic {topic} does not exist (no name server route, no broker of "
+                f"{cluster or 'any cluster'} has it)",
+            )
         for addr in await self._master_addrs(cluster):
             await self._broker(
                 addr,
@@ -356,34 +435,30 @@ class AdminClient:
     ) -> dict[MessageQueue, QueueProgress]:
         """Committed offset, broker max offset and lag of ``group`` on every queue of ``topic``.
 
-        Without ``topic``, every topic the name server knows is examined (the broker has no
-        GET_CONSUME_STATS) and only queues where the group committed a positive offset are kept.
+        Without ``topic``: every queue of each topic where the group committed on at least one
+        queue (its queues committed at 0 or never committed included), among the user topics
+        and the group's ``%RETRY%`` topic (the broker has no GET_CONSUME_STATS). An empty
+        answer means the group is online but committed nothing yet. See
+        :class:`QueueProgress` for how lag is counted.
+
+        Raises:
+            SubscriptionGroupNotExistError: no broker knows ``group`` (no offset committed by
+                it, no online member).
+            TopicNotExistError: ``topic`` is given and the name server does not know it.
         """
-        topics = [topic] if topic is not None else await self._candidate_topics()
-        progress: dict[MessageQueue, QueueProgress] = {}
-        for name in topics:
-            try:
-                queues = await self.fetch_queues(name)
-            except TopicNotExistError:
-                if topic is not None:
-                    raise
-                continue
-            rows = await asyncio.gather(*(self._queue_progress(group, mq) for mq in queues))
-            for mq, row in zip(queues, rows, strict=True):
-                if topic is not None or row.committed_offset > 0:
-                    progress[mq] = row
-        return progress
+        return await consumer_progress(self, group, topic)
 
-    async def _candidate_topics(self) -> list[str]:
-        reserved = ("%DLQ%", "rmq_sys_", "TBW102", "SCHEDULE_TOPIC", "RMQ_SYS_")
-        return [name for name in await self.list_topics() if not name.startswith(reserved)]
-
-    async def _queue_progress(self, group: str, mq: MessageQueue) -> QueueProgress:
-        committed, broker_offset = await asyncio.gather(self.committed_offset(group, mq), self.max_offset(mq))
-        committed_offset = -1 if committed is None else committed
-        return QueueProgress(
-            committed_offset, broker_offset, max(broker_offset - max(committed_offset, 0), 0)
-        )
+    async def has_online_members(self, group: str) -> bool:
+        """Does some master list an online member of ``group`` (GET_CONSUMER_LIST_BY_GROUP)?"""
+        request_ext = GetConsumerListByGroupRequestHeader(group).to_ext()
+        for addr in await self._master_addrs(None):
+            request = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, request_ext)
+            response = await self._client.remoting.invoke(
+                addr, request, self.client_config.request_timeout_ms
+            )
+            if response.code == ResponseCode.SUCCESS:
+                return True
+        return False
 
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int
@@ -394,8 +469,14 @@ class AdminClient:
 
         Returns:
             The new committed offset of each queue.
+
+        Raises:
+            SubscriptionGroupNotExistError: no broker knows ``group`` (a mistyped group must not
+                get offsets written for it).
+            TopicNotExistError: the name server does not know ``topic``.
         """
         queues = await self.fetch_queues(topic)
+        await self.consumer_progress(group, topic)  # raises for a group nobody knows
         offsets = await asyncio.gather(*(self.search_offset(mq, timestamp_ms) for mq in queues))
         for mq, offset in zip(queues, offsets, strict=True):
             await self.update_consumer_offset(group, mq, offset)

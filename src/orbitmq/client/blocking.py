@@ -321,6 +321,9 @@ class BlockingAdminClient(_Facade[AdminClient]):
     def list_topics(self) -> list[str]:
         return self._runner.run(self._admin.list_topics())
 
+    def user_topics(self) -> list[str]:
+        return self._runner.run(self._admin.user_topics())
+
     def cluster_info(self) -> ClusterInfo:
         return self._runner.run(self._admin.cluster_info())
 

@@ -111,7 +111,12 @@ class Producer:
     # -- life cycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Join the client instance and register the group.
+        """Join the client instance, register the group and heartbeat it to every broker.
+
+        Like RocketMQ's producer, it learns the cluster's brokers from the auto-create template's
+        route (TBW102) and heartbeats to each, so a broker can ask a just-started transaction
+        producer to check a transaction another producer of its group left undecided. A name
+        server that does not answer is logged, not raised: sends retry the route.
 
         Raises:
             ClientStateError: the producer was started before or shut down.
@@ -128,6 +133,13 @@ class Producer:
             raise
         self._instance = instance
         self._state = _State.RUNNING
+        try:
+            # Every broker of the cluster hears of this group now, not at the first send.
+            await instance.reach_all_brokers(self.config.create_topic_key)
+        except OrbitError as exc:
+            logger.info(
+                "producer %s: cannot reach the brokers yet (%s); the first send will", self.group, exc
+            )
 
     async def shutdown(self) -> None:
         """Wait for async sends in flight, leave the group on every broker, release the instance."""

@@ -1,4 +1,4 @@
-"""``python -m orbitmq.namesrv [-c FILE] [--listen-port N] [--bind-address A]``.
+"""``orbitmq namesrv [-c FILE] [--listen-port N] [--bind-address A]`` (or ``python -m orbitmq.namesrv``).
 
 Parses the arguments, loads the config (defaults < file < flags), sets up logging to stderr and
 runs the name server until SIGINT or SIGTERM. RocketMQ's ``mqnamesrv`` takes ``-c`` the same way.
@@ -17,8 +17,8 @@ from orbitmq.namesrv.config import load_namesrv_config
 from orbitmq.transport.runner import run_app
 
 
-def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m orbitmq.namesrv", description="OrbitMQ name server")
+def _parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description="OrbitMQ name server")
     parser.add_argument("-c", "--config-file", help="a RocketMQ-style namesrv.conf (key=value lines)")
     parser.add_argument("--listen-port", type=int, help="TCP port (config key listenPort, default 9876)")
     parser.add_argument("--bind-address", help="address to bind (config key bindAddress, default 0.0.0.0)")
@@ -26,9 +26,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run a name server; returns the exit code."""
-    args = _parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "python -m orbitmq.namesrv") -> int:
+    """Run a name server; returns the exit code (``prog`` names the command in ``--help``)."""
+    args = _parse_args(argv, prog)
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level.upper(),

@@ -63,7 +63,7 @@ class NamesrvApp:
         """Bind the port and start the inactive-broker scan."""
         await self._server.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_inactive_brokers())
-        logger.info("name server listening on %s:%d", self.config.bind_address, self.port)
+        logger.info("name server listening on %s", ", ".join(self._server.bound_addresses))
 
     async def shutdown(self) -> None:
         """Stop the scan, then the server (in-flight requests get a short grace period)."""

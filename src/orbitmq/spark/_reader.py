@@ -74,6 +74,11 @@ def is_system_topic(topic: str) -> bool:
     return _SYSTEM_TOPIC.match(topic) is not None
 
 
+def _is_placeholder(partition: InputPartition) -> bool:
+    """Spark's stand-in when ``partitions()`` planned none (nothing to read in any queue)."""
+    return type(partition) is InputPartition and partition.value is None
+
+
 @dataclass(frozen=True, slots=True)
 class QueueRange(InputPartition):
     """One Spark partition: ``[start_offset, end_offset)`` of one queue, and how to reach it."""
@@ -299,9 +304,7 @@ class OrbitBatchReader(DataSourceReader):
 
 
 def _read_partition(partition: InputPartition, factory: ClientFactory) -> Iterator[pa.RecordBatch]:
-    # A batch read with nothing to read plans no partition, and PySpark then runs one task
-    # with ``InputPartition(None)``: it reads zero rows, as Spark's own sources do.
-    if type(partition) is InputPartition and partition.value is None:
+    if _is_placeholder(partition):
         return iter(())
     if not isinstance(partition, QueueRange):
         raise ClientError(f"orbitmq reader got a foreign partition {partition!r}")

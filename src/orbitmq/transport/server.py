@@ -41,7 +41,7 @@ from orbitmq.errors import (
     ProtocolError,
     RequestTimeoutError,
 )
-from orbitmq.protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode, SerializeType
+from orbitmq.protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, RequestCode, ResponseCode, SerializeType
 from orbitmq.protocol.command import RemotingCommand, decode_command
 from orbitmq.protocol.frame import MAX_FRAME_BYTES, FrameDecoder
 from orbitmq.transport.connection import FrameWriter
@@ -252,6 +252,8 @@ class _ServerProtocol(asyncio.Protocol):
         if command.flag & FLAG_RESPONSE:
             connection._complete(command)
             return
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("request %s from %s", _code_name(command), connection.peer_address)
         handler = self._server._handlers.get(command.code)
         if handler is None:
             if not command.flag & FLAG_ONEWAY:
@@ -306,6 +308,11 @@ class _ServerProtocol(asyncio.Protocol):
             connection._write(request.response(ResponseCode.SYSTEM_ERROR, f"cannot encode response: {exc}"))
 
 
+def _code_name(command: RemotingCommand) -> str:
+    name = RequestCode(command.code).name if command.code in RequestCode._value2member_map_ else "unknown"
+    return f"{name} (code {command.code}, opaque {command.opaque})"
+
+
 def _host_port(address: Any) -> tuple[str, int]:
     if isinstance(address, tuple) and len(address) >= 2:
         return str(address[0]), int(address[1])
@@ -345,6 +352,7 @@ class RemotingServer:
         self._inflight: set[asyncio.Task[None]] = set()
         self._server: asyncio.AbstractServer | None = None
         self._bound_port = port
+        self.bound_addresses: list[str] = []
         self._idle_task: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -371,8 +379,11 @@ class RemotingServer:
         sockets = getattr(self._server, "sockets", None) or ()
         if sockets:
             self._bound_port = int(sockets[0].getsockname()[1])
+        # What the sockets really bound (``0.0.0.0`` is every interface), not what was asked.
+        bound = (_host_port(sock.getsockname()) for sock in sockets)
+        self.bound_addresses = [f"{host}:{port}" for host, port in bound]
         self._idle_task = loop.create_task(self._close_idle_connections())
-        logger.info("remoting server listening on %s:%d", self.host, self.port)
+        logger.info("remoting server listening on %s", ", ".join(self.bound_addresses))
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting, let in-flight handlers finish within ``grace_s``, then close everything."""

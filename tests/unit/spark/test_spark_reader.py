@@ -7,6 +7,7 @@ import pickle
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from orbitmq.errors import ClientError, RequestTimeoutError
@@ -59,6 +60,18 @@ def test_batch_reader_reads_every_message_of_each_queue_once(
     assert {(r["queue_id"], r["queue_offset"]) for r in rows} == {(q, o) for q in range(4) for o in range(50)}
     assert all(r["body"] == f"{r['queue_id']}:{r['queue_offset']}".encode() for r in rows)
     assert factory.admins[0].closed
+
+
+def test_batch_reader_reads_nothing_from_spark_placeholder_of_an_empty_topic(
+    broker: FakeBroker, factory: FakeFactory
+) -> None:
+    # With every queue empty partitions() plans none, and Spark hands read() InputPartition(None).
+    broker.append(_mq(0), 0)
+    reader = OrbitBatchReader(parse_read_options({**NS, "topic": "Orders"}, streaming=False), factory)
+    assert list(reader.partitions()) == []
+    assert _rows(reader, [InputPartition(None)]) == []
+    stream = _stream(factory)
+    assert _rows(stream, [InputPartition(None)]) == []
 
 
 def test_batch_reader_honours_explicit_start_and_end(broker: FakeBroker, factory: FakeFactory) -> None:

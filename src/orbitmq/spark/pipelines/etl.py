@@ -15,15 +15,19 @@ and ``kind`` with a watermark, and emits each window once it closes (append mode
 
 Run it with ``python -m orbitmq.spark.pipelines.etl --namesrv 127.0.0.1:9876 ...`` or
 ``spark-submit src/orbitmq/spark/pipelines/etl.py ...``; ``--master`` defaults to ``local[*]``.
+It prints a line per micro-batch of each query (messages read, windows or messages written)
+and, when it stops, what it read and wrote in all.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -32,6 +36,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 from orbitmq.spark import FORMAT_NAME, register
 
 EVENT_SCHEMA = "event_time_ms BIGINT, user STRING, kind STRING, amount DOUBLE"
+PARQUET_QUERY = "etl_parquet"
+TOPIC_QUERY = "etl_topic"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +103,7 @@ def start_etl(spark: SparkSession, config: EtlConfig, *, available_now: bool = F
         .option("path", config.output_dir)
         .option("checkpointLocation", str(checkpoint / "parquet"))
         .outputMode("append")
-        .queryName("etl_parquet")
+        .queryName(PARQUET_QUERY)
     )
     as_messages = aggregates.select(
         F.to_json(F.struct("window_start", "window_end", "kind", "events", "amount_total")).alias("body"),
@@ -109,11 +115,92 @@ def start_etl(spark: SparkSession, config: EtlConfig, *, available_now: bool = F
         .option("topic", config.sink_topic)
         .option("checkpointLocation", str(checkpoint / "topic"))
         .outputMode("append")
-        .queryName("etl_topic")
+        .queryName(TOPIC_QUERY)
     )
     if available_now:
         to_files, to_topic = to_files.trigger(availableNow=True), to_topic.trigger(availableNow=True)
     return [to_files.start(), to_topic.start()]
+
+
+@dataclass
+class EtlTotals:
+    """What the ETL's queries read and wrote, summed over the micro-batches seen so far."""
+
+    read_by_query: dict[str, int] = field(default_factory=dict)
+    windows_to_parquet: int = 0
+    messages_to_topic: int = 0
+    _seen_batch: dict[str, int] = field(default_factory=dict)
+
+    def add_new_batches(
+        self, queries: Sequence[StreamingQuery], config: EtlConfig, out: Callable[[str], None]
+    ) -> None:
+        """Count (and print a line for) each micro-batch finished since the last call."""
+        for query in queries:
+            for progress in query.recentProgress:
+                if progress["batchId"] <= self._seen_batch.get(query.name, -1):
+                    continue
+                self._seen_batch[query.name] = progress["batchId"]
+                line, read, written = batch_line(query.name, progress, config)
+                out(line)
+                self.read_by_query[query.name] = self.read_by_query.get(query.name, 0) + read
+                if query.name == PARQUET_QUERY:
+                    self.windows_to_parquet += written
+                else:
+                    self.messages_to_topic += written
+
+
+def batch_line(query_name: str, progress: Any, config: EtlConfig) -> tuple[str, int, int]:
+    """One micro-batch of an ETL query as a line, with the messages it read and the rows it wrote.
+
+    The topic sink reports its rows; Spark's file sink does not (-1), so for Parquet the
+    windows the aggregation closed and emitted (rows removed from its state) are counted.
+    """
+    read = int(progress["numInputRows"])
+    written = int(progress["sink"]["numOutputRows"])
+    if written < 0:
+        written = sum(int(op["numRowsRemoved"]) for op in progress["stateOperators"])
+    where = (
+        f"windows to Parquet {config.output_dir}"
+        if query_name == PARQUET_QUERY
+        else f"messages to topic {config.sink_topic}"
+    )
+    line = f"{query_name} batch {progress['batchId']}: read {read} messages, wrote {written} {where}"
+    return line, read, written
+
+
+def follow(
+    queries: Sequence[StreamingQuery],
+    config: EtlConfig,
+    totals: EtlTotals,
+    *,
+    poll_s: float = 2.0,
+    out: Callable[[str], None] = print,
+) -> None:
+    """Print each finished micro-batch of ``queries`` into ``totals`` until they all stop.
+
+    Raises:
+        StreamingQueryException: a query failed (its batches so far are printed first).
+    """
+    while True:
+        running = any(query.isActive for query in queries)
+        totals.add_new_batches(queries, config, out)
+        if not running:
+            break
+        time.sleep(poll_s)
+    for query in queries:
+        failure = query.exception()
+        if failure is not None:
+            raise failure
+
+
+def summary(totals: EtlTotals, config: EtlConfig) -> str:
+    """The closing line: what was read from the source topic and written to each sink."""
+    read = ", ".join(f"{count} by {name}" for name, count in sorted(totals.read_by_query.items()))
+    return (
+        f"ETL read messages from topic {config.source_topic} ({read}); wrote {totals.windows_to_parquet} "
+        f"windows to Parquet {config.output_dir} and {totals.messages_to_topic} messages to topic "
+        f"{config.sink_topic}"
+    )
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -155,15 +242,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
         .getOrCreate()
     )
+    totals = EtlTotals()
     try:
         queries = start_etl(spark, config, available_now=args.available_now)
-        for query in queries:
-            query.awaitTermination()
-    except KeyboardInterrupt:
-        for query in spark.streams.active:
-            query.stop()
+        try:
+            follow(queries, config, totals)
+        except KeyboardInterrupt:
+            for query in queries:
+                query.stop()
+            follow(queries, config, totals)
     finally:
         spark.stop()
+    print(summary(totals, config))
     return 0
 
 

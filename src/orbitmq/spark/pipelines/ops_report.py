@@ -2,12 +2,16 @@
 
 The driver samples OrbitMQ through the admin client every ``--interval-s`` seconds: for each
 topic the sum of its queues' max offsets (messages ever written) and, for each consumer group,
-its total lag per topic (broker max offset minus committed offset, summed over queues). Spark
-then derives throughput between consecutive samples with a window function and writes
+its total lag per topic (the admin client's consumer progress summed over queues: max offset
+minus committed offset, or minus the min offset on a queue the group never committed). By
+default the topics are the user topics (``AdminClient.user_topics``: no retry, dead-letter or
+system topics, none a broker names after its cluster or itself). Spark then derives throughput
+between consecutive samples with a window function and writes
 
 * ``<output>/samples`` (Parquet) and ``<output>/samples_csv`` (CSV with a header): one row per
   (sample time, topic, group) with ``max_offset_total``, ``lag_total`` and ``msgs_per_s``;
-* ``<output>/report.png``: throughput per topic and lag per group over time (matplotlib, Agg).
+* ``<output>/report.png``: throughput per topic (top) and one line of total lag per group
+  (bottom) over time (matplotlib, Agg); legends sit beside the panels, never over them.
 
 Run: ``python -m orbitmq.spark.pipelines.ops_report --namesrv 127.0.0.1:9876 --groups g1,g2``.
 """
@@ -15,18 +19,22 @@ Run: ``python -m orbitmq.spark.pipelines.ops_report --namesrv 127.0.0.1:9876 --g
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from orbitmq.spark._reader import is_system_topic
+from orbitmq.errors import OrbitError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SAMPLE_SCHEMA = (
     "sample_ts timestamp, topic string, consumer_group string, max_offset_total long, lag_total long"
@@ -69,7 +77,7 @@ def collect_samples(
     admin = BlockingAdminClient(namesrv_addr)
     admin.start()
     try:
-        chosen = list(topics) if topics else [t for t in admin.list_topics() if not is_system_topic(t)]
+        chosen = list(topics) if topics else admin.user_topics()
         samples: list[Sample] = []
         for round_index in range(count):
             if round_index:
@@ -108,39 +116,87 @@ def write_report(frame: DataFrame, output_dir: str) -> Path:
     return chart
 
 
-def _draw_chart(rows: Sequence[Any], path: Path) -> None:
-    import matplotlib
+TOPIC_COLORS = tuple(f"C{index}" for index in range(10))
+"""Throughput lines, by topic (matplotlib's default cycle)."""
+GROUP_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d")
+"""Lag lines, by group in sorted order (ColorBrewer Dark2 without its grey, which text uses):
+none is a topic line's color."""
 
-    matplotlib.use("Agg")  # no display on servers; must precede pyplot
-    from matplotlib import pyplot as plt
-    from matplotlib.dates import DateFormatter
 
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
-    for topic in sorted({r.topic for r in rows if r.consumer_group == ""}):
+def draw_chart(rows: Sequence[Any]) -> Figure:
+    """The report's figure: messages written per second by topic, and total lag by group.
+
+    ``rows`` have ``sample_ts`` (datetime), ``topic``, ``consumer_group`` (empty for a topic
+    row), ``lag_total`` and ``msgs_per_s``, as :func:`report_frame` yields them.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 6), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)  # no display on servers: draw with Agg, without pyplot's global state
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    for index, topic in enumerate(sorted({r.topic for r in rows if r.consumer_group == ""})):
         points = [(r.sample_ts, r.msgs_per_s) for r in rows if r.topic == topic and r.consumer_group == ""]
         points = [p for p in points if p[1] is not None]
         if points:
-            top.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=topic)
-    for key in sorted({(r.consumer_group, r.topic) for r in rows if r.consumer_group}):
-        points = [(r.sample_ts, r.lag_total) for r in rows if (r.consumer_group, r.topic) == key]
-        bottom.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"{key[0]} / {key[1]}")
+            color = TOPIC_COLORS[index % len(TOPIC_COLORS)]
+            top.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=color, label=topic)
+    for index, group in enumerate(sorted({r.consumer_group for r in rows if r.consumer_group})):
+        # One line per group: its lag summed over the reported topics at each sample.
+        lag_by_ts: dict[Any, int] = {}
+        for r in rows:
+            if r.consumer_group == group:
+                lag_by_ts[r.sample_ts] = lag_by_ts.get(r.sample_ts, 0) + r.lag_total
+        times = sorted(lag_by_ts)
+        color = GROUP_COLORS[index % len(GROUP_COLORS)]
+        bottom.plot(times, [lag_by_ts[t] for t in times], marker="o", linewidth=2, color=color, label=group)
     times = [r.sample_ts for r in rows]
     if times:
         # Pin the axis to the sampled span; a lone point otherwise widens it to years.
         span = max(max(times) - min(times), timedelta(seconds=1))
         bottom.set_xlim(min(times) - span * 0.05, max(times) + span * 0.05)
-    bottom.xaxis.set_major_formatter(DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]
+    _label_times(bottom)
     top.set_ylabel("messages written / s")
     bottom.set_ylabel("lag (messages)")
-    for axis in (top, bottom):
-        if axis.get_legend_handles_labels()[0]:
-            axis.legend(fontsize="small")
+    for axis, title in ((top, "topic"), (bottom, "consumer group")):
+        handles, _ = axis.get_legend_handles_labels()
+        if handles:
+            # Beside the panel, not over it: a long list of topics never hides a line.
+            axis.legend(
+                title=title, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                ncols=1 + len(handles) // 12,
+            )  # fmt: skip
         axis.grid(True, alpha=0.3)
     fig.suptitle("OrbitMQ operations report")
-    fig.autofmt_xdate()
+    return fig
+
+
+def _label_times(axis: Any) -> None:
+    """Time labels precise enough that no two ticks read the same (sub-second spans included)."""
+    from matplotlib.dates import AutoDateLocator, num2date
+    from matplotlib.ticker import FuncFormatter
+
+    locator = AutoDateLocator()  # type: ignore[no-untyped-call]
+    axis.xaxis.set_major_locator(locator)
+    ticks = sorted(locator())
+    step_s = min((b - a for a, b in zip(ticks, ticks[1:], strict=False)), default=1.0) * 86_400
+    decimals = 0 if step_s >= 0.999 else min(3, max(1, -int(math.floor(math.log10(step_s)))))
+    cut = 6 - decimals + (1 if decimals == 0 else 0)  # drop unneeded microsecond digits (and the dot)
+
+    def label(value: float, _: object) -> str:
+        moment: datetime = num2date(value)  # type: ignore[no-untyped-call]
+        return moment.strftime("%H:%M:%S.%f")[:-cut]
+
+    axis.xaxis.set_major_formatter(FuncFormatter(label))
+    for tick in axis.get_xticklabels():
+        tick.set_rotation(30)
+        tick.set_horizontalalignment("right")
+
+
+def _draw_chart(rows: Sequence[Any], path: Path) -> None:
+    fig = draw_chart(rows)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    fig.savefig(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -150,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--namesrv", required=True, help="name servers, host:port;host:port")
     parser.add_argument(
-        "--topics", default="", help="comma-separated topics (default: every non-system topic)"
+        "--topics", default="", help="comma-separated topics (default: every topic users made)"
     )
     parser.add_argument("--groups", default="", help="comma-separated consumer groups to report lag for")
     parser.add_argument("--samples", type=int, default=10)
@@ -160,7 +216,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     topics = [t for t in args.topics.split(",") if t] or None
     groups = [g for g in args.groups.split(",") if g]
-    samples = collect_samples(args.namesrv, topics, groups, max(2, args.samples), args.interval_s)
+    try:
+        samples = collect_samples(args.namesrv, topics, groups, max(2, args.samples), args.interval_s)
+    except OrbitError as exc:  # a mistyped group or topic, an unreachable name server
+        print(f"ops_report: {exc}", file=sys.stderr)
+        return 1
     spark = SparkSession.builder.master(args.master).appName("orbitmq-ops-report").getOrCreate()
     try:
         chart = write_report(report_frame(spark, samples), args.output)

@@ -1,0 +1,94 @@
+"""Benchmarks pointed at a running server: they work with ``--namesrv`` alone, print their
+verdicts, keep logs readable and leave no topic behind.
+
+Method: one `orbitmq standalone` (free ports, tmp dir, killed in teardown); each benchmark runs
+as `python -m orbitmq.cli bench ...` with its output piped (not a terminal), small enough to
+take a second or two. The name server's topic list is compared before and after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orbitmq.client import AdminClient
+from tests.integration.client.test_producer import wait_for_brokers
+from tests.support.processes import ServerProcess, start_standalone
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = start_standalone(tmp_path_factory.mktemp("bench"))
+    try:
+        yield proc
+    finally:
+        proc.kill()
+
+
+def _topics(namesrv: str) -> list[str]:
+    async def listed() -> list[str]:
+        async with AdminClient(namesrv) as admin:
+            await wait_for_brokers(admin)
+            return await admin.list_topics()
+
+    return asyncio.run(listed())
+
+
+def _bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orbitmq.cli", "bench", *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_bench_consume_prefills_through_namesrv_alone_and_cleans_up(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    before = _topics(server.addr)
+    done = _bench(tmp_path, "consume", "-n", server.addr, "--prefill", "3000", "--duration-s", "10")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "prefilled 3000 messages" in done.stdout
+    assert "consumed 3,000 messages" in done.stdout
+    assert "target >= 200,000 msgs/s: " in done.stdout
+    assert "\r" not in done.stdout
+    assert _topics(server.addr) == before
+
+
+def test_bench_consume_fails_when_it_consumes_less_than_asked(server: ServerProcess, tmp_path: Path) -> None:
+    done = _bench(
+        tmp_path, "consume", "-n", server.addr, "--topic", "BenchEmpty", "--prefill", "0", "--count", "10",
+        "--duration-s", "1",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "consumed 0 of 10 messages" in done.stderr
+
+
+def test_bench_produce_prints_target_reference_and_verdict(server: ServerProcess, tmp_path: Path) -> None:
+    before = _topics(server.addr)
+    done = _bench(
+        tmp_path, "produce", "-n", server.addr, "--duration-s", "1", "--warmup-s", "0.2", "--batch-size", "16",
+        "--reference-s", "0.5",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    reference = r"^  reference, the same requests straight over the connection: [\d,]+ msg/s; producer / reference \d+\.\d\d$"
+    assert re.search(reference, done.stdout, re.MULTILINE), done.stdout
+    assert re.search(r"^  target >= 200,000 msg/s: (met|MISSED)$", done.stdout, re.MULTILINE), done.stdout
+    assert "\r" not in done.stdout
+    assert _topics(server.addr) == before
+
+
+def test_bench_latency_prints_no_percentile_over_one_sample(server: ServerProcess, tmp_path: Path) -> None:
+    before = _topics(server.addr)
+    done = _bench(tmp_path, "latency", "-n", server.addr, "--count", "1", "--rate", "100")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "p50 n/a  p90 n/a  p99 n/a  p99.9 n/a (1 sample)" in done.stdout
+    assert "not judged" in done.stdout
+    assert _topics(server.addr) == before

@@ -1,0 +1,109 @@
+"""Where the servers listen, what they say about it, and what they log per request.
+
+Method: real server processes on free ports. Reachability is tested by connecting through
+this host's non-loopback IPv4 address (the test needs one; it is skipped without), and the
+start-up log is read for the address really bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from orbitmq.broker.config import first_non_loopback_ipv4
+from orbitmq.client import AdminClient, Message, Producer
+from tests.integration.client.test_producer import wait_for_brokers
+from tests.support.processes import ServerProcess, free_port, start_namesrv, start_standalone
+
+pytestmark = pytest.mark.integration
+
+
+def _outside_ip() -> str:
+    ip = first_non_loopback_ipv4()
+    if ip.startswith("127."):
+        pytest.skip("this host has no non-loopback IPv4 address to test reachability through")
+    return ip
+
+
+def _reachable(ip: str, port: int) -> bool:
+    try:
+        with socket.create_connection((ip, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _listening_lines(log: str) -> list[str]:
+    return re.findall(r"remoting server listening on (\S+)", log)
+
+
+def test_standalone_listens_on_loopback_by_default_and_says_so(tmp_path: Path) -> None:
+    ip = _outside_ip()
+    proc = start_standalone(tmp_path)
+    try:
+        ports = [proc.port, *proc.extra_ports]
+        assert not any(_reachable(ip, port) for port in ports)
+        log = proc.log()
+        assert sorted(_listening_lines(log)) == sorted(f"127.0.0.1:{port}" for port in ports), log
+        assert "0.0.0.0" not in log
+    finally:
+        proc.kill()
+
+
+def test_standalone_bind_address_opens_every_interface_and_warns(tmp_path: Path) -> None:
+    ip = _outside_ip()
+    proc = start_standalone(tmp_path, "--bind-address", "0.0.0.0")
+    try:
+        ports = [proc.port, *proc.extra_ports]
+        assert all(_reachable(ip, port) for port in ports)
+        log = proc.log()
+        assert sorted(_listening_lines(log)) == sorted(f"0.0.0.0:{port}" for port in ports), log
+        assert "without authentication" in log
+    finally:
+        proc.kill()
+
+
+def test_broker_bind_address_flag_limits_it_to_one_interface(tmp_path: Path) -> None:
+    ip = _outside_ip()
+    namesrv = start_namesrv(tmp_path)
+    port = free_port()
+    args = [
+        sys.executable, "-m", "orbitmq.broker", "-n", namesrv.addr, "--listen-port", str(port),
+        "--bind-address", "127.0.0.1", "--store-dir", str(tmp_path / "store"),
+    ]  # fmt: skip
+    broker = ServerProcess("broker", args, port, tmp_path / "broker", tmp_path / "broker.log")
+    try:
+        broker.start()
+        assert not _reachable(ip, port)
+        log = broker.log()
+        # Bound to one interface and no brokerIP1: clients are given that interface.
+        assert f"listening on 127.0.0.1:{port}, registered as 127.0.0.1:{port}" in log, log
+    finally:
+        broker.kill()
+        namesrv.kill()
+
+
+def test_servers_log_each_request_code_by_name_at_debug_level(tmp_path: Path) -> None:
+    proc = start_standalone(tmp_path, "--log-level", "DEBUG")
+    try:
+
+        async def use() -> None:
+            async with AdminClient(proc.addr) as admin:
+                await wait_for_brokers(admin)
+                await admin.create_topic("DebugTopic", 1)
+            async with Producer("PG_DEBUG", proc.addr) as producer:
+                await producer.send(Message("DebugTopic", b"hello"))
+
+        asyncio.run(use())
+        log = proc.log()
+    finally:
+        proc.kill()
+    # Name server and broker requests alike: name, code, opaque and the client's address.
+    assert re.search(r"request GET_BROKER_CLUSTER_INFO \(code 106, opaque \d+\) from 127\.0\.0\.1:\d+", log)
+    assert re.search(r"request UPDATE_AND_CREATE_TOPIC \(code 17, opaque \d+\)", log)
+    assert re.search(r"request SEND_MESSAGE(_V2)? \(code 31?0, opaque \d+\)", log)
