@@ -103,7 +103,7 @@ def test_standalone_cluster_runs_the_etl_pipeline_with_spark_submit(
     orbit.produce([Message(source, json.dumps(e).encode()) for e in events])
     orbit.produce([Message(source, json.dumps(flush).encode())])
     output = tmp_path / "out"
-    _submit(
+    out = _submit(
         cluster, shipped, tmp_path, str(REPO_ROOT / "src/orbitmq/spark/pipelines/etl.py"),
         "--namesrv", orbit.namesrv_addr, "--source-topic", source, "--sink-topic", sink,
         "--output", str(output), "--checkpoint", str(tmp_path / "ckpt"), "--window-s", str(WINDOW_S),
@@ -116,6 +116,7 @@ def test_standalone_cluster_runs_the_etl_pipeline_with_spark_submit(
         spark.read.format("orbitmq").option("namesrvAddr", orbit.namesrv_addr).option("topic", sink).load()
     )
     assert published.count() == len(got)
+    assert f"wrote {len(got)} windows to Parquet {output} and {len(got)} messages to topic {sink}" in out
 
 
 def test_standalone_cluster_batch_read_with_spark_submit_needs_no_register(

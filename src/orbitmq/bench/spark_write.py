@@ -1,7 +1,7 @@
 """Spark sink throughput: exactly-once writes beside at-least-once writes, same data, same run.
 
-A ``local[N]`` session (a temporary ``orbitmq standalone`` is started unless ``--namesrv``
-names one) builds ``--messages`` rows of ``--size``-byte bodies with ``spark.range`` over
+A ``local[N]`` session (a temporary ``orbitmq standalone`` is started unless ``-n/--namesrv``
+names a running cluster; there the topic is removed at the end unless it existed before) builds ``--messages`` rows of ``--size``-byte bodies with ``spark.range`` over
 ``--partitions`` write tasks, then, alternately for ``--rounds`` rounds, writes them to a topic
 of ``--queues`` queues with the ``orbitmq`` sink:
 
@@ -20,6 +20,7 @@ at-least-once rate (best rounds compared, as the machine is shared).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 import tempfile
@@ -27,7 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orbitmq.bench._servers import start_standalone
+from orbitmq.bench._servers import add_namesrv_argument, start_standalone
+from orbitmq.bench._topics import BenchTopic
 from orbitmq.bench.spark import _tree_cpu_s
 from orbitmq.client.blocking import BlockingAdminClient
 
@@ -36,15 +38,15 @@ MODES = ("at-least-once", "exactly-once")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--namesrv", help="name servers (default: start a temporary standalone)")
-    parser.add_argument("--topic", default="BenchSparkWrite", help="topic (default BenchSparkWrite)")
-    parser.add_argument("--queues", type=int, default=8, help="queues of the topic (default 8)")
-    parser.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
-    parser.add_argument("--messages", type=int, default=200_000, help="rows per write (default 200000)")
-    parser.add_argument("--partitions", type=int, default=2, help="write tasks (default 2)")
-    parser.add_argument("--write-batch-size", type=int, default=256, help="writeBatchSize (default 256)")
-    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of both modes (default 3)")
+    add_namesrv_argument(parser)
+    parser.add_argument("--topic", default="BenchSparkWrite", help="topic (created when missing)")
+    parser.add_argument("--queues", type=int, default=8, help="queues of the topic when it is created")
+    parser.add_argument("--size", type=int, default=1024, help="body bytes")
+    parser.add_argument("--messages", type=int, default=200_000, help="rows per write")
+    parser.add_argument("--partitions", type=int, default=2, help="write tasks")
+    parser.add_argument("--write-batch-size", type=int, default=256, help="the sink's writeBatchSize")
+    parser.add_argument("--master", default="local[2]", help="Spark master")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of both modes")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,9 +56,12 @@ def run(args: argparse.Namespace) -> int:
         if namesrv is None:
             server, namesrv_port, _ = start_standalone(Path(workdir))
             namesrv = f"127.0.0.1:{namesrv_port}"
+        bench_topic = BenchTopic(namesrv, args.topic, args.queues)
         try:
+            asyncio.run(bench_topic.create())
             return _measure(namesrv, args)
         finally:
+            asyncio.run(bench_topic.remove_created())
             if server is not None:
                 server.terminate()
                 server.wait(30)
@@ -67,8 +72,6 @@ def _measure(namesrv: str, args: argparse.Namespace) -> int:
     admin.start()
     spark = _session(args)
     try:
-        if args.topic not in admin.list_topics():
-            admin.create_topic(args.topic, args.queues)
         frame = _rows(spark, args.messages, args.size, args.partitions)
         for mode in MODES:  # warm-up: Python helpers, producers, routes
             _write(_rows(spark, 1000, args.size, args.partitions), namesrv, args, mode)
