@@ -1,9 +1,12 @@
-"""A spark-submit application of test_spark_cluster: batch and streaming reads, printing JSON.
+"""Batch and streaming reads of one topic, printing JSON: a spark-submit application of
+test_spark_cluster, and a plain driver script of test_spark_interpreter.
 
 Usage: spark-submit [--master ...] tests/spark/cluster_child.py NAMESRV TOPIC WORKDIR
+       python -m tests.spark.cluster_child NAMESRV TOPIC WORKDIR MASTER register
 
-The session comes from spark-submit (master, shipped files); the script never calls
-``orbitmq.spark.register``: format ``orbitmq`` must resolve by itself.
+Under spark-submit the session comes from it (master, shipped files) and the script never
+calls ``orbitmq.spark.register``: format ``orbitmq`` must resolve by itself. With MASTER and
+``register`` the script builds its session on MASTER and registers the format explicitly.
 """
 
 from __future__ import annotations
@@ -12,11 +15,16 @@ import json
 import sys
 
 
-def main(namesrv: str, topic: str, workdir: str) -> None:
+def main(namesrv: str, topic: str, workdir: str, master: str | None, register: bool) -> None:
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.getOrCreate()
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
+    spark = builder.config("spark.ui.enabled", "false").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if register:
+        import orbitmq.spark
+
+        orbitmq.spark.register(spark)
     options = {"namesrvAddr": namesrv, "topic": topic}
     batch_rows = spark.read.format("orbitmq").options(**options).load().count()
     query = (
@@ -41,4 +49,4 @@ def main(namesrv: str, topic: str, workdir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:4], sys.argv[4] if len(sys.argv) > 4 else None, sys.argv[5:6] == ["register"])

@@ -44,8 +44,8 @@ def test_source_workers_run_the_driver_interpreter_when_pyspark_python_is_unset(
     path = [entry for entry in env.get("PATH", "").split(os.pathsep) if entry and entry != venv_bin]
     env["PATH"] = os.pathsep.join([str(bare_bin), *path])
     env["PYTHONPATH"] = str(REPO_ROOT)  # for tests.spark.cluster_child; src/orbitmq is not on it
-    cmd = [sys.executable, "-m", "tests.spark.cluster_child", "local[1]", orbit.namesrv_addr, topic,
-           str(tmp_path / "work")]  # fmt: skip
+    cmd = [sys.executable, "-m", "tests.spark.cluster_child", orbit.namesrv_addr, topic,
+           str(tmp_path / "work"), "local[1]", "register"]  # fmt: skip
     done = subprocess.run(
         cmd, env=env, cwd=tmp_path, capture_output=True, timeout=280, start_new_session=True
     )

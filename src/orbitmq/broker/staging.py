@@ -234,6 +234,8 @@ class StagingService:
         entry = self.ledger.get(key)
         if entry is not None:
             return CommitOutcome(True, entry.body)
+        if len(set(body.chunks)) != len(body.chunks):
+            return Rejection(ResponseCode.MESSAGE_ILLEGAL, f"commit {key} lists a staged record twice")
         chunks = []
         for offset in body.chunks:
             chunk = self._read_staged(offset, key)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from orbitmq.client._send import prepare_batches
 from orbitmq.client.producer import Producer, select_queue_by_hash
-from orbitmq.errors import NoRouteError, OrbitError, RequestTimeoutError, error_for_code
+from orbitmq.errors import NoRouteError, OrbitError, RemoteProtocolError, RequestTimeoutError, error_for_code
 from orbitmq.model.message import Message, MessageQueue
 from orbitmq.model.route import MASTER_BROKER_ID
 from orbitmq.protocol.bodies import decode_cluster_info
@@ -144,7 +144,10 @@ class StagingProducer(Producer):
         response = await instance.remoting.invoke(self._broker_addr(instance, queue), request, timeout_ms)
         if response.code != ResponseCode.SUCCESS:
             raise error_for_code(response.code, response.remark)
-        offset = int(response.ext_fields.get("commitLogOffset", "-1"))
+        offset_text = response.ext_fields.get("commitLogOffset", "")
+        if not offset_text.isdigit():
+            raise RemoteProtocolError(f"STAGE_MESSAGES answer has no commitLogOffset: {offset_text!r}")
+        offset = int(offset_text)
         return StagedChunk(queue.broker_name, offset, queue.topic, queue.queue_id, count)
 
     async def commit(self, write_id: str, batch_id: int, chunks: Sequence[StagedChunk]) -> CommitResult:

@@ -116,6 +116,8 @@ async def test_staging_refuses_bad_input_naming_it(cluster: Cluster) -> None:
             await producer.commit(
                 "write-1", 0, [StagedChunk(mine[0].broker_name, 1 << 40, "StagedBad", 0, 1)]
             )
+        with pytest.raises(MessageIllegalError, match="lists a staged record twice"):
+            await producer.commit("write-1", 0, [*mine, *mine])
         # Refused commits record nothing: the key can still be committed.
         assert not (await producer.commit("write-1", 0, mine)).already_committed
     assert len(await _bodies(cluster.namesrv_addr, "StagedBad")) == 3
