@@ -1,5 +1,5 @@
 """The connector on a real Spark standalone cluster (master + worker from the installed PySpark,
-on 127.0.0.1) and through a Spark Connect server running on that cluster.
+on 127.0.0.1) and through a local Spark Connect server.
 
 * ``spark-submit`` runs the streaming ETL pipeline (``pipelines/etl.py``) and a batch +
   availableNow read (``cluster_child.py``) on the cluster, with OrbitMQ shipped as documented
@@ -7,10 +7,11 @@ on 127.0.0.1) and through a Spark Connect server running on that cluster.
   ``--py-files`` and ``spark.executorEnv.PYTHONPATH`` for executors, on ``PYTHONPATH`` for the
   driver and its helpers, and ``spark.pyspark.python`` naming an interpreter that has pyspark
   and pyarrow but not orbitmq. The read script never registers the format.
-* A Connect server on the cluster, whose interpreter has OrbitMQ installed, serves a client
-  process (``connect_child.py``) that reads, writes exactly once, and runs a stream.
+* A Connect server (``local[2]``), whose interpreter has OrbitMQ installed, serves a client
+  process (``connect_child.py``, no JVM) that reads, writes exactly once, and runs a stream.
 
-The cluster is shared by the module's tests and killed at its end (marker ``spark_cluster``).
+The cluster is shared by the module's spark-submit tests and killed at its end; every test
+here has the marker ``spark_cluster``.
 """
 
 from __future__ import annotations
@@ -89,7 +90,9 @@ def _submit(cluster: StandaloneCluster, shipped: tuple[Path, Path], workdir: Pat
         "--conf", f"spark.executorEnv.PYTHONPATH={archive.name}", "--conf", f"spark.pyspark.python={python}",
         "--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=512m", *args,
     ]  # fmt: skip
-    done = spark_submit(submit, workdir, spark_env(PYTHONPATH=str(archive)), SUBMIT_TIMEOUT_S)
+    # The driver, its helpers and PySpark's data source lookup all run the bare interpreter too.
+    env = spark_env(PYTHONPATH=str(archive), PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
+    done = spark_submit(submit, workdir, env, SUBMIT_TIMEOUT_S)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:]
     return done.stdout.decode()
 
@@ -135,16 +138,16 @@ def test_standalone_cluster_batch_read_with_spark_submit_needs_no_register(
     assert result["orbitmq_file"].endswith("orbitmq.zip/orbitmq/spark/__init__.py")
 
 
-def test_spark_connect_client_reads_and_writes_exactly_once(
-    cluster: StandaloneCluster, orbit: Broker, tmp_path: Path
-) -> None:
+def test_spark_connect_client_reads_and_writes_exactly_once(orbit: Broker, tmp_path: Path) -> None:
     source, target = orbit.new_topic("ConnectIn", queues=2), orbit.new_topic("ConnectOut", queues=2)
     bodies = [f"s{i}" for i in range(random.randrange(200, 400))]
     orbit.produce([Message(source, body.encode()) for body in bodies])
     # The server's interpreter has OrbitMQ installed (the production way); nothing is shipped.
+    # PYSPARK_PYTHON for the server's data source lookup, spark.pyspark.python for its workers.
     server, port = start_connect_server(
-        tmp_path, cluster.url, spark_env(), "--conf", f"spark.pyspark.python={sys.executable}",
-        "--conf", "spark.executor.memory=512m",
+        tmp_path, "local[2]", spark_env(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable),
+        "--conf", f"spark.pyspark.python={sys.executable}",
+        "--conf", "spark.sql.shuffle.partitions=2",
     )  # fmt: skip
     try:
         cmd = [sys.executable, "-m", "tests.spark.connect_child", f"sc://127.0.0.1:{port}", orbit.namesrv_addr,
