@@ -40,7 +40,8 @@ from tests.support.spark_cluster import (
     start_standalone_cluster,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.spark_cluster, pytest.mark.slow]
+# The first test also starts the cluster; a busy 2-core machine can take minutes for that.
+pytestmark = [pytest.mark.spark, pytest.mark.spark_cluster, pytest.mark.slow, pytest.mark.timeout(600)]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SUBMIT_TIMEOUT_S = 240

@@ -29,7 +29,8 @@ from orbitmq.model.message import Message
 from tests.spark.conftest import Broker
 from tests.spark.stream_child import source, to_files, to_messages
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# The first test also runs the killed child (its own JVM); a busy machine can take minutes.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_PER_TRIGGER = 300
