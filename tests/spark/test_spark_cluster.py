@@ -11,7 +11,9 @@ on 127.0.0.1) and through a local Spark Connect server.
   process (``connect_child.py``, no JVM) that reads, writes exactly once, and runs a stream.
 
 The cluster is shared by the module's spark-submit tests and killed at its end; every test
-here has the marker ``spark_cluster``.
+here has the marker ``spark_cluster``. Nothing here uses the tier's local session: results are
+read with pyarrow and the OrbitMQ client, so these tests start no JVM in the test process and
+run in their own pytest-xdist group (tests/conftest.py), beside the local-session tests.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ import venv
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from orbitmq.client.blocking import BlockingAdminClient
 from orbitmq.model.message import Message
 from tests.spark.conftest import Broker
 from tests.spark.test_spark_etl import BASE_MS, WATERMARK_S, WINDOW_S, _events, _expected
@@ -99,7 +103,7 @@ def _submit(cluster: StandaloneCluster, shipped: tuple[Path, Path], workdir: Pat
 
 
 def test_standalone_cluster_runs_the_etl_pipeline_with_spark_submit(
-    cluster: StandaloneCluster, shipped: tuple[Path, Path], orbit: Broker, spark: Any, tmp_path: Path
+    cluster: StandaloneCluster, shipped: tuple[Path, Path], orbit: Broker, tmp_path: Path
 ) -> None:
     source, sink = orbit.new_topic("ClusterEtlIn", queues=4), orbit.new_topic("ClusterEtlOut", queues=2)
     events = _events(1500)
@@ -113,13 +117,16 @@ def test_standalone_cluster_runs_the_etl_pipeline_with_spark_submit(
         "--output", str(output), "--checkpoint", str(tmp_path / "ckpt"), "--window-s", str(WINDOW_S),
         "--watermark-s", str(WATERMARK_S), "--available-now", "--master", cluster.url, "--shuffle-partitions", "2",
     )  # fmt: skip
-    rows = spark.read.parquet(str(output)).collect()
-    got = {(int(r.window_start.timestamp() * 1000), r.kind): (r.events, r.amount_total) for r in rows}
-    assert got == _expected(events)
-    published = (
-        spark.read.format("orbitmq").option("namesrvAddr", orbit.namesrv_addr).option("topic", sink).load()
+    # Read back without a Spark session of our own (this module needs no local JVM).
+    table = pq.read_table(output)  # skips _spark_metadata
+    starts = table.column("window_start").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64()).to_pylist()
+    rows = zip(
+        starts, *(table.column(name).to_pylist() for name in ("kind", "events", "amount_total")), strict=True
     )
-    assert published.count() == len(got)
+    got = {(start, kind): (events, amount) for start, kind, events, amount in rows}
+    assert got == _expected(events)
+    with BlockingAdminClient(orbit.namesrv_addr) as admin:
+        assert sum(status.max_offset for status in admin.topic_status(sink).values()) == len(got)
     assert f"wrote {len(got)} windows to Parquet {output} and {len(got)} messages to topic {sink}" in out
 
 
