@@ -253,8 +253,10 @@ class BlockingStagingProducer(BlockingProducer):
     def queue_for_key(self, topic: str, sharding_key: str) -> MessageQueue:
         return self._runner.run(self._staging.queue_for_key(topic, sharding_key))
 
-    def commit(self, write_id: str, batch_id: int, chunks: Sequence[StagedChunk]) -> CommitResult:
-        return self._runner.run(self._staging.commit(write_id, batch_id, chunks))
+    def commit(
+        self, write_id: str, batch_id: int, chunks: Sequence[StagedChunk], timeout_ms: int = 120_000
+    ) -> CommitResult:
+        return self._runner.run(self._staging.commit(write_id, batch_id, chunks, timeout_ms))
 
 
 async def _await(future: asyncio.Future[_T]) -> _T:

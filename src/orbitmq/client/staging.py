@@ -22,6 +22,7 @@ doubt: adding or removing the first-sorting broker at that moment breaks the gua
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -150,14 +151,21 @@ class StagingProducer(Producer):
         offset = int(offset_text)
         return StagedChunk(queue.broker_name, offset, queue.topic, queue.queue_id, count)
 
-    async def commit(self, write_id: str, batch_id: int, chunks: Sequence[StagedChunk]) -> CommitResult:
+    async def commit(
+        self, write_id: str, batch_id: int, chunks: Sequence[StagedChunk], timeout_ms: int = 120_000
+    ) -> CommitResult:
         """Make ``chunks`` visible unless ``(write_id, batch_id)`` was committed before.
+
+        A broker writes a big commit's messages before it answers, so the request may time
+        out; it is then sent again (it is idempotent) until ``timeout_ms`` is spent. An answer
+        that the key is committed with exactly this decision is this commit's own success.
 
         Raises:
             NoRouteError: no broker is known to the name server.
-            OrbitError: a broker refused or could not be reached; commit again (idempotent).
+            OrbitError: a broker refused or could not be reached in time; commit again.
         """
         instance = self._running_instance()
+        deadline = time.monotonic() + timeout_ms / 1000
         response = await instance.invoke_namesrv(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
         if response.code != ResponseCode.SUCCESS:
             raise error_for_code(response.code, response.remark)
@@ -177,24 +185,36 @@ class StagingProducer(Producer):
         coordinator = min(masters)
         remote = {name: offsets for name, offsets in by_broker.items() if name != coordinator}
         decision = CommitBody(by_broker.get(coordinator, []), remote)
-        already, recorded = await self._commit_on(masters[coordinator], write_id, batch_id, decision)
-        if already:
-            decision = recorded
-        for name, offsets in sorted(decision.remote.items()):
+        recorded = await self._commit_on(masters[coordinator], write_id, batch_id, decision, deadline)
+        for name, offsets in sorted(recorded.remote.items()):
             if name not in masters:
                 raise NoRouteError(f"broker {name} of write {write_id} batch {batch_id} has no master now")
-            await self._commit_on(masters[name], write_id, batch_id, CommitBody(offsets, {}))
-        return CommitResult(already, 1 + len(decision.remote))
+            await self._commit_on(masters[name], write_id, batch_id, CommitBody(offsets, {}), deadline)
+        return CommitResult(recorded != decision, 1 + len(recorded.remote))
 
     async def _commit_on(
-        self, addr: str, write_id: str, batch_id: int, body: CommitBody
-    ) -> tuple[bool, CommitBody]:
+        self, addr: str, write_id: str, batch_id: int, body: CommitBody, deadline: float
+    ) -> CommitBody:
+        """COMMIT_STAGED to one broker, resent on a retriable fault; returns the recorded decision."""
         instance = self._running_instance()
-        header = CommitStagedRequestHeader(write_id=write_id, batch_id=batch_id)
-        request = RemotingCommand.request(RequestCode.COMMIT_STAGED, header.to_ext(), body.encode())
-        response = await instance.remoting.invoke(addr, request, self.config.send_msg_timeout_ms)
-        if response.code != ResponseCode.SUCCESS:
-            raise error_for_code(response.code, response.remark)
-        if response.ext_fields.get("alreadyCommitted") == "true":
-            return True, CommitBody.decode(response.body)
-        return False, body
+        header = CommitStagedRequestHeader(write_id=write_id, batch_id=batch_id).to_ext()
+        payload = body.encode()
+        while True:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                raise RequestTimeoutError(
+                    f"commit of write {write_id} batch {batch_id} to {addr} not answered"
+                )
+            request = RemotingCommand.request(RequestCode.COMMIT_STAGED, header, payload)
+            try:
+                response = await instance.remoting.invoke(addr, request, remaining_ms)
+            except OrbitError as exc:
+                if not exc.retriable:
+                    raise
+                await asyncio.sleep(0.1)
+                continue
+            if response.code != ResponseCode.SUCCESS:
+                raise error_for_code(response.code, response.remark)
+            if response.ext_fields.get("alreadyCommitted") == "true":
+                return CommitBody.decode(response.body)
+            return body

@@ -54,7 +54,7 @@ _READ_KEYS = _COMMON_KEYS | {
     "fetchoffset.numretries",
     "fetchoffset.retryintervalms",
 }
-_WRITE_KEYS = _COMMON_KEYS | {"topic", "producergroup", "writebatchsize", "exactlyonce"}
+_WRITE_KEYS = _COMMON_KEYS | {"topic", "producergroup", "writebatchsize", "exactlyonce", "committimeoutms"}
 _STREAM_ONLY_KEYS = frozenset({"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"})
 _BATCH_ONLY_KEYS = frozenset({"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"})
 _START_KEYS = ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp")
@@ -200,6 +200,7 @@ class WriteOptions:
     write_batch_size: int = 256
     request_timeout_ms: int = 10_000
     exactly_once: bool = False
+    commit_timeout_ms: int = 120_000
 
 
 def parse_read_options(options: dict[str, str], *, streaming: bool) -> ReadOptions:
@@ -272,6 +273,7 @@ def parse_write_options(options: dict[str, str]) -> WriteOptions:
         write_batch_size=_positive_int(opts, "writeBatchSize") or 256,
         request_timeout_ms=_positive_int(opts, "requestTimeoutMs") or 10_000,
         exactly_once=_bool(opts, "exactlyOnce", False),
+        commit_timeout_ms=_positive_int(opts, "commitTimeoutMs") or 120_000,
     )
 
 

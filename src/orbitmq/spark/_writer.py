@@ -251,7 +251,7 @@ class _SendingWriter:
             raise ClientError(f"staged chunks of batch {batch_id} come from writes {sorted(write_ids)}")
         chunks = [chunk for m in sorted(staged, key=lambda m: m.partition_id) for chunk in m.chunks]
         write_id = write_ids.pop()
-        result = self._producer().commit(write_id, batch_id, chunks)
+        result = self._producer().commit(write_id, batch_id, chunks, self.options.commit_timeout_ms)
         if result.already_committed:
             log.warning(
                 "orbitmq write %s batch %d was committed before (a replay): its %d staged messages are "

@@ -4,6 +4,8 @@ coordinator and the other broker is completed by the next commit of that key."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from orbitmq.client import AdminClient, PullConsumer
@@ -54,10 +56,13 @@ async def test_staged_messages_appear_once_at_commit_and_never_again(cluster: Cl
         orphan = await producer.stage(_messages("StagedTopic", "orphan", 10), "write-1", 0)
         assert await _bodies(cluster.namesrv_addr, "StagedTopic") == []
         first = await producer.commit("write-1", 0, chunks)
+        # The same decision sent again (a resend after a timeout) is this commit, not a replay.
+        resent = await producer.commit("write-1", 0, chunks)
         # A replay of batch 0 stages again; its commit finds the key and writes nothing.
         replayed = await _stage_on_both(producer, "StagedTopic", "m", 0)
         second = await producer.commit("write-1", 0, replayed + orphan)
     assert (first.already_committed, first.brokers) == (False, 2)
+    assert not resent.already_committed
     assert (second.already_committed, second.brokers) == (True, 2)
     bodies = await _bodies(cluster.namesrv_addr, "StagedTopic")
     assert sorted(bodies) == sorted(f"m{i}-{j}".encode() for i in range(4) for j in range(25))
@@ -71,7 +76,8 @@ async def test_interrupted_commit_is_completed_by_the_next_commit_of_the_key(clu
         on_b = [c.commit_log_offset for c in chunks if c.broker_name == "broker-b"]
         # The writer dies after the coordinator (broker-a) recorded the decision.
         coordinator = cluster.brokers[0].addr
-        await producer._commit_on(coordinator, "write-1", 7, CommitBody(on_a, {"broker-b": on_b}))
+        deadline = time.monotonic() + 10
+        await producer._commit_on(coordinator, "write-1", 7, CommitBody(on_a, {"broker-b": on_b}), deadline)
         assert len(await _bodies(cluster.namesrv_addr, "HalfCommitted")) == 50
         # The replay stages other messages; the recorded decision wins on both brokers.
         replayed = await _stage_on_both(producer, "HalfCommitted", "r", 7)

@@ -173,7 +173,9 @@ class FakeProducer:
     def queue_for_key(self, topic: str, sharding_key: str) -> MessageQueue:
         return MessageQueue(topic, "broker-a", len(sharding_key) % 4)
 
-    def commit(self, write_id: str, batch_id: int, chunks: Sequence[StagedChunk]) -> CommitResult:
+    def commit(
+        self, write_id: str, batch_id: int, chunks: Sequence[StagedChunk], timeout_ms: int = 0
+    ) -> CommitResult:
         already = (write_id, batch_id) in self.broker.committed
         if not already:
             self.broker.committed[(write_id, batch_id)] = list(chunks)
