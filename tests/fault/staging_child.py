@@ -45,8 +45,8 @@ def body(chunk: int, index: int) -> bytes:
     return f"c{chunk}-m{index}".encode()
 
 
-def main(directory: str, failpoint: str, hits: int) -> None:
-    store, service = open_service(Path(directory))
+def stage_chunks(service: StagingService) -> list[int]:
+    """Stage the CHUNKS chunks; their commit-log offsets."""
     offsets = []
     for chunk in range(CHUNKS):
         items = [
@@ -58,6 +58,12 @@ def main(directory: str, failpoint: str, hits: int) -> None:
         staged = service.stage(TOPIC, chunk % 2, "PG", KEY, b"".join(items), (0, HOST))
         assert isinstance(staged, PutResult), staged
         offsets.append(staged.commit_log_offsets[0])
+    return offsets
+
+
+def main(directory: str, failpoint: str, hits: int) -> None:
+    _, service = open_service(Path(directory))
+    offsets = stage_chunks(service)
     print("STAGED", *offsets, flush=True)
     seen = 0
 

@@ -77,3 +77,35 @@ def test_staged_commit_cut_by_a_crash_is_finished_exactly_once(
         assert _bodies(store) == every
     finally:
         store.close()
+
+
+def test_staged_commit_stopped_by_a_failed_put_is_finished_by_the_next_commit(tmp_path: Path) -> None:
+    from orbitmq.broker.validation import Rejection
+    from orbitmq.store._fs import failpoints
+    from tests.fault.staging_child import stage_chunks
+
+    store, service = open_service(tmp_path)
+    try:
+        offsets = stage_chunks(service)
+        hits = 0
+
+        def fail_third_put() -> None:  # the ledger record, chunk 0, then chunk 1 fails
+            nonlocal hits
+            hits += 1
+            if hits == 3:
+                raise OSError("disk went away")
+
+        failpoints.arm("commit_log.before_write", fail_third_put)
+        try:
+            failed = asyncio.run(service.commit(KEY, CommitBody(offsets)))
+        finally:
+            failpoints.disarm("commit_log.before_write")
+        assert isinstance(failed, Rejection) and "failed" in failed.remark
+        partial = _bodies(store)
+        assert sum(partial.values()) == PER_CHUNK and max(partial.values()) == 1
+        again = asyncio.run(service.commit(KEY, CommitBody(offsets)))
+        assert isinstance(again, CommitOutcome) and again.already
+        assert _bodies(store) == Counter(body(chunk, i) for chunk in range(CHUNKS) for i in range(PER_CHUNK))
+        assert service.ledger[KEY].done
+    finally:
+        store.close()

@@ -20,7 +20,8 @@ data stages, then commits:
 Crash safety. The ledger record is written before any message, so a crash leaves either no
 trace of the commit (the writer retries, or Spark replays the batch: a new commit) or a ledger
 record. At start, :meth:`StagingService.load` rebuilds the ledger and finishes every record
-without a done mark: it reads each target queue from the recorded max offset, collects the
+without a done mark (as does a later COMMIT_STAGED of a key whose commit stopped on a failed
+put): it reads each target queue from the recorded max offset, collects the
 ``UNIQ_KEY`` of what is there, and writes the staged messages whose key is missing. Staged
 messages therefore must carry a ``UNIQ_KEY`` (the stage request refuses them otherwise).
 
@@ -65,6 +66,8 @@ class LedgerEntry:
     starts: dict[str, int]
     """``"<topic>/<queue id>"`` -> the queue's max offset when the ledger record was written."""
     done: bool = False
+    applying: bool = False
+    """A COMMIT_STAGED is writing this key's messages right now (between two chunks)."""
 
 
 @dataclass(slots=True)
@@ -233,6 +236,8 @@ class StagingService:
         """Commit ``body.chunks`` under ``key`` unless the key is in the ledger (module docstring)."""
         entry = self.ledger.get(key)
         if entry is not None:
+            if not entry.done and not entry.applying:
+                self._recover(key, entry)  # an earlier commit of the key stopped on a failed put
             return CommitOutcome(True, entry.body)
         if len(set(body.chunks)) != len(body.chunks):
             return Rejection(ResponseCode.MESSAGE_ILLEGAL, f"commit {key} lists a staged record twice")
@@ -260,18 +265,24 @@ class StagingService:
         put = self._put_ledger(record)
         if put.status is not PutStatus.PUT_OK:
             return Rejection(ResponseCode.SYSTEM_ERROR, f"recording commit {key} failed: {put.status.value}")
-        entry = LedgerEntry(body, starts)
+        entry = LedgerEntry(body, starts, applying=True)
         self._remember(key, entry)
         last_flush = put.flush_future
         messages = 0
-        for chunk in chunks:
-            result = self._store.put_messages(self._requests(chunk, chunk.items))
-            if result.status is not PutStatus.PUT_OK:
-                # Recorded but not finished: the next start finishes it (see load()).
-                return Rejection(ResponseCode.SYSTEM_ERROR, f"committing {key} failed: {result.status.value}")
-            messages += len(chunk.items)
-            last_flush = result.flush_future or last_flush
-            await asyncio.sleep(0)  # a big commit does not hold the event loop in one piece
+        try:
+            for chunk in chunks:
+                result = self._store.put_messages(self._requests(chunk, chunk.items))
+                if result.status is not PutStatus.PUT_OK:
+                    # Recorded but not finished: the next commit of the key, or the next start,
+                    # finishes it by UNIQ_KEY.
+                    return Rejection(
+                        ResponseCode.SYSTEM_ERROR, f"committing {key} failed: {result.status.value}"
+                    )
+                messages += len(chunk.items)
+                last_flush = result.flush_future or last_flush
+                await asyncio.sleep(0)  # a big commit does not hold the event loop in one piece
+        finally:
+            entry.applying = False
         done = self._put_ledger({"writeId": key[0], "batchId": key[1], "done": True})
         entry.done = done.status is PutStatus.PUT_OK
         if last_flush is not None and not await _flushed(done.flush_future or last_flush):
