@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 # so three workers finish sooner than one even on two cores.
 TEST_WORKERS ?= 3
 
-.PHONY: standalone test lint unit integration install clean
+.PHONY: standalone test lint unit integration install clean proto
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ integration: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(MAKE) --no-print-directory lint
 	$(BIN)/pytest tests -n $(TEST_WORKERS) --dist loadgroup
+
+# Regenerate the checked-in gRPC stubs (src/orbitmq/proxy/_pb) from the protos under proto/.
+proto: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[codegen]'
+	$(BIN)/python proto/generate.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

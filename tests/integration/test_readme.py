@@ -19,7 +19,9 @@ before it says:
 Commands run in the clone with no virtual environment activated (no venv ``bin`` on PATH, no
 VIRTUAL_ENV, PYSPARK_PYTHON, PYTHONPATH or NAMESRV_ADDR) and HOME in a temporary directory
 (the C++ client logs there); pip keeps its own cache and configuration. The README uses the
-default ports (9876, 10911): the test fails at once, naming the port, when one is taken.
+default ports (9876, 10911): when one is taken the test waits up to two minutes for it (another
+run of this README on a shared machine), then fails naming the port; a server counts as
+started only once its own log says it bound the port, never because another program holds it.
 """
 
 from __future__ import annotations
@@ -36,14 +38,23 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
+# It starts a Spark session of its own: on the Spark tier's xdist worker, never beside that
+# tier's JVM (see tests/conftest.py).
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(1200),
+    pytest.mark.xdist_group("spark"),
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVER_START_TIMEOUT_S = 900.0  # the first server block installs .venv (a cold pip cache included)
 STOP_TIMEOUT_S = 30.0
+PORT_WAIT_S = 120.0
 RUN_TIMEOUT_S = 300.0
 
 _MARKER = re.compile(r"<!-- readme-test: (?P<what>[^>]*?) -->")
+_OTHER_COMMENT = re.compile(r"<!--(?! readme-test:).*?-->", re.DOTALL)
 _FENCE = re.compile(r"^```[^\n]*\n(?P<body>.*?)^```$", re.DOTALL | re.MULTILINE)
 
 
@@ -71,7 +82,8 @@ def readme_steps(text: str) -> list[Step]:
                 steps.append(pending)  # a marker that takes no block (stop)
             pending = Step(match["what"].strip(), None, line)
         else:
-            between = text[position:start]
+            # Other comments (another test's markers) may sit between the marker and its block.
+            between = _OTHER_COMMENT.sub("", text[position:start])
             if pending is None or between.strip() != f"<!-- readme-test: {pending.what} -->":
                 raise AssertionError(f"README.md line {line}: a code block without a readme-test marker")
             pending.body = match["body"]
@@ -140,11 +152,16 @@ class Readme:
         assert step.body is not None
         self.stop()
         ports = [int(port) for port in step.what.split()[1:]]
-        for port in ports:
-            if not _port_free(port):
+        # Nothing else uses these ports on a CI machine; on a shared one another run of this
+        # README may hold them for a while, so wait a bounded time, then fail naming the port.
+        deadline = time.monotonic() + PORT_WAIT_S
+        while taken := [port for port in ports if not _port_free(port)]:
+            if time.monotonic() > deadline:
                 pytest.fail(
-                    f"port {port} is in use: the README's commands need it (README.md line {step.line})"
+                    f"port {taken[0]} is in use (waited {PORT_WAIT_S:g} s): the README's commands need "
+                    f"it (README.md line {step.line})"
                 )
+            time.sleep(1)
         started = []
         for command in (line for line in step.body.splitlines() if line.strip()):
             log = self.logs / f"server-{len(self.servers)}.log"
@@ -156,7 +173,9 @@ class Readme:
             self.servers.append((command, proc, log))
             started.append((command, proc, log))
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while not all(_connectable(port) for port in ports):
+        # Listening, and by these processes (their logs say so): on a shared machine another
+        # program may take a default port meanwhile, and must not pass for the README's server.
+        while not all(_connectable(port) for port in ports) or not _logged_listening(started, ports):
             for command, proc, log in started:
                 if proc.poll() is not None:
                     pytest.fail(f"{command!r} exited with {proc.returncode}:\n{_tail(log)}")
@@ -202,6 +221,12 @@ class Readme:
             f"--- stdout\n{done.stdout.decode(errors='replace')[-4000:]}\n"
             f"--- stderr\n{done.stderr.decode(errors='replace')[-6000:]}"
         )
+
+
+def _logged_listening(servers: list[tuple[str, subprocess.Popen[bytes], Path]], ports: list[int]) -> bool:
+    logs = "".join(log.read_text(errors="replace") for _, _, log in servers)
+    bound = {int(port) for port in re.findall(r"listening on \S+?:(\d+)", logs)}
+    return set(ports) <= bound
 
 
 def _tail(path: Path, lines: int = 60) -> str:

@@ -182,6 +182,8 @@ def consume(args: argparse.Namespace) -> int:
                 "props": props,
             }
         )
+        if args.sleep_ms:
+            time.sleep(args.sleep_ms / 1000)  # a slow listener: the backlog lasts
 
     consumer.subscribe(args.topic, on_message, args.expression)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -221,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     cons.add_argument("--instance", default="DEFAULT")
     cons.add_argument("--threads", type=int, default=2)
     cons.add_argument("--duration-s", type=float, default=60.0)
+    cons.add_argument("--sleep-ms", type=int, default=0, help="pause after each message")
     args = parser.parse_args(argv)
     return produce(args) if args.command == "produce" else consume(args)
 

@@ -150,8 +150,15 @@ def start_broker(
 
 
 def start_standalone(tmp_path: Path, *extra: str, name: str = "standalone") -> ServerProcess:
-    """`orbitmq standalone` on free ports with its data under tmp_path."""
+    """`orbitmq standalone` on free ports with its data under tmp_path.
+
+    ``extra_ports`` holds the broker port, then the gRPC port (unless ``--no-proxy``).
+    """
     namesrv_port, broker_port = free_port(), free_port()
+    ports = [broker_port]
+    if "--no-proxy" not in extra:
+        ports.append(free_port())
+        extra = ("--grpc-port", str(ports[1]), *extra)
     workdir = tmp_path / name
     args = [
         sys.executable,
@@ -166,9 +173,7 @@ def start_standalone(tmp_path: Path, *extra: str, name: str = "standalone") -> S
         str(broker_port),
         *extra,
     ]
-    proc = ServerProcess(
-        name, args, namesrv_port, workdir, tmp_path / f"{name}.log", extra_ports=[broker_port]
-    )
+    proc = ServerProcess(name, args, namesrv_port, workdir, tmp_path / f"{name}.log", extra_ports=ports)
     return proc.start()
 
 

@@ -28,6 +28,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "consume throughput (msgs/s, MB/s) through the pull or push consumer",
     ),
     "timer": ("orbitmq.bench.timer", "1M pending timed messages: put rate, memory, disk, delivery lateness"),
+    "replication": (
+        "orbitmq.bench.replication",
+        "produce with no slave, ASYNC_MASTER and SYNC_MASTER; replication lag under load",
+    ),
+    "proxy": ("orbitmq.bench.proxy", "gRPC proxy send and receive+ack msgs/s beside the remoting port"),
 }
 
 USAGE_ERROR_STATUS = 2

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["add_namesrv_argument", "start_standalone"]
+__all__ = ["add_namesrv_argument", "start_standalone", "start_standalone_with_grpc"]
 
 START_TIMEOUT_S = 30.0
 
@@ -35,7 +35,7 @@ def _free_ports(count: int) -> list[int]:
 
 
 def start_standalone(workdir: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int, int]:
-    """Start ``orbitmq standalone`` with its data under ``workdir``.
+    """Start ``orbitmq standalone`` (without its gRPC proxy) with its data under ``workdir``.
 
     Returns:
         The process, the name-server port and the broker port (both connectable).
@@ -43,23 +43,38 @@ def start_standalone(workdir: Path, *extra: str) -> tuple[subprocess.Popen[bytes
     Raises:
         RuntimeError: the broker port did not accept connections within 30 s.
     """
-    namesrv_port, broker_port = _free_ports(2)
+    proc, namesrv_port, broker_port, _ = _start(workdir, False, *extra)
+    return proc, namesrv_port, broker_port
+
+
+def start_standalone_with_grpc(workdir: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int, int, int]:
+    """As :func:`start_standalone`, with the gRPC proxy; also returns the gRPC port."""
+    return _start(workdir, True, *extra)
+
+
+def _start(workdir: Path, grpc: bool, *extra: str) -> tuple[subprocess.Popen[bytes], int, int, int]:
+    namesrv_port, broker_port, grpc_port = _free_ports(3)
+    proxy_flags = ["--grpc-port", str(grpc_port)] if grpc else ["--no-proxy"]
     cmd = [
         sys.executable, "-m", "orbitmq.cli", "standalone",
         "--data-dir", str(workdir / "data"),
         "--namesrv-port", str(namesrv_port),
         "--broker-port", str(broker_port),
         "--log-level", "WARNING",
+        *proxy_flags,
         *extra,
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
     deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
+    waiting = [broker_port, grpc_port] if grpc else [broker_port]
+    while time.monotonic() < deadline and waiting:
         try:
-            with socket.create_connection(("127.0.0.1", broker_port), timeout=0.2):
-                return proc, namesrv_port, broker_port
+            with socket.create_connection(("127.0.0.1", waiting[0]), timeout=0.2):
+                waiting.pop(0)
         except OSError:
             time.sleep(0.05)
+    if not waiting:
+        return proc, namesrv_port, broker_port, grpc_port
     proc.kill()
     proc.wait(10)
-    raise RuntimeError(f"the standalone broker did not start within {START_TIMEOUT_S:g} s")
+    raise RuntimeError(f"the standalone server did not start within {START_TIMEOUT_S:g} s")

@@ -22,7 +22,7 @@ from orbitmq.errors import ConfigError
 from orbitmq.transport.runner import run_app
 
 
-def _parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None, prog: str = "python -m orbitmq.broker") -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog, description="OrbitMQ broker")
     parser.add_argument("-c", "--config-file", help="a RocketMQ broker.conf (key=value lines)")
     parser.add_argument("-n", "--namesrv-addr", help="name servers, 'host:port;host:port' (namesrvAddr)")
@@ -40,7 +40,8 @@ def _parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, object]:
+def overrides_of(args: argparse.Namespace) -> dict[str, object]:
+    """The config keys the flags set (defaults < file < flags)."""
     flags = {
         "namesrvAddr": args.namesrv_addr,
         "listenPort": args.listen_port,
@@ -60,14 +61,14 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m orbitmq.broker") -> int:
     """Run a broker; returns the exit code (``prog`` names the command in ``--help``)."""
-    args = _parse_args(argv, prog)
+    args = parse_args(argv, prog)
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        broker_config, store_config = load_broker_config(args.config_file, _overrides(args))
+        broker_config, store_config = load_broker_config(args.config_file, overrides_of(args))
     except ConfigError as exc:
         print(f"orbitmq broker: {exc}", file=sys.stderr)
         return 2

@@ -7,8 +7,12 @@ starts the services. :meth:`BrokerApp.shutdown` undoes it in reverse, one commen
 
 Background work uses one shape, :class:`PeriodicService` (start/stop): persisting dirty tables,
 scanning for expired clients; the long-polling, registration, delay-level (broker.schedule),
-timer (broker.timer) and transaction-check (broker.transaction) services have the same
-start/stop pair.
+timer (broker.timer), transaction-check (broker.transaction) and replication
+(broker.replication) services have the same start/stop pair.
+
+A SLAVE copies its master: its store refuses puts, and the services that write messages
+(delay levels, timed messages, transaction checks) do not run; their progress is copied from
+the master instead (broker.replication.metadata).
 """
 
 from __future__ import annotations
@@ -22,20 +26,26 @@ from pathlib import Path
 from typing import Protocol
 
 from orbitmq.broker.clients import ConsumerTable, ProducerTable
-from orbitmq.broker.config import BrokerConfig
+from orbitmq.broker.config import BrokerConfig, BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.handlers.admin import AdminHandlers
 from orbitmq.broker.handlers.client_manage import ClientManageHandlers
 from orbitmq.broker.handlers.offsets import OffsetHandlers
+from orbitmq.broker.handlers.pop import PopHandlers
 from orbitmq.broker.handlers.pull import PullHandlers
 from orbitmq.broker.handlers.query import QueryHandlers
+from orbitmq.broker.handlers.recall import RecallHandlers
 from orbitmq.broker.handlers.send import SendHandlers
 from orbitmq.broker.handlers.staging import StagingHandlers
+from orbitmq.broker.handlers.sync import SyncHandlers
 from orbitmq.broker.handlers.transaction import TransactionHandlers
 from orbitmq.broker.locks import QueueLockTable
 from orbitmq.broker.long_polling import LongPollingService
 from orbitmq.broker.offsets import ConsumerOffsetTable
+from orbitmq.broker.pop import PopService
+from orbitmq.broker.pop.journal import SNAPSHOT_FILE
 from orbitmq.broker.registration import NamesrvRegistration
+from orbitmq.broker.replication import ReplicationService
 from orbitmq.broker.schedule import DELAY_OFFSET_FILE, ScheduleService
 from orbitmq.broker.staging import StagingService
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
@@ -156,6 +166,13 @@ class BrokerApp:
         config = self.broker_config
         # Recovery after a crash re-scans the commit log: keep it off the event loop.
         await asyncio.to_thread(self._store.open)
+        is_slave = config.broker_role is BrokerRole.SLAVE
+        if is_slave:
+            # Only the master writes; a slave's log grows by replicated appends alone.
+            self._store.refuse_puts(
+                f"the broker[{config.broker_name}] is a slave (brokerId {config.broker_id}): "
+                "messages are put to its master"
+            )
         topics, offsets, groups = self._load_tables()
         topics.create_system_topics(
             config.broker_cluster_name,
@@ -180,7 +197,7 @@ class BrokerApp:
             on_topics_changed=self._on_topics_changed,
         )
         self._state = state
-        await self._create_message_services(state)
+        await self._create_message_services(state, is_slave)
         client_manage = ClientManageHandlers(state)
         self._server = RemotingServer(
             config.bind_address,
@@ -192,32 +209,54 @@ class BrokerApp:
         await self._server.start()
         # With listenPort=0 the bound port is known only now; records must carry the real one.
         state.store_host = (self._host, self._server.port)
-        self._registration = NamesrvRegistration(config, topics, self.address)
+        replication = state.replication
+        assert replication is not None
+        # The HA port first: registrations carry its address.
+        await replication.start()
+        self._registration = NamesrvRegistration(
+            config, topics, self.address, replication.ha_address, replication.on_registered
+        )
         self._services = [
             long_polling,
             PeriodicService("persist-tables", config.flush_consumer_offset_interval_ms, self._persist_tables),
             PeriodicService("client-expiry-scan", config.client_scan_interval_ms, client_manage.scan_expired),
             self._registration,
         ]
-        self._services += [
-            service for service in (state.schedule, state.timer, state.transactions) if service is not None
-        ]
+        # A slave writes no message of its own: no deliveries, no transaction checks. Its POP
+        # state follows the replicated journal (POP requests are refused on a slave).
+        writers = () if is_slave else (state.schedule, state.timer, state.transactions)
+        self._services += [service for service in (*writers, state.pop) if service is not None]
         for service in self._services:
             await service.start()
+        # Stopped last (services stop in reverse): sends still waiting for a slave are answered first.
+        self._services.insert(0, replication)
         logger.info(
-            "broker %s listening on %s, registered as %s (store %s)",
+            "broker %s (%s, id %d) listening on %s, registered as %s, HA port %s (store %s)",
             config.broker_name,
+            config.broker_role.value,
+            config.broker_id,
             ", ".join(self._server.bound_addresses),
             self.address,
+            replication.ha_address,
             self._store.store_path,
         )
+        if is_slave:
+            logger.info(
+                "slave of %s: %s",
+                config.broker_name,
+                f"master HA address {config.ha_master_address} (haMasterAddress)"
+                if config.ha_master_address
+                else "master learned from the name servers",
+            )
 
     async def shutdown(self) -> None:
         if self._server is None:
             return
-        # Release parked pulls first: they answer PULL_NOT_FOUND now instead of holding the drain.
+        # Release parked pulls and pops first: they answer "nothing" now instead of holding the drain.
         if self._state is not None:
             await self._state.long_polling.stop()
+            if self._state.pop is not None:
+                self._state.pop.release_waiters()
         # Stop accepting; requests in flight get the grace period to finish.
         await self._server.stop(self.broker_config.shutdown_grace_ms / 1000)
         # Stop background work; the registration service unregisters from every name server.
@@ -233,10 +272,19 @@ class BrokerApp:
         self._server = None
         logger.info("broker %s stopped", self.broker_config.broker_name)
 
-    async def _create_message_services(self, state: BrokerState) -> None:
-        """Delay levels, timed messages, transactions, staged writes: load their progress, hook arrivals."""
+    async def _create_message_services(self, state: BrokerState, is_slave: bool) -> None:
+        """Delay levels, timed messages, transactions, staged writes: load their progress, hook arrivals.
+
+        Also the replication service, which a slave's metadata copy attaches to these tables.
+        A slave gets no timer service: its timer progress is the master's, kept in a file. Nor
+        staged writes: it stores no message of its own, and its copy of the staging ledger is
+        the master's, which finishes interrupted commits.
+        """
         config = self.broker_config
         store = self._store
+        replication = ReplicationService(config, store)
+        state.replication = replication
+        replication.attach(state, self._host, self._config_dir, write_atomically)
 
         def store_host() -> tuple[str, int]:
             return state.store_host
@@ -253,7 +301,7 @@ class BrokerApp:
         schedule.load()
         store.add_arrival_listener(schedule.on_arrival)
         state.schedule = schedule
-        if config.timer_wheel_enable:
+        if config.timer_wheel_enable and not is_slave:
             timer = TimerService(
                 store,
                 Path(self.store_config.store_path_root_dir) / "timer",
@@ -282,10 +330,31 @@ class BrokerApp:
         )
         await asyncio.to_thread(transactions.load)
         state.transactions = transactions
-        staging = StagingService(store, state.topics, config.broker_cluster_name, store_host, now_ms)
-        # Finishes commits a crash interrupted before the broker serves again.
-        await asyncio.to_thread(staging.load)
-        state.staging = staging
+        pop = PopService(
+            store,
+            state.topics,
+            state.groups,
+            state.offsets,
+            self._config_dir / SNAPSHOT_FILE,
+            (
+                config.auto_create_subscription_group,
+                config.max_reconsume_times,
+                config.pop_snapshot_interval_ms,
+            ),
+            store_host,
+            write_atomically,
+            now_ms,
+        )
+        # Replaying the journal reads the store: keep it off the event loop.
+        await asyncio.to_thread(pop.load)
+        pop.on_topics_changed(state.on_topics_changed)
+        store.add_arrival_listener(pop.on_arrival)
+        state.pop = pop
+        if not is_slave:
+            staging = StagingService(store, state.topics, config.broker_cluster_name, store_host, now_ms)
+            # Finishes commits a crash interrupted before the broker serves again.
+            await asyncio.to_thread(staging.load)
+            state.staging = staging
 
     def _on_topics_changed(self) -> None:
         if self._registration is not None:
@@ -353,6 +422,9 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
     query = QueryHandlers(state)
     transaction = TransactionHandlers(state)
     staging = StagingHandlers(state)
+    sync = SyncHandlers(state)
+    pop = PopHandlers(state)
+    recall = RecallHandlers(state)
     return {
         RequestCode.SEND_MESSAGE: send.send_message,
         RequestCode.SEND_MESSAGE_V2: send.send_message,
@@ -373,9 +445,20 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
         RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic_in_broker,
         RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_and_create_subscription_group,
+        RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: admin.get_subscription_group_config,
         RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
         RequestCode.QUERY_MESSAGE: query.query_message,
         RequestCode.END_TRANSACTION: transaction.end_transaction,
         RequestCode.STAGE_MESSAGES: staging.stage_messages,
         RequestCode.COMMIT_STAGED: staging.commit_staged,
+        RequestCode.GET_ALL_CONSUMER_OFFSET: sync.get_all_consumer_offset,
+        RequestCode.GET_ALL_DELAY_OFFSET: sync.get_all_delay_offset,
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: sync.get_all_subscription_group_config,
+        RequestCode.GET_TIMER_CHECK_POINT: sync.get_timer_check_point,
+        RequestCode.GET_BROKER_HA_STATUS: sync.get_broker_ha_status,
+        RequestCode.POP_MESSAGE: pop.pop_message,
+        RequestCode.ACK_MESSAGE: pop.ack_message,
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.change_invisible_time,
+        RequestCode.RECALL_MESSAGE: recall.recall_message,
     }

@@ -3,7 +3,8 @@
 One file feeds two frozen dataclasses: :class:`BrokerConfig` (this module) and the store's
 ``StoreConfig`` (``orbitmq.store.config``); a key belongs to whichever declares it. Precedence
 is defaults < file < CLI overrides. Keys RocketMQ knows but OrbitMQ does not implement (listed
-in :data:`UNIMPLEMENTED_KEYS`) only log a warning; any other unknown key is an error.
+in :data:`UNIMPLEMENTED_KEYS`) only log a warning; keys that would switch on a replication mode
+OrbitMQ lacks (DLedger, controller, quorum acks) are refused; any other unknown key is an error.
 
 The address clients reach (written as STOREHOST into every record, returned in routes) is
 ``brokerIP1:listenPort``. An unset ``brokerIP1`` means the bind address (``bindAddress``) when
@@ -15,10 +16,11 @@ non-loopback IPv4 address of this host (127.0.0.1 when there is none); tests set
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from orbitmq.conf import build_configs, load_properties
 from orbitmq.errors import ConfigError
@@ -26,7 +28,7 @@ from orbitmq.store.config import StoreConfig
 
 
 class BrokerRole(Enum):
-    """Replication role; only master behaviour exists so far."""
+    """Replication role (ha-replication §1.1): a master takes writes, a slave copies its master."""
 
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
@@ -77,8 +79,36 @@ class BrokerConfig:
     )
     # How often the client tables are scanned for expired clients (OrbitMQ's own key).
     client_scan_interval_ms: int = field(default=10_000, metadata=_key("clientScanInterval"))
-    # Replication role (only the master paths exist so far).
+    # ASYNC_MASTER, SYNC_MASTER (a send waits for a slave's acknowledgement) or SLAVE.
     broker_role: BrokerRole = field(default=BrokerRole.ASYNC_MASTER, metadata=_key("brokerRole"))
+    # Port of the HA link (raw CommitLog bytes); None = listenPort + 1 (0 when listenPort is 0).
+    ha_listen_port: int | None = field(default=None, metadata=_key("haListenPort"))
+    # Host part of the advertised HA address; None = brokerIP1's address.
+    broker_ip2: str | None = field(default=None, metadata=_key("brokerIP2"))
+    # A slave's fixed master HA address (host:port); None = learned from the name servers.
+    ha_master_address: str | None = field(default=None, metadata=_key("haMasterAddress"))
+    # SYNC_MASTER: how long a send waits for a slave before FLUSH_SLAVE_TIMEOUT.
+    slave_timeout_ms: int = field(default=3_000, metadata=_key("slaveTimeout"))
+    # Idle time after which either side of the HA link sends a keep-alive.
+    ha_send_heartbeat_interval_ms: int = field(default=5_000, metadata=_key("haSendHeartbeatInterval"))
+    # Silence after which either side of the HA link drops it.
+    ha_housekeeping_interval_ms: int = field(default=20_000, metadata=_key("haHousekeepingInterval"))
+    # Largest body of one HA transfer frame.
+    ha_transfer_batch_size_bytes: int = field(default=32 * 1024, metadata=_key("haTransferBatchSize"))
+    # A slave further behind than this is not available to SYNC_MASTER sends (nor in sync).
+    ha_slave_fallbehind_max_bytes: int = field(
+        default=256 * 1024 * 1024, metadata=_key("haSlaveFallbehindMax")
+    )
+    # Pause between a slave's HA connection attempts (OrbitMQ's own key; RocketMQ waits 5 s).
+    ha_reconnect_interval_ms: int = field(default=5_000, metadata=_key("haReconnectInterval"))
+    # Period of a slave's metadata copy from its master (OrbitMQ's own key; RocketMQ: 10 s).
+    slave_sync_interval_ms: int = field(default=10_000, metadata=_key("slaveSyncInterval"))
+    # Whether pulls that read far behind the log's end are sent to a slave (suggestWhichBrokerId).
+    slave_read_enable: bool = field(default=False, metadata=_key("slaveReadEnable"))
+    # "Far behind": more than this share of the host's memory between the read and the log's end.
+    access_message_in_memory_max_ratio_percent: int = field(
+        default=40, metadata=_key("accessMessageInMemoryMaxRatio")
+    )
     # Period of persisting consumer offsets (and other dirty config tables).
     flush_consumer_offset_interval_ms: int = field(
         default=5_000, metadata=_key("flushConsumerOffsetInterval")
@@ -105,6 +135,8 @@ class BrokerConfig:
     timer_max_delay_sec: int = field(default=259_200, metadata=_key("timerMaxDelaySec"))
     # Period of flushing the timer log and wheel and writing the timer checkpoint.
     timer_flush_interval_ms: int = field(default=1_000, metadata=_key("timerFlushIntervalMs"))
+    # Period of writing the POP state snapshot (config/popState.json; OrbitMQ's own key).
+    pop_snapshot_interval_ms: int = field(default=5_000, metadata=_key("popSnapshotInterval"))
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -115,6 +147,9 @@ class BrokerConfig:
             raise ConfigError(
                 f"config key 'brokerId': a {self.broker_role.value} must have id 0, not {self.broker_id}"
             )
+        if self.broker_role is BrokerRole.SLAVE and self.broker_id == 0:
+            raise ConfigError("config key 'brokerId': a SLAVE must have an id above 0 (0 is its master's)")
+        self._check_replication()
         if not 0 <= self.broker_permission <= 7:
             raise ConfigError(f"config key 'brokerPermission': {self.broker_permission} is not in 0..7")
         if self.default_topic_queue_nums < 1:
@@ -129,10 +164,56 @@ class BrokerConfig:
             raise ConfigError(f"config key 'timerPrecisionMs': {self.timer_precision_ms} is not 1..60000")
         if self.timer_max_delay_sec < 1:
             raise ConfigError(f"config key 'timerMaxDelaySec': {self.timer_max_delay_sec} < 1")
+        if self.pop_snapshot_interval_ms < 1:
+            raise ConfigError(f"config key 'popSnapshotInterval': {self.pop_snapshot_interval_ms} < 1")
         if self.timer_flush_interval_ms < 1 or self.flush_delay_offset_interval_ms < 1:
             raise ConfigError(
                 "config keys 'timerFlushIntervalMs'/'flushDelayOffsetInterval' must be positive"
             )
+
+    def _check_replication(self) -> None:
+        if self.ha_listen_port is not None and not 0 <= self.ha_listen_port <= 65535:
+            raise ConfigError(f"config key 'haListenPort': {self.ha_listen_port} is not a TCP port")
+        if self.ha_listen_port is None and self.listen_port == 65535:
+            raise ConfigError("config key 'haListenPort': listenPort + 1 is not a TCP port; set haListenPort")
+        positive = {
+            "slaveTimeout": self.slave_timeout_ms,
+            "haSendHeartbeatInterval": self.ha_send_heartbeat_interval_ms,
+            "haHousekeepingInterval": self.ha_housekeeping_interval_ms,
+            "haTransferBatchSize": self.ha_transfer_batch_size_bytes,
+            "haSlaveFallbehindMax": self.ha_slave_fallbehind_max_bytes,
+            "haReconnectInterval": self.ha_reconnect_interval_ms,
+            "slaveSyncInterval": self.slave_sync_interval_ms,
+        }
+        for key, value in positive.items():
+            if value < 1:
+                raise ConfigError(f"config key {key!r}: {value} must be positive")
+        if self.ha_transfer_batch_size_bytes > 4 * 1024 * 1024:
+            raise ConfigError(
+                f"config key 'haTransferBatchSize': {self.ha_transfer_batch_size_bytes} is above 4 MiB, "
+                "the largest frame a slave reads"
+            )
+        if self.ha_housekeeping_interval_ms <= self.ha_send_heartbeat_interval_ms:
+            raise ConfigError(
+                "config key 'haHousekeepingInterval' must exceed 'haSendHeartbeatInterval', "
+                "or idle HA links are dropped between keep-alives"
+            )
+        if not 0 <= self.access_message_in_memory_max_ratio_percent <= 100:
+            raise ConfigError(
+                f"config key 'accessMessageInMemoryMaxRatio': "
+                f"{self.access_message_in_memory_max_ratio_percent} is not 0..100"
+            )
+        if self.ha_master_address is not None and self.broker_role is not BrokerRole.SLAVE:
+            raise ConfigError(
+                f"config key 'haMasterAddress' is for slaves; this broker is a {self.broker_role.value}"
+            )
+
+    @property
+    def ha_port(self) -> int:
+        """The HA port to bind: haListenPort, else listenPort + 1 (0, any free port, with listenPort 0)."""
+        if self.ha_listen_port is not None:
+            return self.ha_listen_port
+        return self.listen_port + 1 if self.listen_port else 0
 
     @property
     def advertised_host(self) -> str:
@@ -155,12 +236,6 @@ class BrokerConfig:
 
 UNIMPLEMENTED_KEYS = frozenset(
     {
-        "brokerIP2",
-        "haListenPort",
-        "haMasterAddress",
-        "haSendHeartbeatInterval",
-        "haTransferBatchSize",
-        "enableDLegerCommitLog",
         "dLegerGroup",
         "dLegerPeers",
         "dLegerSelfId",
@@ -183,7 +258,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "enablePropertyFilter",
         "enableCalcFilterBitMap",
         "filterServerNums",
-        "slaveReadEnable",
         "transferMsgByHeap",
         "transientStorePoolEnable",
         "fetchNamesrvAddrByAddressServer",
@@ -199,6 +273,38 @@ UNIMPLEMENTED_KEYS = frozenset(
 )
 """RocketMQ broker.conf keys OrbitMQ accepts with a warning and ignores."""
 
+REFUSED_WHEN_ENABLED = {
+    "enableDLegerCommitLog": "DLedger (Raft) CommitLog replication is not implemented; use brokerRole",
+    "enableControllerMode": "automatic failover with a controller is not implemented; use brokerRole",
+    "enableSlaveActingMaster": "slave-acting-master mode is not implemented",
+}
+"""Keys that switch on a replication mode OrbitMQ does not have: refused when true, ignored
+with a warning when false, so a broker never runs silently in a mode other than the one asked."""
+
+REFUSED_KEYS = {
+    key: "RocketMQ 5 quorum replication is not implemented: a SYNC_MASTER waits for one slave (4.x)"
+    for key in ("inSyncReplicas", "minInSyncReplicas", "totalReplicas", "allAckInSyncStateSet")
+}
+"""Keys whose every value asks for behaviour OrbitMQ does not have: always refused."""
+
+
+def _enabled(value: object) -> bool:
+    return str(value).strip().lower() in ("true", "1")
+
+
+def check_refused_keys(values: Mapping[str, object]) -> None:
+    """Refuse the keys that would make this broker run in a mode it does not implement.
+
+    Raises:
+        ConfigError: naming the key and what is missing.
+    """
+    for key, reason in REFUSED_WHEN_ENABLED.items():
+        if key in values and _enabled(values[key]):
+            raise ConfigError(f"config key {key!r}={values[key]}: {reason}")
+    for key, reason in REFUSED_KEYS.items():
+        if key in values:
+            raise ConfigError(f"config key {key!r}: {reason}")
+
 
 WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "", "::"})
 """Bind addresses that mean "every interface"."""
@@ -210,15 +316,31 @@ def load_broker_config(
     """Read ``broker.conf`` (if given), apply CLI overrides, and build both configs.
 
     Raises:
-        ConfigError: unreadable file, unknown key, bad value, broken cross-field rule, or no
-            ``storePathRootDir`` (the CLI derives one when the operator gives none).
+        ConfigError: unreadable file, unknown key, bad value, broken cross-field rule, a key
+            asking for a replication mode OrbitMQ lacks, or no ``storePathRootDir`` (the CLI
+            derives one when the operator gives none).
+    """
+    broker_config, store_config = load_broker_configs(path, overrides)
+    return broker_config, store_config
+
+
+def load_broker_configs(
+    path: str | Path | None, overrides: Mapping[str, object] | None = None, extra: Sequence[type] = ()
+) -> tuple[Any, ...]:
+    """As :func:`load_broker_config`, plus configs of parts run in the broker's process.
+
+    ``extra`` config dataclasses read their keys from the same file (the gRPC proxy in local
+    mode reads ``grpcServerPort`` and friends from ``broker.conf``); returns
+    ``(BrokerConfig, StoreConfig, *extra instances)``.
     """
     values: dict[str, object] = dict(load_properties(path)) if path is not None else {}
     values.update(overrides or {})
     if not values.get("storePathRootDir"):
         raise ConfigError("config key 'storePathRootDir' is required (the directory of the store)")
-    broker_config, store_config = build_configs([BrokerConfig, StoreConfig], values, UNIMPLEMENTED_KEYS)
-    return broker_config, store_config
+    check_refused_keys(values)
+    return build_configs(
+        [BrokerConfig, StoreConfig, *extra], values, UNIMPLEMENTED_KEYS | REFUSED_WHEN_ENABLED.keys()
+    )
 
 
 def first_non_loopback_ipv4() -> str:

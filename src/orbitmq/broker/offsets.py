@@ -89,16 +89,42 @@ class ConsumerOffsetTable:
     def encode(self) -> bytes:
         """The table as RocketMQ's consumerOffset.json and clear the dirty flag."""
         with self._lock:
-            document = {
-                "offsetTable": {
-                    f"{topic}{TOPIC_GROUP_SEPARATOR}{group}": {
-                        str(queue_id): queue_offset for queue_id, queue_offset in sorted(queues.items())
-                    }
-                    for (topic, group), queues in sorted(self._table.items())
-                }
-            }
+            document = self._document()
             self._dirty = False
         return orjson.dumps(document, option=orjson.OPT_INDENT_2)
+
+    def snapshot(self, extra: dict[tuple[str, str], dict[int, int]] | None = None) -> bytes:
+        """The table as consumerOffset.json plus ``extra`` (topic, group) entries; dirty flag untouched."""
+        with self._lock:
+            document = self._document()
+        for (topic, group), queues in (extra or {}).items():
+            document["offsetTable"][f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"] = {
+                str(queue_id): queue_offset for queue_id, queue_offset in queues.items()
+            }
+        return orjson.dumps(document)
+
+    def _document(self) -> dict[str, dict[str, dict[str, int]]]:
+        return {
+            "offsetTable": {
+                f"{topic}{TOPIC_GROUP_SEPARATOR}{group}": {
+                    str(queue_id): queue_offset for queue_id, queue_offset in sorted(queues.items())
+                }
+                for (topic, group), queues in sorted(self._table.items())
+            }
+        }
+
+    def merge(self, other: ConsumerOffsetTable) -> int:
+        """Take every offset ``other`` holds, keeping this table's others (a slave's copy of its
+        master's offsets, RocketMQ's ``putAll``); returns how many offsets changed."""
+        changed = 0
+        for group, topic, queue_id, queue_offset in other:
+            with self._lock:
+                queues = self._table.setdefault((topic, group), {})
+                if queues.get(queue_id) != queue_offset:
+                    queues[queue_id] = queue_offset
+                    self._dirty = True
+                    changed += 1
+        return changed
 
     @classmethod
     def decode(cls, data: bytes, source: str = "consumerOffset.json") -> ConsumerOffsetTable:

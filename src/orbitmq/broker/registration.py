@@ -8,6 +8,11 @@ The body is the broker's topic table (TopicConfigSerializeWrapper) with ``bodyCr
 published with the broker's permission instead, as RocketMQ does. A name server that cannot be
 reached is logged and retried at the next round. At shutdown the broker sends
 UNREGISTER_BROKER to each.
+
+Every registration carries the broker's HA address (``haServerAddr``). A name server answers a
+slave with its master's remoting and HA addresses (none while no live master is known); the
+first answer that names a master, or None when those that answered name none, goes to
+``on_master``.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
+from collections.abc import Callable
 from dataclasses import replace
 
 from orbitmq.broker._tasks import cancel_and_wait
@@ -29,7 +35,11 @@ from orbitmq.protocol.bodies import (
 )
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from orbitmq.protocol.headers import (
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnregisterBrokerRequestHeader,
+)
 from orbitmq.transport.connection import RemotingClient
 
 logger = logging.getLogger(__name__)
@@ -40,10 +50,19 @@ _CRC_MASK = 0x7FFFFFFF
 class NamesrvRegistration:
     """Keeps every configured name server informed of this broker and its topics."""
 
-    def __init__(self, config: BrokerConfig, topics: TopicConfigTable, broker_addr: str) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicConfigTable,
+        broker_addr: str,
+        ha_server_addr: str = "",
+        on_master: Callable[[str | None, str | None], None] | None = None,
+    ) -> None:
         self._config = config
         self._topics = topics
         self._broker_addr = broker_addr
+        self._ha_server_addr = ha_server_addr
+        self._on_master = on_master
         self._client = RemotingClient()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -74,7 +93,7 @@ class NamesrvRegistration:
             broker_addr=self._broker_addr,
             cluster_name=self._config.broker_cluster_name,
             broker_id=self._config.broker_id,
-            ha_server_addr="",
+            ha_server_addr=self._ha_server_addr,
             compressed=False,
             body_crc32=zlib.crc32(body) & _CRC_MASK,
         ).to_ext()
@@ -82,7 +101,15 @@ class NamesrvRegistration:
             self._invoke(addr, RequestCode.REGISTER_BROKER, header, body)
             for addr in self._config.namesrv_addr
         ]
-        return list(await asyncio.gather(*calls))
+        answers = await asyncio.gather(*calls)
+        if self._on_master is not None and any(answer is not None for answer in answers):
+            masters = [answer for answer in answers if answer is not None and answer.master_addr]
+            first = masters[0] if masters else None
+            self._on_master(
+                first.ha_server_addr if first is not None else None,
+                first.master_addr if first is not None else None,
+            )
+        return [answer is not None for answer in answers]
 
     async def unregister_all(self) -> list[bool]:
         header = UnregisterBrokerRequestHeader(
@@ -95,7 +122,7 @@ class NamesrvRegistration:
             self._invoke(addr, RequestCode.UNREGISTER_BROKER, header, b"")
             for addr in self._config.namesrv_addr
         ]
-        return list(await asyncio.gather(*calls))
+        return [answer is not None for answer in await asyncio.gather(*calls)]
 
     def _register_body(self) -> bytes:
         wrapper = self._topics.snapshot()
@@ -110,19 +137,25 @@ class NamesrvRegistration:
             )
         return encode_register_broker_body(RegisterBrokerBody(wrapper))
 
-    async def _invoke(self, addr: str, code: RequestCode, ext: dict[str, str], body: bytes) -> bool:
+    async def _invoke(
+        self, addr: str, code: RequestCode, ext: dict[str, str], body: bytes
+    ) -> RegisterBrokerResponseHeader | None:
+        """The answer's header (empty fields for UNREGISTER_BROKER), None when the call failed."""
         request = RemotingCommand.request(code, ext, body)
         try:
             response = await self._client.invoke(addr, request, self._config.register_broker_timeout_ms)
         except OrbitError as exc:
             logger.warning("%s to name server %s failed: %s", code.name, addr, exc)
-            return False
+            return None
         if response.code != ResponseCode.SUCCESS:
             logger.warning(
                 "%s to name server %s answered %d: %s", code.name, addr, response.code, response.remark
             )
-            return False
-        return True
+            return None
+        try:
+            return RegisterBrokerResponseHeader.from_ext(response.ext_fields)
+        except OrbitError:
+            return RegisterBrokerResponseHeader()
 
     async def _run(self) -> None:
         period_s = self._config.register_name_server_period_ms / 1000

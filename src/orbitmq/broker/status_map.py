@@ -12,6 +12,14 @@ from orbitmq.store.message_store import GetStatus, PutStatus
 _PUT_CODES: dict[PutStatus, tuple[ResponseCode, str]] = {
     PutStatus.PUT_OK: (ResponseCode.SUCCESS, ""),
     PutStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, "flush disk timed out"),
+    PutStatus.FLUSH_SLAVE_TIMEOUT: (
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        "stored, but no slave acknowledged it within slaveTimeout",
+    ),
+    PutStatus.SLAVE_NOT_AVAILABLE: (
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+        "stored, but no slave is connected and close enough to acknowledge it",
+    ),
     PutStatus.CREATE_MAPPED_FILE_FAILED: (
         ResponseCode.SYSTEM_ERROR,
         "create mapped file failed, server is busy or broken.",

@@ -35,6 +35,7 @@ class SubscriptionGroupConfig:
     consume_enable: bool = True
     consume_from_min_enable: bool = True
     consume_broadcast_enable: bool = True
+    consume_message_orderly: bool = False  # POP/gRPC consumers get FIFO delivery per message group
     retry_queue_nums: int = 1
     retry_max_times: int = DEFAULT_RETRY_MAX_TIMES
     broker_id: int = 0
@@ -47,6 +48,7 @@ class SubscriptionGroupConfig:
             "consumeEnable": self.consume_enable,
             "consumeFromMinEnable": self.consume_from_min_enable,
             "consumeBroadcastEnable": self.consume_broadcast_enable,
+            "consumeMessageOrderly": self.consume_message_orderly,
             "retryQueueNums": self.retry_queue_nums,
             "retryMaxTimes": self.retry_max_times,
             "brokerId": self.broker_id,
@@ -62,6 +64,7 @@ class SubscriptionGroupConfig:
             consume_enable=bool(raw.get("consumeEnable", base.consume_enable)),
             consume_from_min_enable=bool(raw.get("consumeFromMinEnable", base.consume_from_min_enable)),
             consume_broadcast_enable=bool(raw.get("consumeBroadcastEnable", base.consume_broadcast_enable)),
+            consume_message_orderly=bool(raw.get("consumeMessageOrderly", base.consume_message_orderly)),
             retry_queue_nums=int(raw.get("retryQueueNums", base.retry_queue_nums)),
             retry_max_times=int(raw.get("retryMaxTimes", base.retry_max_times)),
             broker_id=int(raw.get("brokerId", base.broker_id)),
@@ -123,14 +126,32 @@ class SubscriptionGroupTable:
     def encode(self) -> bytes:
         """The table as RocketMQ's subscriptionGroup.json; clears the dirty flag."""
         with self._lock:
-            document = {
-                "subscriptionGroupTable": {
-                    name: config.to_json() for name, config in sorted(self._groups.items())
-                },
-                "dataVersion": {"timestamp": self._data_version[0], "counter": self._data_version[1]},
-            }
+            data = self.snapshot()
             self._dirty = False
+        return data
+
+    def snapshot(self) -> bytes:
+        """The table as subscriptionGroup.json, leaving the dirty flag alone (a slave's copy)."""
+        document = {
+            "subscriptionGroupTable": {
+                name: config.to_json() for name, config in sorted(self._groups.items())
+            },
+            "dataVersion": {"timestamp": self._data_version[0], "counter": self._data_version[1]},
+        }
         return orjson.dumps(document, option=orjson.OPT_INDENT_2)
+
+    def adopt(self, other: SubscriptionGroupTable) -> bool:
+        """A slave takes its master's table and version, unless the version is the same.
+
+        Returns True when the table changed (SlaveSynchronize, ha-replication §3).
+        """
+        with self._lock:
+            if other._data_version == self._data_version:
+                return False
+            self._groups = dict(other._groups)
+            self._data_version = other._data_version
+            self._dirty = True
+            return True
 
     @classmethod
     def decode(cls, data: bytes, source: str = "subscriptionGroup.json") -> SubscriptionGroupTable:

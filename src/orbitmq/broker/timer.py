@@ -17,6 +17,11 @@ Theory of operation. Two tasks share one :class:`~orbitmq.store.timer_wheel.Time
   time and the next slot load, or until an enqueue wakes it. A timer is never delivered before
   its due time; memory holds only the timers of the slots loaded so far.
 
+Recall. RECALL_MESSAGE stores a *marker* in the timer topic: a timer due at the same
+millisecond as the message it cancels, carrying ``TIMER_DEL_UNIQKEY`` = ``topic+UNIQ_KEY``.
+Timers due at one millisecond always leave the heap in one batch, so a message and its marker
+are delivered together; the marker is not delivered and cancels the message.
+
 Progress. ``dequeue_ms`` = min(first due time on the heap, ``next_load_ms``): every timer due
 before it has been delivered. The checkpoint (every ``timerFlushIntervalMs`` and at stop)
 stores it with ``enqueue_queue_offset``; at start, slot loading resumes at the slot of
@@ -75,6 +80,31 @@ def timer_due_ms(properties: dict[str, str], now_ms: int) -> int | None:
     return None
 
 
+def recall_key(topic: str, uniq_key: str | None) -> str:
+    """What a recall marker's ``TIMER_DEL_UNIQKEY`` says: the topic and the message's UNIQ_KEY."""
+    return f"{topic}+{uniq_key or ''}"
+
+
+def recall_marker(
+    topic: str, uniq_key: str, due_ms: int, store_host: tuple[str, int], now_ms: int
+) -> PutMessageRequest:
+    """The timer-topic message that cancels ``uniq_key`` of ``topic`` due at ``due_ms``."""
+    put = PutMessageRequest(
+        topic=topic,
+        queue_id=0,
+        body=b"0",
+        properties={
+            MessageConst.TIMER_DEL_UNIQKEY: recall_key(topic, uniq_key),
+            MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq_key,
+            MessageConst.TAGS: "_RECALL_TAG_",
+        },
+        born_timestamp=now_ms,
+        store_host=store_host,
+    )
+    to_timer(put, due_ms)
+    return put
+
+
 def to_timer(put: PutMessageRequest, due_ms: int) -> None:
     """Rewrite ``put`` in place so that it waits in the timer topic until ``due_ms``."""
     put.properties[MessageConst.REAL_TOPIC] = put.topic
@@ -114,6 +144,7 @@ class TimerService:
         self._loop_thread: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.delivered_count = 0
+        self.recalled_count = 0
         self.on_delivered: Callable[[PutMessageRequest, int], None] | None = None
 
     @property
@@ -246,6 +277,9 @@ class TimerService:
             due: list[tuple[int, int, int]] = []
             while self._heap and self._heap[0][0] <= now and len(due) < _DELIVER_BATCH * 8:
                 due.append(heapq.heappop(self._heap))
+            # Never split one millisecond across batches: a recall marker must meet its message.
+            while due and self._heap and self._heap[0][0] == due[-1][0]:
+                due.append(heapq.heappop(self._heap))
             if not due:
                 next_load_at = self._next_load_ms - self._precision_ms
                 return min(self._heap[0][0], next_load_at) if self._heap else next_load_at
@@ -261,11 +295,29 @@ class TimerService:
         """Store each due message to its real queue, grouped into per-queue batches."""
         groups: dict[tuple[str, int], list[tuple[PutMessageRequest, tuple[int, int, int]]]] = {}
         store_host = self._store_host()
+        restored: list[tuple[PutMessageRequest, tuple[int, int, int]]] = []
+        recalled: set[str] = set()
         for timer in due:
             due_ms, commit_log_offset, size = timer
             request = self._restore(commit_log_offset, size, store_host)
-            if request is not None:
-                groups.setdefault((request.topic, request.queue_id), []).append((request, timer))
+            if request is None:
+                continue
+            marker = request.properties.get(MessageConst.TIMER_DEL_UNIQKEY)
+            if marker is not None:
+                recalled.add(marker)
+            else:
+                restored.append((request, timer))
+        for request, timer in restored:
+            if (
+                recall_key(request.topic, request.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+                in recalled
+            ):
+                logger.info(
+                    "timed message %s to %s was recalled", request.properties.get("UNIQ_KEY"), request.topic
+                )
+                self.recalled_count += 1
+                continue
+            groups.setdefault((request.topic, request.queue_id), []).append((request, timer))
         for (topic, queue_id), members in groups.items():
             for start in range(0, len(members), _DELIVER_BATCH):
                 chunk = members[start : start + _DELIVER_BATCH]

@@ -178,6 +178,19 @@ class TopicConfigTable:
         self._data_version = self._data_version.bumped(_now_ms())
         self._dirty = True
 
+    def adopt(self, wrapper: TopicConfigSerializeWrapper) -> bool:
+        """A slave takes its master's whole table and version, unless the version is the same.
+
+        Returns True when the table changed (SlaveSynchronize, ha-replication §3).
+        """
+        with self._lock:
+            if wrapper.data_version == self._data_version:
+                return False
+            self._topics = dict(wrapper.topic_config_table)
+            self._data_version = wrapper.data_version
+            self._dirty = True
+            return True
+
     # -- persistence -------------------------------------------------------------------------
 
     def encode(self) -> bytes:

@@ -369,6 +369,11 @@ class TransactionService:
         except ConnectionClosedError:
             logger.info("producer of group %s went away before the check of %s", group, half.msg_id)
 
+    async def follow_check_offset(self, half_queue_offset: int) -> None:
+        """A slave takes its master's check progress (SlaveSynchronize) and persists it."""
+        self.check_offset = half_queue_offset
+        await self._persist_check_offset()
+
     async def _persist_check_offset(self) -> None:
         if self.check_offset == self._persisted_check_offset:
             return

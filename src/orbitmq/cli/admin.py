@@ -180,15 +180,43 @@ async def _consumer_reset(admin: AdminClient, args: argparse.Namespace) -> None:
     print("note: restart online consumers of the group, or they will commit their old offsets again")
 
 
+def _shown(value: object) -> object:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    return value
+
+
 async def _cluster_list(admin: AdminClient, args: argparse.Namespace) -> None:
-    info = await admin.cluster_info()
-    rows = []
-    for cluster, names in sorted(info.cluster_addr_table.items()):
-        for name in sorted(names):
-            broker = info.broker_addr_table.get(name)
-            for broker_id, addr in sorted((broker.broker_addrs if broker else {}).items()):
-                rows.append((cluster, name, broker_id, addr))
-    print(_table(("cluster", "broker", "id", "address"), rows))
+    rows = [
+        (
+            member.cluster,
+            member.broker_name,
+            member.broker_id,
+            member.address,
+            _shown(member.role),
+            _shown(member.max_offset),
+            _shown(member.lag_bytes),
+            _shown(member.lag_ms),
+            _shown(member.in_sync),
+            _shown(member.state),
+        )
+        for member in await admin.cluster_members()
+    ]
+    headers = (
+        "cluster",
+        "broker",
+        "id",
+        "address",
+        "role",
+        "max_offset",
+        "lag_bytes",
+        "lag_ms",
+        "in_sync",
+        "ha_link",
+    )
+    print(_table(headers, rows))
 
 
 # -- parser ------------------------------------------------------------------------------------
@@ -296,7 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     reset.set_defaults(command=_consumer_reset)
 
     cluster = groups.add_parser("cluster", help="clusters").add_subparsers(dest="action", required=True)
-    leaf(cluster, "list", "brokers of every cluster").set_defaults(command=_cluster_list)
+    leaf(
+        cluster, "list", "brokers of every cluster: role, and each slave's replication lag and in-sync flag"
+    ).set_defaults(command=_cluster_list)
     return parser
 
 

@@ -1,11 +1,14 @@
 """``orbitmq``: one command for every OrbitMQ program.
 
-``namesrv``, ``broker``, ``admin`` and ``bench`` hand their arguments to the program's own entry
-point; ``standalone`` is the main job: a nameserver and a broker in one process, on the default
-ports, with an embedded data directory, the broker registered with that nameserver.
+``namesrv``, ``proxy``, ``admin``, ``cluster`` and ``bench`` hand their arguments to the
+program's own entry point; ``broker`` does too, unless ``--enable-proxy`` asks for the gRPC proxy beside it (local
+mode, as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the main job: a nameserver,
+a broker and the gRPC proxy in one process, on the default ports, with an embedded data
+directory, the broker registered with that nameserver. This module is where the servers are
+put together in one process, so it sits above all of them in the import layers.
 
 ``standalone`` listens on 127.0.0.1 unless ``--bind-address`` (or ``bindAddress`` in the
-``-c`` file) says otherwise: neither server authenticates anyone, so every interface is opt-in.
+``-c`` file) says otherwise: no server authenticates anyone, so every interface is opt-in.
 """
 
 from __future__ import annotations
@@ -22,13 +25,16 @@ from orbitmq.errors import ConfigError
 DEFAULT_DATA_DIR = ".orbitmq-data"
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_BROKER_PORT = 10911
+DEFAULT_GRPC_PORT = 8081
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
 _WILDCARD_ADDRESSES = ("0.0.0.0", "", "::")
 
 _FORWARDED = {
     "namesrv": "run a nameserver (orbitmq namesrv --help)",
-    "broker": "run a broker (orbitmq broker --help)",
+    "broker": "run a broker (orbitmq broker --help); --enable-proxy adds the gRPC proxy",
+    "proxy": "run the gRPC proxy for RocketMQ 5.x clients (orbitmq proxy --help)",
     "admin": "administer topics, groups and clusters (orbitmq admin --help)",
+    "cluster": "a local cluster: a nameserver and masters with slaves (orbitmq cluster --help)",
     "bench": "benchmarks (orbitmq bench --help)",
 }
 
@@ -56,7 +62,7 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     parser.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT, help="broker port (10911)")
     parser.add_argument(
         "--bind-address",
-        help=f"interface both servers listen on (default {DEFAULT_BIND_ADDRESS}: this host only; "
+        help=f"interface every server listens on (default {DEFAULT_BIND_ADDRESS}: this host only; "
         "0.0.0.0: every interface, without authentication; see the README)",
     )
     parser.add_argument(
@@ -64,6 +70,10 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         help="address clients are told to reach the broker at (default: the bind address; "
         "bound to 0.0.0.0, this host's first non-loopback IPv4 address)",
     )
+    parser.add_argument(
+        "--grpc-port", type=int, default=DEFAULT_GRPC_PORT, help="gRPC port for RocketMQ 5.x clients (8081)"
+    )
+    parser.add_argument("--no-proxy", action="store_true", help="do not serve gRPC (RocketMQ 5.x clients)")
     parser.add_argument("--flush", choices=("sync", "async"), help="flushDiskType SYNC_FLUSH or ASYNC_FLUSH")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
@@ -71,11 +81,12 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 def run_standalone(args: argparse.Namespace) -> int:
     # Imported here so that `orbitmq bench ...` does not pay for the servers' imports.
     from orbitmq.broker.app import BrokerApp
-    from orbitmq.broker.config import load_broker_config
+    from orbitmq.broker.config import load_broker_configs
     from orbitmq.conf import load_properties
     from orbitmq.namesrv.app import NamesrvApp
     from orbitmq.namesrv.config import load_namesrv_config
-    from orbitmq.transport.runner import run_apps
+    from orbitmq.proxy import ProxyApp, ProxyConfig
+    from orbitmq.transport.runner import App, run_apps
 
     logging.basicConfig(
         stream=sys.stderr,
@@ -101,18 +112,24 @@ def run_standalone(args: argparse.Namespace) -> int:
         overrides["brokerIP1"] = args.broker_ip
     if args.flush:
         overrides["flushDiskType"] = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
+    if not args.no_proxy:
+        overrides["grpcServerPort"] = args.grpc_port
+        overrides["grpcBindAddress"] = str(file_values.get("grpcBindAddress") or bind)
     try:
         namesrv_config = load_namesrv_config(None, {"listenPort": args.namesrv_port, "bindAddress": bind})
-        broker_config, store_config = load_broker_config(args.config_file, overrides)
+        broker_config, store_config, proxy_config = load_broker_configs(
+            args.config_file, overrides, (ProxyConfig,)
+        )
     except ConfigError as exc:
         print(f"orbitmq standalone: {exc}", file=sys.stderr)
         return 2
     data_dir.mkdir(parents=True, exist_ok=True)
     log = logging.getLogger("orbitmq")
     log.info(
-        "standalone: nameserver port %d and broker port %d on %s, data in %s",
+        "standalone: nameserver port %d, broker port %d and gRPC port %s on %s, data in %s",
         args.namesrv_port,
         args.broker_port,
+        "off" if args.no_proxy else proxy_config.grpc_server_port,
         "every interface" if bind in _WILDCARD_ADDRESSES else bind,
         data_dir,
     )
@@ -122,7 +139,45 @@ def run_standalone(args: argparse.Namespace) -> int:
             "the ports can send, read and delete messages, and create and delete topics",
             bind,
         )
-    return run_apps([NamesrvApp(namesrv_config), BrokerApp(broker_config, store_config)])
+    apps: list[App] = [NamesrvApp(namesrv_config), BrokerApp(broker_config, store_config)]
+    if not args.no_proxy:
+        apps.append(ProxyApp(proxy_config))
+    return run_apps(apps)
+
+
+def run_broker_with_proxy(rest: list[str]) -> int:
+    """``orbitmq broker --enable-proxy [--grpc-port N] ...``: a broker and its local gRPC proxy."""
+    from orbitmq.broker.__main__ import overrides_of, parse_args
+    from orbitmq.broker.app import BrokerApp
+    from orbitmq.broker.config import load_broker_configs
+    from orbitmq.proxy import ProxyApp, ProxyConfig
+    from orbitmq.transport.runner import run_apps
+
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--enable-proxy", action="store_true")
+    extra.add_argument("--grpc-port", type=int)
+    proxy_args, broker_argv = extra.parse_known_args(rest)
+    args = parse_args(broker_argv, prog="orbitmq broker")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    overrides = overrides_of(args)
+    if proxy_args.grpc_port is not None:
+        overrides["grpcServerPort"] = proxy_args.grpc_port
+    if args.bind_address is not None:
+        overrides["grpcBindAddress"] = args.bind_address  # the proxy beside the broker listens where it does
+    try:
+        broker_config, store_config, proxy_config = load_broker_configs(
+            args.config_file, overrides, (ProxyConfig,)
+        )
+        if not proxy_config.namesrv_addr:
+            raise ConfigError("--enable-proxy needs namesrvAddr: the proxy reads routes from name servers")
+    except ConfigError as exc:
+        print(f"orbitmq broker: {exc}", file=sys.stderr)
+        return 2
+    return run_apps([BrokerApp(broker_config, store_config), ProxyApp(proxy_config)])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -146,13 +201,23 @@ def _forward(command: str, rest: list[str]) -> int:
 
         return namesrv_main(rest, prog="orbitmq namesrv")
     if command == "broker":
+        if "--enable-proxy" in rest:
+            return run_broker_with_proxy(rest)
         from orbitmq.broker.__main__ import main as broker_main
 
         return broker_main(rest, prog="orbitmq broker")
+    if command == "proxy":
+        from orbitmq.proxy.__main__ import main as proxy_main
+
+        return proxy_main(rest)
     if command == "admin":
         from orbitmq.cli.admin import main as admin_main
 
         return admin_main(rest)
+    if command == "cluster":
+        from orbitmq.cli.cluster import main as cluster_main
+
+        return cluster_main(rest)
     from orbitmq.bench.__main__ import main as bench_main
 
     return bench_main(rest, prog="orbitmq bench")

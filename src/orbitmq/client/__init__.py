@@ -5,7 +5,7 @@ event loop.
 """
 
 from orbitmq.client._send import SendResult, SendStatus
-from orbitmq.client.admin import AdminClient, QueueProgress, QueueStatus
+from orbitmq.client.admin import AdminClient, MemberStatus, QueueProgress, QueueStatus
 from orbitmq.client.config import ClientConfig, ProducerConfig
 from orbitmq.client.producer import Producer
 from orbitmq.client.pull_consumer import PullConsumer
@@ -29,6 +29,7 @@ __all__ = [
     "ProducerConfig",
     "PullConsumer",
     "PushConsumer",
+    "MemberStatus",
     "QueueProgress",
     "QueueStatus",
     "SendResult",

@@ -27,7 +27,13 @@ DELAY_LEVEL_DEAD_LETTER = -1
 
 class BrokerInvoker(Protocol):
     async def invoke_broker(
-        self, broker_name: str, request: RemotingCommand, timeout_ms: int | None = None, broker_id: int = 0
+        self,
+        broker_name: str,
+        request: RemotingCommand,
+        timeout_ms: int | None = None,
+        broker_id: int = 0,
+        *,
+        only_this: bool = False,
     ) -> RemotingCommand: ...
 
 
@@ -54,7 +60,8 @@ async def lock_queues(
     """LOCK_BATCH_MQ: lock (or renew) ``queues`` of one broker; returns the ones now held."""
     body = LockBatchRequestBody(group, client_id, set(queues))
     request = RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, {}, encode_lock_batch_request(body))
-    response = await invoker.invoke_broker(broker_name, request)
+    # Only a master locks queues for orderly consumption, as in RocketMQ.
+    response = await invoker.invoke_broker(broker_name, request, only_this=True)
     if response.code != ResponseCode.SUCCESS:
         raise error_for_code(
             response.code, f"lock queues of group {group} on {broker_name}: {response.remark or ''}"

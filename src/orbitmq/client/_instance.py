@@ -443,14 +443,20 @@ class ClientInstance:
         request: RemotingCommand,
         timeout_ms: int | None = None,
         broker_id: int = MASTER_BROKER_ID,
+        *,
+        only_this: bool = False,
     ) -> RemotingCommand:
         """Send ``request`` to a broker by name and return its response, whatever the code.
+
+        When the route has no broker ``broker_id`` of that name (its master went away), the
+        request goes to the lowest id it has, a slave, as RocketMQ's clients do; unless
+        ``only_this``.
 
         Raises:
             NoRouteError: no address is known for ``broker_name`` (id ``broker_id``).
             RemotingError: the broker could not be reached or did not answer in time.
         """
-        addr = self.find_broker_addr(broker_name, broker_id, only_this=True)
+        addr = self.find_broker_addr(broker_name, broker_id, only_this=only_this)
         if addr is None:
             raise NoRouteError(f"no address known for broker {broker_name} id {broker_id}")
         return await self.remoting.invoke(addr, request, timeout_ms or self.config.request_timeout_ms)

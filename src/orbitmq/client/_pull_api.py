@@ -13,6 +13,11 @@ PULL_OFFSET_MOVED           OFFSET_ILLEGAL     the offset is outside the queue: 
 
 Anything else raises the error class of its code. The broker filters by tag hash code only,
 so :func:`decode_pull_body` re-checks the tag itself (a hash collision passes the broker).
+
+Which broker of a group serves a queue's next pull (ha-replication §4.2): the one the last
+answer suggested (``suggestWhichBrokerId``, kept per queue in a :class:`PullNodeTable`), else
+the master; when the route has no broker of that id (a master that went away) the lowest id
+it has. A piggy-backed offset commit goes only to a master: a slave would ignore it.
 """
 
 from __future__ import annotations
@@ -93,6 +98,28 @@ class BrokerInvoker(Protocol):
         self, broker_name: str, request: RemotingCommand, timeout_ms: int | None = None, broker_id: int = 0
     ) -> RemotingCommand: ...
 
+    def find_broker_addr(
+        self, broker_name: str, broker_id: int = 0, *, only_this: bool = False
+    ) -> str | None: ...
+
+
+class PullNodeTable:
+    """Per queue, the broker id the last pull answer suggested (pure state; 0, the master, by default)."""
+
+    __slots__ = ("_broker_ids",)
+
+    def __init__(self) -> None:
+        self._broker_ids: dict[MessageQueue, int] = {}
+
+    def broker_id(self, mq: MessageQueue) -> int:
+        return self._broker_ids.get(mq, 0)
+
+    def suggest(self, mq: MessageQueue, broker_id: int) -> None:
+        if broker_id:
+            self._broker_ids[mq] = broker_id
+        else:
+            self._broker_ids.pop(mq, None)
+
 
 @dataclass(frozen=True, slots=True)
 class PullRequestSpec:
@@ -114,20 +141,26 @@ async def pull_queue(
     *,
     commit_offset: int = -1,
     suspend: bool = True,
+    nodes: PullNodeTable | None = None,
 ) -> PullResult:
     """One PULL_MESSAGE for ``mq`` from ``queue_offset`` (raw body; see :func:`decode_pull_body`).
 
     The subscription travels in every request (SUBSCRIPTION flag), so the broker need not
-    have seen a heartbeat; ``commit_offset`` >= 0 piggybacks an offset commit (COMMIT flag).
+    have seen a heartbeat; ``commit_offset`` >= 0 piggybacks an offset commit (COMMIT flag)
+    when the pull goes to a master. With ``nodes`` the pull goes where the last answer for
+    ``mq`` suggested, and this answer's suggestion is recorded there.
 
     Raises:
         BrokerResponseError: an unexpected answer; the message names the queue and offset.
         RemotingError: the broker cannot be reached or did not answer in time.
     """
+    broker_id = nodes.broker_id(mq) if nodes is not None else 0
     sys_flag = PULL_FLAG_SUBSCRIPTION
     if suspend:
         sys_flag |= PULL_FLAG_SUSPEND
-    if commit_offset >= 0:
+    if commit_offset >= 0 and invoker.find_broker_addr(mq.broker_name, broker_id) == invoker.find_broker_addr(
+        mq.broker_name, only_this=True
+    ):
         sys_flag |= PULL_FLAG_COMMIT_OFFSET
     header = PullMessageRequestHeader(
         consumer_group=spec.group,
@@ -144,7 +177,7 @@ async def pull_queue(
     )
     request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
     timeout_ms = spec.timeout_ms if suspend else min(spec.timeout_ms, 10_000)
-    response = await invoker.invoke_broker(mq.broker_name, request, timeout_ms)
+    response = await invoker.invoke_broker(mq.broker_name, request, timeout_ms, broker_id)
     status = _STATUS_BY_CODE.get(response.code)
     if status is None:
         raise error_for_code(
@@ -154,6 +187,8 @@ async def pull_queue(
         answer = PullMessageResponseHeader.from_ext(response.ext_fields)
     except RemoteProtocolError as exc:
         raise ClientError(f"bad pull answer for {mq} at queue offset {queue_offset}: {exc}") from exc
+    if nodes is not None:
+        nodes.suggest(mq, answer.suggest_which_broker_id)
     return PullResult(
         status,
         answer.next_begin_offset,

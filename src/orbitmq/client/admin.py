@@ -16,6 +16,7 @@ topic_status            per queue GET_MIN_OFFSET, GET_MAX_OFFSET, and one PULL_M
 consumer_progress       per queue QUERY_CONSUMER_OFFSET (``setZeroIfNotFound=false``),
                         GET_MIN_OFFSET and GET_MAX_OFFSET; GET_CONSUMER_LIST_BY_GROUP to each
                         master when the group committed nothing
+cluster_members         GET_BROKER_CLUSTER_INFO, then GET_BROKER_HA_STATUS to every broker
 reset_offset_by_time    as consumer_progress to check the group exists, then per queue
                         SEARCH_OFFSET_BY_TIMESTAMP and UPDATE_CONSUMER_OFFSET
 ======================  ===================================================================
@@ -39,11 +40,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
+from orbitmq.client._cluster_status import MemberStatus, member_statuses
 from orbitmq.client._group_progress import QueueProgress, consumer_progress
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client._topic_names import check_topic_perm, is_internal_topic
 from orbitmq.client.config import ClientConfig, split_config
-from orbitmq.errors import ClientError, ClientStateError, TopicNotExistError, error_for_code
+from orbitmq.errors import ClientError, ClientStateError, OrbitError, TopicNotExistError, error_for_code
 from orbitmq.model.message import MessageQueue
 from orbitmq.model.route import ClusterInfo, TopicConfig, TopicRouteData
 from orbitmq.protocol.bodies import decode_cluster_info, decode_topic_config_wrapper, decode_topic_list
@@ -63,7 +67,7 @@ from orbitmq.protocol.headers import (
 )
 from orbitmq.protocol.message_codec import decode_stored_messages
 
-__all__ = ["AdminClient", "AdminConfig", "QueueProgress", "QueueStatus"]
+__all__ = ["AdminClient", "AdminConfig", "MemberStatus", "QueueProgress", "QueueStatus"]
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 """Group named in the admin's own pulls (RocketMQ's tools use the same name); it commits nothing."""
@@ -143,6 +147,28 @@ class AdminClient:
         response = await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
         return decode_cluster_info(response.body)
 
+    async def cluster_members(self) -> list[MemberStatus]:
+        """Every broker with its role and, for a slave, its replication lag and in-sync flag."""
+        info = await self.cluster_info()
+        addrs = sorted(
+            {addr for broker in info.broker_addr_table.values() for addr in broker.broker_addrs.values()}
+        )
+        answers = await asyncio.gather(*(self._ha_status(addr) for addr in addrs))
+        return member_statuses(info, dict(zip(addrs, answers, strict=True)))
+
+    async def _ha_status(self, addr: str) -> dict[str, Any] | None:
+        request = RemotingCommand.request(RequestCode.GET_BROKER_HA_STATUS, {})
+        try:
+            response = await self._client.remoting.invoke(
+                addr, request, self.client_config.request_timeout_ms
+            )
+            if response.code != ResponseCode.SUCCESS:
+                return None
+            status = orjson.loads(response.body)
+        except (OrbitError, orjson.JSONDecodeError):
+            return None
+        return status if isinstance(status, dict) else None
+
     async def list_topics(self) -> list[str]:
         """Every topic the name server knows, sorted."""
         response = await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
@@ -203,8 +229,10 @@ class AdminClient:
             raise ClientError(f"no master broker in cluster {cluster or '(any)'}")
         return masters
 
-    async def _broker(self, addr: str, code: int, ext: dict[str, str], what: str) -> RemotingCommand:
-        request = RemotingCommand.request(code, ext)
+    async def _broker(
+        self, addr: str, code: int, ext: dict[str, str], what: str, body: bytes = b""
+    ) -> RemotingCommand:
+        request = RemotingCommand.request(code, ext, body)
         response = await self._client.remoting.invoke(addr, request, self.client_config.request_timeout_ms)
         if response.code != ResponseCode.SUCCESS:
             raise error_for_code(response.code, f"{what} on broker {addr}: {response.remark}")
@@ -291,6 +319,36 @@ class AdminClient:
             )
         await self._wait_for_route(topic, len(current))
         return await self.topic_configs(topic, cluster=cluster)
+
+    async def update_subscription_group(
+        self,
+        group: str,
+        *,
+        consume_message_orderly: bool = False,
+        retry_max_times: int = 16,
+        cluster: str | None = None,
+    ) -> None:
+        """Create or update consumer group ``group`` on every master (RocketMQ's ``updateSubGroup``).
+
+        ``consume_message_orderly`` makes POP / 5.x consumers of the group FIFO consumers;
+        ``retry_max_times + 1`` deliveries of a message are tried before it is dead-lettered.
+
+        Raises:
+            ClientError: unknown cluster or no master.
+            BrokerResponseError: a broker refused (an invalid group name).
+        """
+        body = orjson.dumps(
+            {
+                "groupName": group,
+                "consumeEnable": True,
+                "consumeMessageOrderly": consume_message_orderly,
+                "retryMaxTimes": retry_max_times,
+            }
+        )
+        for addr in await self._master_addrs(cluster):
+            await self._broker(
+                addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, f"update group {group}", body
+            )
 
     async def _wait_for_route(self, topic: str, broker_count: int) -> None:
         deadline = time.monotonic() + _ROUTE_WAIT_S

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequen
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from orbitmq.client._send import SendResult
-from orbitmq.client.admin import AdminClient, QueueProgress, QueueStatus
+from orbitmq.client.admin import AdminClient, MemberStatus, QueueProgress, QueueStatus
 from orbitmq.client.producer import MessageQueueSelector, Producer, SendCallback, select_queue_by_hash
 from orbitmq.client.staging import CommitResult, StagedChunk, StagingProducer
 from orbitmq.errors import ClientStateError
@@ -328,6 +328,9 @@ class BlockingAdminClient(_Facade[AdminClient]):
 
     def cluster_info(self) -> ClusterInfo:
         return self._runner.run(self._admin.cluster_info())
+
+    def cluster_members(self) -> list[MemberStatus]:
+        return self._runner.run(self._admin.cluster_members())
 
 
 # -- consumers -------------------------------------------------------------------------------

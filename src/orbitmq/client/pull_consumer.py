@@ -26,6 +26,7 @@ from orbitmq.client._consumer_config import PullConsumerConfig, queues_of_route
 from orbitmq.client._group_api import consumer_ids
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client._pull_api import (
+    PullNodeTable,
     PullRequestSpec,
     PullStatus,
     decode_pull_body,
@@ -103,6 +104,8 @@ class PullConsumer:
         )
         self._queues: dict[MessageQueue, _QueueState] = {}
         self._subscriptions: dict[str, TagFilter] = {}
+        # Per queue, the broker the last pull answer suggested (a slave while the master is away).
+        self._pull_nodes = PullNodeTable()
         self._instance: ClientInstance | None = None
         self._store: RemoteOffsetStore | None = None
         self._data_ready = asyncio.Event()
@@ -349,7 +352,9 @@ class PullConsumer:
             wanted = PullRequestSpec(
                 spec.group, spec.tag_filter, min(max_msg_nums, end_offset - queue_offset)
             )
-            result = await pull_queue(invoker, mq, queue_offset, wanted, suspend=False)
+            result = await pull_queue(
+                invoker, mq, queue_offset, wanted, suspend=False, nodes=self._pull_nodes
+            )
             if result.status is PullStatus.FOUND:
                 yield RawBatch(mq, queue_offset, result.next_begin_offset, result.body)
             elif result.status is PullStatus.OFFSET_ILLEGAL and queue_offset < result.min_offset:
@@ -391,7 +396,7 @@ class PullConsumer:
                 continue
             queue_offset = state.next_pull_offset
             try:
-                result = await pull_queue(instance, mq, queue_offset, spec)
+                result = await pull_queue(instance, mq, queue_offset, spec, nodes=self._pull_nodes)
             except OrbitError as exc:
                 logger.info("prefetch of %s at queue offset %d failed: %s", mq, queue_offset, exc)
                 await asyncio.sleep(PULL_DELAY_ON_ERROR_S)

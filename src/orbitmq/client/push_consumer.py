@@ -37,6 +37,7 @@ from orbitmq.client._group_api import consumer_ids, lock_queues, unlock_queues
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client._process_queue import ProcessQueue
 from orbitmq.client._pull_api import (
+    PullNodeTable,
     PullRequestSpec,
     PullStatus,
     decode_pull_body,
@@ -96,6 +97,8 @@ class PushConsumer:
         self.client_config, self.config = split_config(namesrv_addr, config, PushConsumerConfig)
         self._listener = listener
         self._subscriptions: dict[str, TagFilter] = {}
+        # Per queue, the broker the last pull answer suggested (a slave while the master is away).
+        self._pull_nodes = PullNodeTable()
         self._owned: dict[MessageQueue, _Owned] = {}
         self._instance: ClientInstance | None = None
         self._store: OffsetStore | None = None
@@ -429,6 +432,7 @@ class PushConsumer:
                     next_offset,
                     spec,
                     commit_offset=-1 if commit_offset is None else commit_offset,
+                    nodes=self._pull_nodes,
                 )
             except OrbitError as exc:
                 logger.info("pull of %s at queue offset %d failed: %s", mq, next_offset, exc)

@@ -36,11 +36,16 @@ class MessageConst:
     TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
     CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
     CLUSTER = "CLUSTER"
-    SHARDING_KEY = "__SHARDING_KEY"
+    SHARDING_KEY = "__SHARDINGKEY"  # FIFO message group (RocketMQ 5 PROPERTY_SHARDING_KEY)
     START_DELIVER_TIME = "__STARTDELIVERTIME"
     TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
     TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
     TIMER_DELAY_MS = "TIMER_DELAY_MS"
+    TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"  # a recall marker: cancels the timed message it names
+    POP_CK = "POP_CK"  # receipt handle of a popped message (set by the client from the pop answer)
+    BORN_HOST = "__BORNHOST"  # born host of a message sent through the gRPC proxy
+    BORN_TIMESTAMP = "BORN_TIMESTAMP"
+    TRACE_CONTEXT = "TRACE_CONTEXT"
 
 
 class SysFlag:

@@ -211,6 +211,27 @@ def body_length_position(sys_flag: int) -> int:
     return position
 
 
+def with_reconsume_times(record: bytes | memoryview, reconsume_times: int) -> bytes:
+    """A copy of ``record`` whose RECONSUMETIMES field is ``reconsume_times``.
+
+    A POP redelivery serves the message from its original queue: the stored record says 0,
+    the delivery says how many deliveries came before it (``delivery attempt - 1``).
+
+    Raises:
+        RemoteProtocolError: the record is too short to hold the field.
+    """
+    copy = bytearray(record)
+    if len(copy) < STORED_FIXED_BYTES_IPV4:
+        raise RemoteProtocolError(f"stored message of {len(copy)} bytes is truncated")
+    (sys_flag,) = _INT.unpack_from(copy, SYSFLAG_POSITION)
+    # RECONSUMETIMES and PREPARED TRANSACTION OFFSET (12 bytes) sit just before BODYLEN.
+    position = body_length_position(sys_flag) - 12
+    if position + 4 > len(copy):
+        raise RemoteProtocolError(f"stored message of {len(copy)} bytes is truncated")
+    _INT.pack_into(copy, position, reconsume_times)
+    return bytes(copy)
+
+
 def body_crc32(body: bytes | memoryview) -> int:
     """BODYCRC as RocketMQ stores it (CRC32 with the sign bit cleared)."""
     return zlib.crc32(body) & 0x7FFFFFFF

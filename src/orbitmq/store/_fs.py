@@ -8,6 +8,7 @@ costs one dict lookup on an empty dict. Names in use:
 commit_log.before_write        a put is about to copy its records into the mapped segment
 commit_log.after_write         the records are in the mapping, not yet dispatched
 commit_log.before_fsync        the flush thread is about to fsync a segment
+commit_log.before_raw_head     a replicated append is copied but its first TOTALSIZE
 dispatch.after_cq_write        a put's entries are in its ConsumeQueue, not yet indexed
 consume_queue.before_write     the flush thread is about to write buffered entries to a file
 checkpoint.before_write        the checkpoint file is about to be rewritten

@@ -68,6 +68,8 @@ _IPV6_EXTRA_BYTES = 12
 # fields a skim checks, in one unpack.
 _SKIM_HEAD = struct.Struct(">iiiiiqqi")
 _SKIM_SIZE_MIN = STORED_FIXED_BYTES_IPV4 + 3
+RAW_HEAD_BYTES = 4
+"""TOTALSIZE: the bytes a raw append copies last (see :meth:`CommitLog.append_raw`)."""
 _HOSTS_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
 
 
@@ -279,7 +281,12 @@ class CommitLog:
     def append_raw(self, commit_log_offset: int, data: bytes | memoryview) -> bool:
         """Append replicated bytes at exactly the current end (they may cross segment ends).
 
-        Returns False when ``commit_log_offset`` is not the end of the log.
+        Returns False when ``commit_log_offset`` is not the end of the log. The first
+        :data:`RAW_HEAD_BYTES` bytes are copied last: when ``data`` starts at a record, as the
+        store's whole-record appends do, a process killed during the copy leaves a zero
+        TOTALSIZE under a written MAGICCODE there, which recovery reads as a torn record and
+        cuts, together with everything after it. So no record whose tail was never copied
+        can pass recovery's checks (a zero-filled topic or property string would).
         """
         if not self.segments.files:
             if commit_log_offset % self.segment_bytes:
@@ -289,6 +296,8 @@ class CommitLog:
         if commit_log_offset != self.max_offset:
             return False
         view = memoryview(data)
+        head_segment: MappedFile | None = None
+        head_position = head_bytes = 0
         position = 0
         while position < len(view):
             last = self.segments.files[-1]
@@ -296,11 +305,19 @@ class CommitLog:
                 last = self._new_segment(last.end_offset)
             count = min(last.remaining_bytes, len(view) - position)
             start = last.wrote_position
-            last.buffer[start : start + count] = view[position : position + count]
+            if head_segment is None:
+                head_segment, head_position, head_bytes = last, start, min(RAW_HEAD_BYTES, count)
+                last.buffer[start + head_bytes : start + count] = view[head_bytes:count]
+            else:
+                last.buffer[start : start + count] = view[position : position + count]
+            # Readers take the store lock the appender holds, so none sees the head missing.
             last.wrote_position = start + count
             if start + count >= last.warm_mark:
                 self._wake_warmer(last)
             position += count
+        if head_segment is not None:
+            failpoints.hit("commit_log.before_raw_head")
+            head_segment.buffer[head_position : head_position + head_bytes] = view[:head_bytes]
         return True
 
     # -- reading ------------------------------------------------------------------------------

@@ -17,9 +17,8 @@ from enum import Enum
 
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
-from orbitmq.protocol.message_codec import BLANK_RECORD_MIN_BYTES, decode_stored_message
+from orbitmq.protocol.message_codec import decode_stored_message
 from orbitmq.protocol.tags import tags_code
-from orbitmq.store.commit_log import CommitLog, RecordCheck, check_record
 from orbitmq.store.consume_queue import ConsumeQueueTable
 from orbitmq.store.index_service import IndexService
 
@@ -145,44 +144,6 @@ class Dispatcher:
         queue.put(queue_offset, commit_log_offset, size, tags)
         self.queues.dirty.add(queue)
         return Redispatch.APPENDED
-
-    def dispatch_appended(
-        self, commit_log: CommitLog, dispatched_offset: int
-    ) -> tuple[int, list[tuple[str, int, int]]]:
-        """Dispatch the complete records that replication appended past ``dispatched_offset``.
-
-        Returns the new dispatched offset and (topic, queue id, max queue offset) of every
-        queue that grew. A record whose tail has not arrived yet stops the walk; the next
-        append resumes it.
-        """
-        touched: dict[tuple[str, int], int] = {}
-        segments = commit_log.segments
-        while dispatched_offset < commit_log.max_offset:
-            segment = segments.find(dispatched_offset)
-            head = commit_log.read(dispatched_offset, BLANK_RECORD_MIN_BYTES)
-            if segment is None or head is None:
-                break
-            position = dispatched_offset - segment.start_offset
-            total_size = int.from_bytes(head[:4], "big", signed=True)
-            if total_size <= 0 or position + total_size > segment.wrote_position:
-                break
-            found, size, message = check_record(
-                segment.buffer, position, segment.start_offset, segment.size_bytes
-            )
-            if found is RecordCheck.BLANK:
-                dispatched_offset = segment.end_offset
-                continue
-            if found is not RecordCheck.MESSAGE or message is None:
-                _log.error("replicated record at commit-log offset %d fails its checks", dispatched_offset)
-                break
-            self.redispatch(message, dispatched_offset, size)
-            queue = self.queues.get(message.topic, message.queue_id)
-            if queue is not None:
-                touched[(message.topic, message.queue_id)] = queue.max_queue_offset
-            dispatched_offset += size
-        return dispatched_offset, [
-            (topic, queue_id, max_offset) for (topic, queue_id), max_offset in touched.items()
-        ]
 
 
 def record_has_key(record: bytes, topic: str, key: str) -> bool:

@@ -39,9 +39,12 @@ from orbitmq.store.dispatch import Dispatcher, record_has_key
 from orbitmq.store.index_service import IndexService
 from orbitmq.store.put_path import Prepared, RecordBuilder, dispatch_new, pack, pack_one
 from orbitmq.store.queue_manifest import ManifestKeeper
+from orbitmq.store.raw_records import split_whole_records
 from orbitmq.store.read_path import collect_records
 from orbitmq.store.recovery import RecoveryReport, recover
 from orbitmq.store.results import (
+    AppendResult,
+    AppendStatus,
     GetResult,
     GetStatus,
     PutMessageRequest,
@@ -54,6 +57,8 @@ from orbitmq.store.retention import Housekeeper, disk_used_percent, segments_to_
 _log = logging.getLogger(__name__)
 
 __all__ = [
+    "AppendResult",
+    "AppendStatus",
     "GetResult",
     "GetStatus",
     "MessageStore",
@@ -93,6 +98,7 @@ class MessageStore:
         self.config = config
         self._lock = threading.Lock()
         self._open = False
+        self._puts_refused: str | None = None
         self._commit_log = CommitLog(config.commit_log_dir, config.commit_log_segment_bytes)
         self._queues = ConsumeQueueTable(
             config.consume_queue_dir,
@@ -217,8 +223,8 @@ class MessageStore:
 
     def put_message(self, request: PutMessageRequest) -> PutResult:
         """Append one message (see :meth:`put_messages`; this is its one-message fast path)."""
-        if not self._open:
-            return failed_put(PutStatus.SERVICE_NOT_AVAILABLE, f"store {self.store_path} is not open")
+        if not self._open or self._puts_refused is not None:
+            return self._refused_put()
         prepared = self._builder.prepare((request,))
         if isinstance(prepared, PutResult):
             return prepared
@@ -266,8 +272,8 @@ class MessageStore:
         the first queue offset. Invalid input is a status (MESSAGE_ILLEGAL,
         PROPERTIES_SIZE_EXCEEDED) with a remark, never an exception.
         """
-        if not self._open:
-            return failed_put(PutStatus.SERVICE_NOT_AVAILABLE, f"store {self.store_path} is not open")
+        if not self._open or self._puts_refused is not None:
+            return self._refused_put()
         if not requests:
             return failed_put(PutStatus.MESSAGE_ILLEGAL, "empty batch")
         prepared = self._builder.prepare(requests)
@@ -293,6 +299,11 @@ class MessageStore:
         for listener in self._listeners:
             listener(first.topic, first.queue_id, max_queue_offset)
         return result
+
+    def _refused_put(self) -> PutResult:
+        if self._puts_refused is not None:
+            return failed_put(PutStatus.SERVICE_NOT_AVAILABLE, self._puts_refused)
+        return failed_put(PutStatus.SERVICE_NOT_AVAILABLE, f"store {self.store_path} is not open")
 
     def _append(self, prepared: list[Prepared], total_bytes: int) -> tuple[PutResult, int]:
         """Pack, publish and dispatch the records (put lock held); also return the new max offset."""
@@ -478,30 +489,67 @@ class MessageStore:
         """The end of the dispatched (consumable) log; on a slave it lags raw appends."""
         return self._dispatched_offset
 
+    def store_timestamp_at(self, commit_log_offset: int) -> int:
+        """STORETIMESTAMP of the message record at ``commit_log_offset``; -1 when none starts there."""
+        with self._lock:
+            self._require_open()
+            if self._commit_log.read_record(commit_log_offset) is None:
+                return -1
+            return self._commit_log.store_timestamp_at(commit_log_offset)
+
     def read_commit_log(self, commit_log_offset: int, size_max: int) -> bytes:
         """Raw log bytes from ``commit_log_offset`` (within one segment), for replication."""
         with self._lock:
             self._require_open()
             return self._commit_log.read_raw(commit_log_offset, size_max)
 
-    def append_commit_log(self, commit_log_offset: int, data: bytes) -> bool:
-        """Append replicated bytes at exactly the current end and dispatch the complete records.
+    def append_commit_log(self, commit_log_offset: int, data: bytes | memoryview) -> AppendResult:
+        """Append the whole records at the start of replicated ``data`` at exactly the log's end.
 
-        Returns False (and changes nothing) when ``commit_log_offset`` is not the end.
+        ``data`` may end inside a record (a master's frames are not record-aligned): that
+        tail is not appended, and ``appended_bytes`` tells the caller where it starts, to be
+        given again with the bytes that complete it (``raw_records``). Every record is checked
+        before a byte is written, then dispatched to its ConsumeQueue and the index. An empty
+        log accepts a segment-aligned offset as its start (a slave copying from a master's
+        oldest segment).
         """
         with self._lock:
             self._require_open()
-            if not self._commit_log.append_raw(commit_log_offset, data):
-                return False
-            if self._dispatched_offset < self._commit_log.min_offset:
-                self._dispatched_offset = self._commit_log.min_offset
-            self._dispatched_offset, touched = self._dispatcher.dispatch_appended(
-                self._commit_log, self._dispatched_offset
-            )
-        for topic, queue_id, max_offset in touched:
+            log = self._commit_log
+            if log.segments.files and commit_log_offset != log.max_offset:
+                return AppendResult(
+                    AppendStatus.NOT_AT_END,
+                    0,
+                    f"bytes at commit-log offset {commit_log_offset}, the log ends at {log.max_offset}",
+                )
+            if not log.segments.files and commit_log_offset % self._segment_bytes:
+                return AppendResult(
+                    AppendStatus.NOT_AT_END,
+                    0,
+                    f"an empty log starts at a segment boundary, not at {commit_log_offset}",
+                )
+            found = split_whole_records(data, commit_log_offset, self._segment_bytes)
+            touched: dict[tuple[str, int], int] = {}
+            if found.whole_bytes:
+                log.append_raw(commit_log_offset, memoryview(data)[: found.whole_bytes])
+                for offset, size, message in found.records:
+                    self._dispatcher.redispatch(message, offset, size)
+                    queue = self._queues.get(message.topic, message.queue_id)
+                    if queue is not None:
+                        touched[(message.topic, message.queue_id)] = queue.max_queue_offset
+                self._dispatched_offset = commit_log_offset + found.whole_bytes
+        for (topic, queue_id), max_offset in touched.items():
             for listener in self._listeners:
                 listener(topic, queue_id, max_offset)
-        return True
+        status = AppendStatus.CORRUPT if found.problem else AppendStatus.APPENDED
+        return AppendResult(status, found.whole_bytes, found.problem)
+
+    def refuse_puts(self, reason: str | None) -> None:
+        """Refuse every put with SERVICE_NOT_AVAILABLE and ``reason`` (a slave); None accepts again.
+
+        Replicated appends are not puts: they go on.
+        """
+        self._puts_refused = reason
 
     # -- background work ----------------------------------------------------------------------
 

@@ -18,7 +18,9 @@ class PutStatus(Enum):
     CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"  # a new segment could not be created
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"  # body, topic or batch breaks a size or naming rule
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"  # property string over 32767 bytes
-    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # the store is not open
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # the store is not open, or refuses puts (a slave)
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # set by the broker: no slave acknowledged in time
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # set by the broker: no usable slave to wait for
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
 
@@ -90,6 +92,23 @@ class GetResult:
     def body(self) -> bytes:
         """The records concatenated: a PULL_MESSAGE response body."""
         return b"".join(self.buffers)
+
+
+class AppendStatus(Enum):
+    """Outcome of :meth:`MessageStore.append_commit_log` (a slave's replicated append)."""
+
+    APPENDED = "APPENDED"  # the whole records at the start were appended (maybe none yet)
+    NOT_AT_END = "NOT_AT_END"  # the bytes do not start at the log's end: nothing appended
+    CORRUPT = "CORRUPT"  # the whole records before a bad one were appended, the rest never can be
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What a replicated append did: ``appended_bytes`` from the start of the bytes given."""
+
+    status: AppendStatus
+    appended_bytes: int = 0
+    remark: str = ""
 
 
 def failed_put(status: PutStatus, remark: str) -> PutResult:

@@ -61,10 +61,11 @@ def test_load_broker_config_unknown_key_names_nearest(tmp_path: Path) -> None:
 def test_load_broker_config_unimplemented_key_only_warns(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    conf = _write(tmp_path / "broker.conf", f"storePathRootDir={tmp_path}\nbrokerIP2=10.0.0.1\n")
+    # brokerIP2 served here until replication implemented it; serverWorkerThreads stays ignored.
+    conf = _write(tmp_path / "broker.conf", f"storePathRootDir={tmp_path}\nserverWorkerThreads=8\n")
     with caplog.at_level(logging.WARNING):
         load_broker_config(conf)
-    assert "brokerIP2" in caplog.text
+    assert "serverWorkerThreads" in caplog.text
 
 
 def test_broker_config_master_must_have_id_zero() -> None:
@@ -88,3 +89,54 @@ def test_load_broker_config_reads_commit_log_warming_keys(tmp_path: Path) -> Non
     assert store.warm_mapped_file_window_bytes == 1 << 20
     with pytest.raises(ConfigError, match="warmMapedFileWindowBytes=100"):
         load_broker_config(conf, {"warmMapedFileWindowBytes": 100})
+
+
+def test_broker_config_slave_needs_an_id_above_zero() -> None:
+    with pytest.raises(ConfigError, match="SLAVE must have an id above 0"):
+        BrokerConfig(broker_role=BrokerRole.SLAVE)
+
+
+def test_broker_config_ha_port_defaults_to_listen_port_plus_one() -> None:
+    assert BrokerConfig(listen_port=10911).ha_port == 10912
+    assert BrokerConfig(listen_port=0).ha_port == 0  # tests: any free port, like listenPort 0
+    assert BrokerConfig(listen_port=10911, ha_listen_port=20000).ha_port == 20000
+    with pytest.raises(ConfigError, match="haHousekeepingInterval"):
+        BrokerConfig(ha_send_heartbeat_interval_ms=5000, ha_housekeeping_interval_ms=5000)
+    with pytest.raises(ConfigError, match="haMasterAddress"):
+        BrokerConfig(ha_master_address="10.0.0.1:10912")
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("enableControllerMode=true", "controller is not implemented"),
+        ("enableDLegerCommitLog=true", "DLedger"),
+        ("enableSlaveActingMaster=true", "slave-acting-master"),
+        ("inSyncReplicas=2", "quorum replication is not implemented"),
+        ("allAckInSyncStateSet=false", "quorum replication is not implemented"),
+    ],
+)
+def test_load_broker_config_refuses_replication_modes_it_lacks(tmp_path: Path, line: str, words: str) -> None:
+    conf = _write(tmp_path / "broker.conf", f"storePathRootDir={tmp_path}\n{line}\n")
+    with pytest.raises(ConfigError, match=words):
+        load_broker_config(conf)
+
+
+def test_load_broker_config_mode_switched_off_only_warns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    conf = _write(tmp_path / "broker.conf", f"storePathRootDir={tmp_path}\nenableControllerMode=false\n")
+    with caplog.at_level(logging.WARNING):
+        load_broker_config(conf)
+    assert "enableControllerMode" in caplog.text
+
+
+def test_load_broker_config_reads_every_role(tmp_path: Path) -> None:
+    for role, broker_id in (("ASYNC_MASTER", 0), ("SYNC_MASTER", 0), ("SLAVE", 2)):
+        conf = _write(
+            tmp_path / "broker.conf",
+            f"storePathRootDir={tmp_path}\nbrokerRole={role}\nbrokerId={broker_id}\nslaveTimeout=1500\n",
+        )
+        broker_config, _ = load_broker_config(conf)
+        assert (broker_config.broker_role.value, broker_config.broker_id) == (role, broker_id)
+        assert broker_config.slave_timeout_ms == 1500

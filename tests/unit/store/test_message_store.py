@@ -25,6 +25,7 @@ from orbitmq.protocol.tags import TagFilter
 from orbitmq.store._fs import failpoints
 from orbitmq.store.config import FlushDiskType, StoreConfig
 from orbitmq.store.message_store import (
+    AppendStatus,
     GetStatus,
     MessageStore,
     PutMessageRequest,
@@ -288,16 +289,25 @@ def test_message_store_replicates_through_raw_read_and_append(open_store: OpenSt
         put_ok(master, request(queue_id=index % 2, body=os.urandom(2500), properties={"KEYS": f"k{index}"}))
     arrivals: list[int] = []
     slave.add_arrival_listener(lambda topic, queue_id, max_offset: arrivals.append(max_offset))
-    position = 0
-    while position < master.max_commit_log_offset:
-        chunk = master.read_commit_log(position, 5000)  # splits records: dispatch must wait for the rest
-        assert slave.append_commit_log(position, chunk)
-        position += len(chunk)
-    assert not slave.append_commit_log(0, b"again")
+    # Frames of 5000 bytes split records: the slave appends the whole ones and hands the tail
+    # back, to be given again with the next frame, as the replication slave does.
+    sent = 0
+    pending = b""
+    while sent < master.max_commit_log_offset:
+        chunk = master.read_commit_log(sent, 5000)
+        sent += len(chunk)
+        data = pending + chunk
+        result = slave.append_commit_log(sent - len(data), data)
+        assert result.status is AppendStatus.APPENDED, result.remark
+        pending = data[result.appended_bytes :]
+        assert slave.max_commit_log_offset == sent - len(pending)
+    assert pending == b""
+    assert slave.append_commit_log(0, b"again").status is AppendStatus.NOT_AT_END
     assert slave.max_commit_log_offset == slave.confirm_commit_log_offset == master.max_commit_log_offset
     assert slave.get_max_queue_offset("TopicA", 1) == 20 and arrivals
     assert slave.get_messages("TopicA", 1, 0, 32).body() == master.get_messages("TopicA", 1, 0, 32).body()
     assert len(slave.query_messages_by_key("TopicA", "k5", 4, 0, 2**62)) == 1
+    assert slave.read_commit_log(0, 1 << 20) == master.read_commit_log(0, 1 << 20)
 
 
 def test_message_store_reopen_keeps_everything(open_store: OpenStore, store_root: Path) -> None:

@@ -26,6 +26,8 @@ from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.server import ServerConnection
 
 if TYPE_CHECKING:
+    from orbitmq.broker.pop import PopService
+    from orbitmq.broker.replication import ReplicationService
     from orbitmq.broker.schedule import ScheduleService
     from orbitmq.broker.staging import StagingService
     from orbitmq.broker.timer import TimerService
@@ -63,5 +65,9 @@ class BrokerState:
     """Timed messages (None when timerWheelEnable is false)."""
     transactions: TransactionService | None = None
     """Half-message decisions and check-backs."""
+    replication: ReplicationService | None = None
+    """The HA port, and for a slave its HA client and metadata copy (None until startup)."""
+    pop: PopService | None = None
+    """POP consumption (RocketMQ 5 clients; None until the broker starts its services)."""
     staging: StagingService | None = None
     """Staged writes committed once per (write id, batch id)."""

@@ -3,12 +3,19 @@
 A created or deleted topic is persisted by the persistence service (the table is dirty) and
 published at once: the registration service re-registers with every name server. Reserved
 names (TBW102 and the system topics) cannot be created or deleted.
+
+Consumer groups: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200; body: RocketMQ's
+SubscriptionGroupConfig JSON) and GET_SUBSCRIPTIONGROUP_CONFIG (352; header ``group``). The
+gRPC proxy reads a group's ``consumeMessageOrderly`` and ``retryMaxTimes`` this way.
 """
 
 from __future__ import annotations
 
+import orjson
+
 from orbitmq.broker.handlers import BrokerState
-from orbitmq.broker.validation import check_admin_topic
+from orbitmq.broker.subscriptions import SubscriptionGroupConfig
+from orbitmq.broker.validation import check_admin_topic, check_group_name
 from orbitmq.model.route import TopicConfig
 from orbitmq.protocol.bodies import encode_topic_config_wrapper
 from orbitmq.protocol.codes import ResponseCode
@@ -60,4 +67,33 @@ class AdminHandlers:
 
     async def get_all_topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         body = encode_topic_config_wrapper(self._state.topics.snapshot())
+        return request.response(ResponseCode.SUCCESS, None, {}, body)
+
+    async def update_and_create_subscription_group(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        try:
+            raw = orjson.loads(request.body)
+            group = str(raw["groupName"])
+            config = SubscriptionGroupConfig.from_json(group, raw)
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"malformed subscription group config body: {exc}"
+            )
+        rejection = check_group_name(group)
+        if rejection is not None:
+            return rejection.response(request)
+        self._state.groups.put(config)
+        return request.response(ResponseCode.SUCCESS, None, {})
+
+    async def get_subscription_group_config(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        group = request.ext_fields.get("group", "")
+        config = self._state.groups.get(group)
+        if config is None:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] not exist"
+            )
+        body = orjson.dumps({"groupName": config.group_name, **config.to_json()})
         return request.response(ResponseCode.SUCCESS, None, {}, body)

@@ -12,11 +12,23 @@ long polling is off) and re-reads once when woken or expired; the re-read never 
 an expired poll answers PULL_NOT_FOUND. The hold is capped below the clients' 30 s request
 timeout. When sysFlag bit 0 is set the consumer's ``commitOffset`` is stored before reading.
 The response body is the stored records, concatenated, exactly as the commit log holds them.
+
+Reads from slaves (ha-replication §4.1). ``suggestWhichBrokerId`` tells the client where to
+pull next: 0 unless ``slaveReadEnable``; with it, the group's ``whichBrokerWhenConsumeSlowly``
+when the batch was read more than ``accessMessageInMemoryMaxRatio`` percent of the host's
+memory behind the log's end (unlikely to be in the page cache), else the group's
+``brokerId``. Master and slave answer alike, except that a slave never moves a consumer's
+offset (a lagging slave would move it back: an offset it cannot serve is PULL_RETRY_IMMEDIATELY
+at the same offset) and ignores the piggy-backed commit offset (the master's copy wins).
 """
 
 from __future__ import annotations
 
+import os
+from functools import cache
+
 from orbitmq.broker.clients import GroupSubscription
+from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState
 from orbitmq.broker.status_map import is_long_poll_candidate, pull_response_code
 from orbitmq.broker.validation import check_group_name
@@ -26,6 +38,7 @@ from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader
 from orbitmq.protocol.tags import TagFilter
+from orbitmq.store.message_store import GetResult
 from orbitmq.transport.server import RequestContext
 
 FLAG_COMMIT_OFFSET = 0x1
@@ -52,7 +65,8 @@ class PullHandlers:
         tag_filter = self._tag_filter(request, header)
         if isinstance(tag_filter, RemotingCommand):
             return tag_filter
-        if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0:
+        is_slave = self._state.config.broker_role is BrokerRole.SLAVE
+        if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0 and not is_slave:
             self._state.offsets.commit(
                 header.consumer_group, header.topic, header.queue_id, header.commit_offset
             )
@@ -158,12 +172,42 @@ class PullHandlers:
             None if tag_filter.matches_all else tag_filter.matches_code,
         )
         code = pull_response_code(result.status, header.queue_offset)
+        suggested = self._suggest(header.consumer_group, result)
+        next_begin_offset = result.next_begin_offset
+        if code is ResponseCode.PULL_OFFSET_MOVED and self._state.config.broker_role is BrokerRole.SLAVE:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            next_begin_offset = header.queue_offset
+            group = self._state.groups.get(header.consumer_group)
+            suggested = group.broker_id if group is not None else 0
         ext = {
-            "nextBeginOffset": str(result.next_begin_offset),
+            "nextBeginOffset": str(next_begin_offset),
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
-            "suggestWhichBrokerId": "0",
+            "suggestWhichBrokerId": str(suggested),
         }
         body = result.body() if code is ResponseCode.SUCCESS else b""
         remark = None if code is ResponseCode.SUCCESS else result.status.name
         return request.response(code, remark, ext, body)
+
+    def _suggest(self, consumer_group: str, result: GetResult) -> int:
+        """suggestWhichBrokerId for this read (see the module docstring)."""
+        config = self._state.config
+        if not config.slave_read_enable:
+            return 0
+        group = self._state.groups.get(consumer_group)
+        if group is None:
+            return 0
+        if result.commit_log_offsets:
+            behind_bytes = self._state.store.max_commit_log_offset - result.commit_log_offsets[-1]
+            if behind_bytes > memory_bytes() * config.access_message_in_memory_max_ratio_percent // 100:
+                return group.which_broker_when_consume_slowly
+        return group.broker_id
+
+
+@cache
+def memory_bytes() -> int:
+    """The host's physical memory (RocketMQ's TOTAL_PHYSICAL_MEMORY_SIZE)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30

@@ -21,6 +21,12 @@ Special messages are rewritten before the put (:meth:`SendHandlers._route`):
 
 A transactional message may not be delayed or batched, and a timed message due further
 ahead than ``timerMaxDelaySec`` is refused (MESSAGE_ILLEGAL).
+
+Replication: a SLAVE refuses sends and send-backs with SERVICE_NOT_AVAILABLE (14), as RocketMQ
+does. A SYNC_MASTER answers a stored message only once a slave acknowledged its bytes
+(``broker.replication``): SLAVE_NOT_AVAILABLE (11) when no usable slave is connected,
+FLUSH_SLAVE_TIMEOUT (12) after ``slaveTimeout``; the message is stored either way, so those
+answers carry the usual msgId, queue id and queue offset.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import random
 from concurrent.futures import Future
 from functools import lru_cache
 
+from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.schedule import delay_level_of, to_schedule
 from orbitmq.broker.status_map import put_response_code
@@ -59,6 +66,15 @@ from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
 from orbitmq.transport.server import RequestContext
 
 MSG_REGION_DEFAULT = "DefaultRegion"
+# Answers to a message that was stored: they carry its msgId, queue id and queue offset.
+_STORED_CODES = frozenset(
+    (
+        ResponseCode.SUCCESS,
+        ResponseCode.FLUSH_DISK_TIMEOUT,
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+    )
+)
 # The properties timer_due_ms reads; a message carrying none of them is not timed.
 _TIMER_KEYS = frozenset(
     (
@@ -109,6 +125,13 @@ class SendHandlers:
         return await self._send_single(ctx, request, header, topic_config, queue_id, properties)
 
     def _check_broker_writable(self) -> Rejection | None:
+        config = self._state.config
+        if config.broker_role is BrokerRole.SLAVE:
+            return Rejection(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                f"service not available now: the broker[{config.broker_name}] is a slave "
+                f"(brokerId {config.broker_id}); messages are put to its master",
+            )
         if self._state.config.broker_permission & PERM_WRITE:
             return None
         return Rejection(
@@ -343,8 +366,17 @@ class SendHandlers:
         # The store's flush thread resolves the future; the event loop keeps serving meanwhile.
         if must_wait and future is not None and not await self._flushed(future):
             status = PutStatus.FLUSH_DISK_TIMEOUT
+        replication = self._state.replication
+        if (
+            status is PutStatus.PUT_OK
+            and wait_store_ok
+            and replication is not None
+            and self._state.config.broker_role is BrokerRole.SYNC_MASTER
+        ):
+            # A slave's status overrides PUT_OK, not a flush timeout (RocketMQ's order).
+            status = await replication.wait_replicated(result.commit_log_offsets[0] + result.wrote_bytes)
         code, remark = put_response_code(status, result.remark)
-        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
+        if code not in _STORED_CODES:
             return request.response(code, remark, {})
         prefix = _offset_msg_id_prefix(*self._state.store_host)
         ext = {

@@ -6,6 +6,7 @@ OrbitMQ's own requests (``protocol/staging.py``); the work is in
 before its body is stored as one staged record; the answer names the record's commit-log
 offset. COMMIT_STAGED answers ``alreadyCommitted`` and, when the key was committed before, the
 recorded commit as its body. Under SYNC_FLUSH both answer once their records are on disk.
+A slave answers both with SERVICE_NOT_AVAILABLE: it stores no message of its own.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import logging
 import re
 
+from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState
 from orbitmq.broker.staging import CommitOutcome
 from orbitmq.broker.status_map import put_response_code
@@ -38,14 +40,22 @@ class StagingHandlers:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
 
+    def _unavailable(self, request: RemotingCommand) -> RemotingCommand:
+        config = self._state.config
+        if config.broker_role is BrokerRole.SLAVE:
+            return request.response(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                f"service not available now: the broker[{config.broker_name}] is a slave "
+                f"(brokerId {config.broker_id}); staged writes go to its master",
+            )
+        return request.response(ResponseCode.SYSTEM_ERROR, "staged writes are not available on this broker")
+
     async def stage_messages(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = StageMessagesRequestHeader.from_ext(request.ext_fields)
         state = self._state
         service = state.staging
         if service is None:
-            return request.response(
-                ResponseCode.SYSTEM_ERROR, "staged writes are not available on this broker"
-            )
+            return self._unavailable(request)
         if not state.config.broker_permission & PERM_WRITE:
             return request.response(
                 ResponseCode.NO_PERMISSION,
@@ -97,9 +107,7 @@ class StagingHandlers:
         header = CommitStagedRequestHeader.from_ext(request.ext_fields)
         service = self._state.staging
         if service is None:
-            return request.response(
-                ResponseCode.SYSTEM_ERROR, "staged writes are not available on this broker"
-            )
+            return self._unavailable(request)
         rejection = _check_key(header.write_id, header.batch_id)
         if rejection is not None:
             return request.response(rejection.code, rejection.remark)

@@ -3,12 +3,14 @@
 The work is in :class:`orbitmq.broker.transaction.TransactionService`; this handler reads the
 header, ignores "unknown" (0) decisions (no response, as RocketMQ), and answers with the
 service's outcome. Producers usually send it oneway, and then the transport drops the answer.
+A slave answers SLAVE_NOT_AVAILABLE, as RocketMQ does: only the master decides.
 """
 
 from __future__ import annotations
 
 import logging
 
+from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState
 from orbitmq.model.message import SysFlag
 from orbitmq.protocol.codes import ResponseCode
@@ -35,6 +37,12 @@ class TransactionHandlers:
                 ctx.peer_address, header.msg_id, header.from_transaction_check,
             )  # fmt: skip
             return None
+        if self._state.config.broker_role is BrokerRole.SLAVE:
+            return request.response(
+                ResponseCode.SLAVE_NOT_AVAILABLE,
+                f"the broker[{self._state.config.broker_name}] is a slave: end the transaction on its master",
+                {},
+            )
         service = self._state.transactions
         if service is None:
             return request.response(

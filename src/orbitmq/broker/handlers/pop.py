@@ -1,0 +1,228 @@
+"""POP_MESSAGE (200050), ACK_MESSAGE (200051) and CHANGE_MESSAGE_INVISIBLETIME (200053).
+
+RocketMQ 5's consumption without rebalancing, on the remoting port, served by the broker's
+POP engine (``broker.pop``); the gRPC proxy consumes through these same three requests. The
+formats are in ``protocol.pop``.
+
+| refusal | code |
+| --- | --- |
+| a slave broker (POP state changes are the master's to journal) | SLAVE_NOT_AVAILABLE |
+| broker or topic not readable | NO_PERMISSION |
+| unknown topic | TOPIC_NOT_EXIST |
+| unknown group with autoCreateSubscriptionGroup off, or consumption disabled | SUBSCRIPTION_GROUP_NOT_EXIST / NO_PERMISSION |
+| queue id outside the topic, more than 32 messages, negative times | INVALID_PARAMETER |
+| an expression type without a filter (SQL92 for now) | SUBSCRIPTION_PARSE_FAILED |
+| malformed receipt handle (``extraInfo``) | MESSAGE_ILLEGAL |
+| receipt handle expired, or of a delivery already finished or replaced | NO_MESSAGE |
+
+A pop that finds nothing answers POLLING_TIMEOUT after waiting its poll time, PULL_NOT_FOUND
+when it asked not to wait.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from orbitmq.broker.config import BrokerRole
+from orbitmq.broker.handlers import BrokerState
+from orbitmq.broker.pop import (
+    FilterExpressionError,
+    HandleStatus,
+    PopJournalError,
+    PopRequest,
+    PopService,
+    PopStatus,
+    build_filter,
+)
+from orbitmq.broker.validation import Rejection, check_group_name
+from orbitmq.errors import RemoteProtocolError
+from orbitmq.model.route import PERM_READ
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.pop import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    ExtraInfo,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+    encode_offset_info,
+)
+from orbitmq.transport.server import RequestContext
+
+logger = logging.getLogger(__name__)
+
+POP_BATCH_MAX = 32
+"""Messages one pop may ask for (RocketMQ's limit)."""
+POLL_TIME_MAX_MS = 60_000
+"""Longest a pop waits for messages; longer poll times are cut to it."""
+
+
+class PopHandlers:
+    """The three POP requests."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    @property
+    def _pop(self) -> PopService:
+        pop = self._state.pop
+        if pop is None:
+            raise RuntimeError("POP request before the broker started its POP service")
+        return pop
+
+    async def pop_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = PopMessageRequestHeader.from_ext(request.ext_fields)
+        rejection = self._check_master() or self._check_consume(
+            header.topic, header.consumer_group, header.queue_id
+        )
+        if rejection is not None:
+            return rejection.response(request)
+        if not 0 < header.max_msg_nums <= POP_BATCH_MAX:
+            return request.response(
+                ResponseCode.INVALID_PARAMETER,
+                f"maxMsgNums {header.max_msg_nums} is not 1..{POP_BATCH_MAX} (group {header.consumer_group})",
+            )
+        if header.invisible_time < 0 or header.poll_time < 0:
+            return request.response(
+                ResponseCode.INVALID_PARAMETER,
+                f"invisibleTime {header.invisible_time} and pollTime {header.poll_time} must not be negative",
+            )
+        try:
+            message_filter = build_filter(header.exp_type, header.exp)
+        except FilterExpressionError as exc:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"group {header.consumer_group}: {exc}"
+            )
+        poll_ms = min(header.poll_time, POLL_TIME_MAX_MS)
+        pop_request = PopRequest(
+            group=header.consumer_group,
+            topic=header.topic,
+            queue_id=header.queue_id,
+            batch_max=header.max_msg_nums,
+            invisible_ms=header.invisible_time,
+            poll_ms=poll_ms,
+            init_mode=header.init_mode,
+            fifo=header.order,
+            message_filter=message_filter,
+            attempt_id=header.attempt_id,
+        )
+        try:
+            result = await self._pop.pop(pop_request)
+        except PopJournalError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        offsets: dict[int, list[int]] = {}
+        for message in result.messages:
+            offsets.setdefault(message.queue_id, []).append(message.queue_offset)
+        response_header = PopMessageResponseHeader(
+            pop_time=result.pop_time_ms,
+            invisible_time=result.invisible_ms,
+            revive_qid=0,
+            rest_num=result.rest_num,
+            start_offset_info=encode_offset_info({q: [v] for q, v in result.start_offsets.items()}) or None,
+            msg_offset_info=encode_offset_info(offsets) or None,
+        )
+        if result.status is PopStatus.FOUND:
+            body = b"".join(message.record for message in result.messages)
+            return request.response(ResponseCode.SUCCESS, None, response_header.to_ext(), body)
+        code = ResponseCode.POLLING_TIMEOUT if poll_ms > 0 else ResponseCode.PULL_NOT_FOUND
+        return request.response(code, "no new message", response_header.to_ext())
+
+    async def ack_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = AckMessageRequestHeader.from_ext(request.ext_fields)
+        handle = self._check_master() or self._parse_handle(header.extra_info)
+        if isinstance(handle, Rejection):
+            return handle.response(request)
+        if self._state.topics.get(header.topic) is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
+        key = (header.consumer_group, header.topic, header.queue_id)
+        try:
+            statuses = await self._pop.ack(key, [(header.offset, handle.pop_time_ms)])
+        except PopJournalError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        if statuses[0] is HandleStatus.VALID:
+            return request.response(ResponseCode.SUCCESS, None, {})
+        return _invalid_handle(request, header.topic, header.queue_id, header.offset, statuses[0])
+
+    async def change_invisible_time(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = ChangeInvisibleTimeRequestHeader.from_ext(request.ext_fields)
+        handle = self._check_master() or self._parse_handle(header.extra_info)
+        if isinstance(handle, Rejection):
+            return handle.response(request)
+        if header.invisible_time < 0:
+            return request.response(
+                ResponseCode.INVALID_PARAMETER, f"invisibleTime {header.invisible_time} is negative"
+            )
+        if self._state.topics.get(header.topic) is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
+        key = (header.consumer_group, header.topic, header.queue_id)
+        try:
+            status, visible_at_ms = await self._pop.change_invisible(
+                key, header.offset, handle.pop_time_ms, header.invisible_time
+            )
+        except PopJournalError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        if status is not HandleStatus.VALID:
+            return _invalid_handle(request, header.topic, header.queue_id, header.offset, status)
+        response_header = ChangeInvisibleTimeResponseHeader(
+            pop_time=handle.pop_time_ms,
+            invisible_time=visible_at_ms - handle.pop_time_ms,
+            revive_qid=0,
+        )
+        return request.response(ResponseCode.SUCCESS, None, response_header.to_ext())
+
+    # -- checks -------------------------------------------------------------------------------
+
+    def _check_master(self) -> Rejection | None:
+        if self._state.config.broker_role is BrokerRole.SLAVE:
+            return Rejection(
+                ResponseCode.SLAVE_NOT_AVAILABLE,
+                f"broker {self._state.config.broker_name} is a slave: pop from its master",
+            )
+        return None
+
+    def _check_consume(self, topic: str, group: str, queue_id: int) -> Rejection | None:
+        state = self._state
+        if not state.config.broker_permission & PERM_READ:
+            return Rejection(
+                ResponseCode.NO_PERMISSION, f"the broker[{state.config.broker_name}] pop message is forbidden"
+            )
+        illegal_group = check_group_name(group)
+        if illegal_group is not None:
+            return illegal_group
+        topic_config = state.topics.get(topic)
+        if topic_config is None:
+            return Rejection(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        if not topic_config.perm & PERM_READ:
+            return Rejection(ResponseCode.NO_PERMISSION, f"the topic[{topic}] peeking message is forbidden")
+        if queue_id >= topic_config.read_queue_nums or queue_id < -1:
+            return Rejection(
+                ResponseCode.INVALID_PARAMETER,
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] readQueueNums:[{topic_config.read_queue_nums}]",
+            )
+        group_config = state.groups.find_or_create(group, state.config.auto_create_subscription_group)
+        if group_config is None:
+            return Rejection(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] not exist"
+            )
+        if not group_config.consume_enable:
+            return Rejection(
+                ResponseCode.NO_PERMISSION, f"subscription group [{group}] no permission to consume"
+            )
+        return None
+
+    @staticmethod
+    def _parse_handle(extra_info: str) -> ExtraInfo | Rejection:
+        try:
+            return ExtraInfo.decode(extra_info)
+        except RemoteProtocolError as exc:
+            return Rejection(ResponseCode.MESSAGE_ILLEGAL, str(exc))
+
+
+def _invalid_handle(
+    request: RemotingCommand, topic: str, queue_id: int, offset: int, status: HandleStatus
+) -> RemotingCommand:
+    reason = "is expired" if status is HandleStatus.EXPIRED else "names no delivery in flight"
+    return request.response(
+        ResponseCode.NO_MESSAGE, f"receipt handle of {topic}/{queue_id} offset {offset} {reason}", {}
+    )

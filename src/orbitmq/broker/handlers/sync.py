@@ -1,0 +1,60 @@
+"""What a slave asks its master for (SlaveSynchronize, ha-replication §3) and the HA status.
+
+GET_ALL_TOPIC_CONFIG (21) lives in ``admin.py``; here: GET_ALL_CONSUMER_OFFSET (43) with the
+transaction check progress as RocketMQ keeps it (the half topic's offset of group
+``CID_RMQ_SYS_TRANS``), GET_ALL_DELAY_OFFSET (45), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
+GET_TIMER_CHECK_POINT (60, OrbitMQ's JSON body) and GET_BROKER_HA_STATUS (907: RocketMQ's
+HARuntimeInfo JSON, read by ``orbitmq admin cluster list``). Every broker answers them, a
+slave too (a slave of a slave copies from it). Reading never clears a table's dirty flag.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from orbitmq.broker.handlers import BrokerState
+from orbitmq.broker.replication.metadata import TRANSACTION_CHECK_GROUP
+from orbitmq.broker.validation import TRANS_HALF_TOPIC
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.transport.server import RequestContext
+
+
+class SyncHandlers:
+    """The tables a slave copies, and the replication status."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    async def get_all_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        extra = {}
+        transactions = self._state.transactions
+        if transactions is not None:
+            extra[(TRANS_HALF_TOPIC, TRANSACTION_CHECK_GROUP)] = {0: transactions.check_offset}
+        return request.response(ResponseCode.SUCCESS, None, {}, self._state.offsets.snapshot(extra))
+
+    async def get_all_delay_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        schedule = self._state.schedule
+        if schedule is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, "no delay-level service on this broker", {})
+        return request.response(ResponseCode.SUCCESS, None, {}, schedule.offsets.encode())
+
+    async def get_all_subscription_group_config(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, None, {}, self._state.groups.snapshot())
+
+    async def get_timer_check_point(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        timer = self._state.timer
+        if timer is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, "timed messages are not served by this broker", {}
+            )
+        body = orjson.dumps({"dequeueMs": timer.dequeue_ms, "enqueueQueueOffset": timer.enqueue_queue_offset})
+        return request.response(ResponseCode.SUCCESS, None, {}, body)
+
+    async def get_broker_ha_status(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        replication = self._state.replication
+        if replication is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, "replication is not started", {})
+        return request.response(ResponseCode.SUCCESS, None, {}, orjson.dumps(replication.runtime_info()))

@@ -1,0 +1,511 @@
+"""PopService: the POP engine's I/O shell around the pure state (``broker.pop.state``).
+
+It owns the :class:`~orbitmq.broker.pop.state.PopStateTable`, reads messages from the store,
+lets :func:`~orbitmq.broker.pop.selection.select` decide, writes the resulting events to the
+journal (``broker.pop.journal``), applies them, and answers. Both protocols use it: the
+remoting handlers (``broker.handlers.pop``) and, through them, the gRPC proxy.
+
+A pop, one request (no await between reading the state and applying the events, so two pops
+on one event loop never hand out the same message):
+
+1. For each queue asked for (``queue_id`` -1: every readable queue, a different one first
+   each time), a group new to the queue starts at its committed consumer offset, else as the
+   init mode says.
+2. Deliveries past their deadline whose attempt reached the group's maximum
+   (``retryMaxTimes + 1``) are stored in ``%DLQ%<group>`` and finished.
+3. Visible-again deliveries and fresh messages from the cursor (tags code, then the full
+   filter) are offered to ``select``.
+4. The events go to the journal as one message, then into the state; the group's consumer
+   offset becomes each queue's done-below offset. Under SYNC_FLUSH the answer waits for the
+   journal message's flush.
+
+With nothing to deliver, a pop with a poll time waits until a message arrives on the topic
+(the store's arrival listener), a delivery of the group on the topic becomes visible again,
+or the poll time ends, and tries once more each time. A pop that repeats an ``attempt_id``
+(a push consumer retrying a receive that failed on the way back) gets the same messages again
+while those deliveries are still in flight, rather than a second batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from orbitmq.broker._tasks import cancel_and_wait
+from orbitmq.broker.offsets import ConsumerOffsetTable
+from orbitmq.broker.pop.filter import MessageFilter
+from orbitmq.broker.pop.journal import JOURNAL_TOPIC, encode_events
+from orbitmq.broker.pop.messages import DeadLetters, message_group_of, read_fresh, read_one
+from orbitmq.broker.pop.persistence import load_state, snapshot_bytes
+from orbitmq.broker.pop.selection import Candidate, dead_letter_due, select
+from orbitmq.broker.pop.state import (
+    AckEvent,
+    ChangeEvent,
+    DoneEvent,
+    Event,
+    HandleStatus,
+    InitEvent,
+    PopEvent,
+    PopStateTable,
+    QueueKey,
+    QueuePopState,
+)
+from orbitmq.broker.subscriptions import SubscriptionGroupTable
+from orbitmq.broker.topics import TopicConfigTable
+from orbitmq.errors import StoreError
+from orbitmq.protocol.message_codec import with_reconsume_times
+from orbitmq.protocol.pop import INIT_MODE_MIN
+from orbitmq.store.message_store import MessageStore, PutMessageRequest, PutStatus
+
+logger = logging.getLogger(__name__)
+
+FIFO_SCAN_MAX = 256
+"""Fresh entries one FIFO pop examines per queue (messages of busy groups are held back)."""
+_ATTEMPT_CACHE_MAX = 4096
+
+
+class PopJournalError(StoreError):
+    """The journal message could not be stored: the request changed nothing."""
+
+
+class PopStatus(Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"  # nothing to deliver (after the poll time, if any)
+
+
+@dataclass(frozen=True, slots=True)
+class PopRequest:
+    """One pop, whichever protocol asked."""
+
+    group: str
+    topic: str
+    queue_id: int
+    batch_max: int
+    invisible_ms: int
+    poll_ms: int
+    init_mode: int
+    fifo: bool
+    message_filter: MessageFilter
+    attempt_id: str | None = None
+
+
+@dataclass(slots=True)
+class PoppedMessage:
+    """One delivered message: its stored record, RECONSUMETIMES set to ``attempt - 1``."""
+
+    queue_id: int
+    queue_offset: int
+    attempt: int
+    record: bytes
+
+
+@dataclass(slots=True)
+class PopResult:
+    status: PopStatus
+    pop_time_ms: int
+    invisible_ms: int
+    messages: list[PoppedMessage] = field(default_factory=list)
+    start_offsets: dict[int, int] = field(default_factory=dict)
+    rest_num: int = 0
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What one pass over the queues decided, before it is journaled."""
+
+    events: list[Event] = field(default_factory=list)
+    messages: list[PoppedMessage] = field(default_factory=list)
+    start_offsets: dict[int, int] = field(default_factory=dict)
+    rest_num: int = 0
+    next_visible_ms: int | None = None
+
+
+class PopService:
+    """The POP engine of one broker (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicConfigTable,
+        groups: SubscriptionGroupTable,
+        offsets: ConsumerOffsetTable,
+        snapshot_path: Path,
+        settings: tuple[bool, int, int],
+        store_host: Callable[[], tuple[str, int]],
+        write_file: Callable[[Path, bytes], None],
+        now_ms: Callable[[], int],
+    ) -> None:
+        self._store = store
+        self._topics = topics
+        self._groups = groups
+        self._offsets = offsets
+        self._snapshot_path = snapshot_path
+        self._auto_create_group, self._default_retry_max, self._snapshot_interval_ms = settings
+        self._store_host = store_host
+        self._write_file = write_file
+        self._now_ms = now_ms
+        self.table = PopStateTable()
+        self._journal_next = 0  # the journal queue offset after the last message applied
+        self._snapshot_journal_offset = -1
+        self._rotation = 0
+        self._attempts: OrderedDict[tuple[str, str], list[tuple[QueueKey, int, int]]] = OrderedDict()
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread_id = 0
+        self._task: asyncio.Task[None] | None = None
+        self._dead_letters = DeadLetters(store, topics, store_host)
+        self._stopping = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Load the snapshot and replay the journal after it (blocking; before the server starts)."""
+        self.table, self._journal_next = load_state(self._store, self._snapshot_path)
+        self._snapshot_journal_offset = self._journal_next
+        for (group, topic, queue_id), state in self.table.items():
+            self._offsets.commit(group, topic, queue_id, state.done_below())
+
+    def on_topics_changed(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when the engine creates a topic (a DLQ)."""
+        self._dead_letters.on_topics_changed = callback
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread_id = threading.get_ident()
+        self._task = asyncio.create_task(self._run(), name="pop-snapshot")
+
+    def release_waiters(self) -> None:
+        """Shutdown begins: every waiting pop answers now with what it has (nothing)."""
+        self._stopping = True
+        for topic in list(self._waiters):
+            self._wake(topic)
+
+    async def stop(self) -> None:
+        self.release_waiters()
+        await cancel_and_wait([self._task])
+        self._task = None
+        await self.write_snapshot()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._snapshot_interval_ms / 1000)
+            try:
+                await self.write_snapshot()
+            except Exception:
+                logger.exception("writing the POP snapshot failed")
+
+    async def write_snapshot(self) -> None:
+        """Write ``popState.json`` when journal messages were applied since the last one."""
+        if self._journal_next == self._snapshot_journal_offset:
+            return
+        journal_offset = self._journal_next
+        data = snapshot_bytes(self.table, journal_offset)  # on the loop: a consistent cut
+        await asyncio.to_thread(self._write_file, self._snapshot_path, data)
+        self._snapshot_journal_offset = journal_offset
+
+    # -- pop ----------------------------------------------------------------------------------
+
+    def max_attempts(self, group: str) -> int:
+        """Deliveries of one message before it goes to the DLQ (``retryMaxTimes + 1``)."""
+        config = self._groups.find_or_create(group, self._auto_create_group)
+        return (config.retry_max_times if config is not None else self._default_retry_max) + 1
+
+    async def pop(self, request: PopRequest) -> PopResult:
+        """Pop for ``request``; with nothing to deliver, wait up to its poll time (see the module doc).
+
+        Raises:
+            PopJournalError: the journal could not be written (nothing was handed out).
+        """
+        deadline_ms = self._now_ms() + max(request.poll_ms, 0)
+        while True:
+            result, next_visible_ms, flush = self._pop_once(request)
+            if result.messages:
+                if flush is not None:
+                    await asyncio.wrap_future(flush)
+                return result
+            now_ms = self._now_ms()
+            if now_ms >= deadline_ms or self._stopping:
+                return result
+            wake_ms = deadline_ms if next_visible_ms is None else min(deadline_ms, next_visible_ms)
+            await self._wait(request.topic, max(wake_ms - now_ms, 1))
+
+    def _pop_once(self, request: PopRequest) -> tuple[PopResult, int | None, Future[bool] | None]:
+        now_ms = self._now_ms()
+        pop_time_ms = self.table.next_pop_time(now_ms)
+        result = PopResult(PopStatus.NO_NEW_MSG, pop_time_ms, request.invisible_ms)
+        repeated = self._repeat_attempt(request, now_ms)
+        if repeated is not None:
+            return repeated, None, None
+        topic_config = self._topics.get(request.topic)
+        if topic_config is None:
+            return result, None, None
+        if request.queue_id >= 0:
+            queue_ids = [request.queue_id]
+        else:
+            count = max(topic_config.read_queue_nums, 1)
+            self._rotation = (self._rotation + 1) % count
+            queue_ids = [(self._rotation + index) % count for index in range(count)]
+        plan = _Plan()
+        max_attempts = self.max_attempts(request.group)
+        for queue_id in queue_ids:
+            if len(plan.messages) >= request.batch_max:
+                break
+            self._plan_queue(request, queue_id, now_ms, pop_time_ms, max_attempts, plan)
+        if not plan.events:
+            return result, plan.next_visible_ms, None
+        flush = self._journal(plan.events)
+        self._apply(plan.events)
+        result.messages = plan.messages
+        result.start_offsets = plan.start_offsets
+        result.rest_num = plan.rest_num
+        if plan.messages:
+            result.status = PopStatus.FOUND
+            self._remember_attempt(request, pop_time_ms, plan.messages)
+        return result, plan.next_visible_ms, flush
+
+    def _plan_queue(
+        self,
+        request: PopRequest,
+        queue_id: int,
+        now_ms: int,
+        pop_time_ms: int,
+        max_attempts: int,
+        plan: _Plan,
+    ) -> None:
+        topic = request.topic
+        key: QueueKey = (request.group, topic, queue_id)
+        state = self.table.get(key)
+        min_offset = self._store.get_min_queue_offset(topic, queue_id)
+        max_offset = self._store.get_max_queue_offset(topic, queue_id)
+        if state is None:
+            cursor = self._initial_cursor(request, queue_id, min_offset, max_offset)
+            plan.events.append(InitEvent(key, cursor))
+            state = QueuePopState(cursor)  # planning copy; the table gets it from the event
+        finished = self._dead_letter(request.group, key, state, now_ms, max_attempts)
+        again: list[Candidate] = []
+        records: dict[int, bytes] = {}
+        for offset in sorted([*state.visible_inflight(now_ms), *state.held]):
+            if offset in finished:
+                continue
+            record = read_one(self._store, topic, queue_id, offset)
+            if record is None:
+                finished.append(offset)  # gone from the store (retention): nothing to deliver
+                continue
+            records[offset] = record
+            again.append(Candidate(offset, message_group_of(record, request.fifo), fresh=False))
+        if finished:
+            plan.events.append(DoneEvent(key, tuple(finished)))
+        room = request.batch_max - len(plan.messages)
+        wanted = FIFO_SCAN_MAX if request.fifo else room
+        fresh, scan_end = read_fresh(
+            self._store, request.topic, queue_id, max(state.cursor, min_offset), wanted, request.message_filter,
+            request.fifo, records,
+        )  # fmt: skip
+        selection = select(state, again, fresh, scan_end, room, now_ms, request.fifo)
+        visible_at_ms = pop_time_ms + request.invisible_ms
+        if selection.delivered or selection.held or selection.scan_to > state.cursor:
+            plan.events.append(
+                PopEvent(
+                    key,
+                    pop_time_ms,
+                    visible_at_ms,
+                    tuple(selection.delivered),
+                    selection.scan_to,
+                    tuple(selection.held),
+                    selection.groups,
+                )
+            )
+        for offset in selection.delivered:
+            previous = state.inflight.get(offset)
+            attempt = previous.attempt + 1 if previous is not None else 1
+            record = records[offset]
+            if attempt > 1:
+                record = with_reconsume_times(record, attempt - 1)
+            plan.messages.append(PoppedMessage(queue_id, offset, attempt, record))
+        if selection.delivered:
+            plan.start_offsets[queue_id] = selection.delivered[0]
+        plan.rest_num += max(max_offset - selection.scan_to, 0)
+        waiting = [d.visible_at_ms for d in state.inflight.values() if d.visible_at_ms > now_ms]
+        if selection.delivered:
+            waiting.append(visible_at_ms)
+        if waiting:
+            earliest = min(waiting)
+            if plan.next_visible_ms is None or earliest < plan.next_visible_ms:
+                plan.next_visible_ms = earliest
+
+    def _initial_cursor(self, request: PopRequest, queue_id: int, min_offset: int, max_offset: int) -> int:
+        committed = self._offsets.query(request.group, request.topic, queue_id)
+        if committed is not None:
+            return max(committed, min_offset)
+        if request.init_mode == INIT_MODE_MIN or min_offset == 0:
+            # RocketMQ starts a new group at 0 while the queue still holds its first message.
+            return min_offset
+        return max_offset
+
+    def _dead_letter(
+        self, group: str, key: QueueKey, state: QueuePopState, now_ms: int, max_attempts: int
+    ) -> list[int]:
+        """Store every exhausted delivery in ``%DLQ%<group>``; return the offsets finished."""
+        finished: list[int] = []
+        for offset in dead_letter_due(state, now_ms, max_attempts):
+            record = read_one(self._store, key[1], key[2], offset)
+            if record is None or self._dead_letters.store(group, record, state.inflight[offset].attempt):
+                finished.append(offset)
+        return finished
+
+    # -- attempt ids --------------------------------------------------------------------------
+
+    def _remember_attempt(self, request: PopRequest, pop_time_ms: int, messages: list[PoppedMessage]) -> None:
+        if not request.attempt_id:
+            return
+        cache_key = (request.group, request.attempt_id)
+        self._attempts[cache_key] = [
+            ((request.group, request.topic, m.queue_id), m.queue_offset, pop_time_ms) for m in messages
+        ]
+        self._attempts.move_to_end(cache_key)
+        while len(self._attempts) > _ATTEMPT_CACHE_MAX:
+            self._attempts.popitem(last=False)
+
+    def _repeat_attempt(self, request: PopRequest, now_ms: int) -> PopResult | None:
+        """The earlier answer to the same attempt id, while all of it is still in flight."""
+        if not request.attempt_id:
+            return None
+        remembered = self._attempts.get((request.group, request.attempt_id))
+        if not remembered:
+            return None
+        messages: list[PoppedMessage] = []
+        for key, offset, pop_time_ms in remembered:
+            state = self.table.get(key)
+            if state is None or state.check(offset, pop_time_ms, now_ms) is not HandleStatus.VALID:
+                return None
+            record = read_one(self._store, key[1], key[2], offset)
+            if record is None:
+                return None
+            attempt = state.inflight[offset].attempt
+            if attempt > 1:
+                record = with_reconsume_times(record, attempt - 1)
+            messages.append(PoppedMessage(key[2], offset, attempt, record))
+        first = self.table.get(remembered[0][0])
+        assert first is not None
+        delivery = first.inflight[remembered[0][1]]
+        result = PopResult(
+            PopStatus.FOUND, delivery.pop_time_ms, delivery.visible_at_ms - delivery.pop_time_ms
+        )
+        result.messages = messages
+        for message in messages:
+            result.start_offsets.setdefault(message.queue_id, message.queue_offset)
+        return result
+
+    # -- ack and change -----------------------------------------------------------------------
+
+    async def ack(self, key: QueueKey, acks: list[tuple[int, int]]) -> list[HandleStatus]:
+        """Finish deliveries named by (offset, pop time); one status per entry, in order.
+
+        Raises:
+            PopJournalError: the journal could not be written (nothing was acknowledged).
+        """
+        now_ms = self._now_ms()
+        state = self.table.get(key)
+        statuses = [
+            state.check(offset, pop_time_ms, now_ms) if state is not None else HandleStatus.UNKNOWN
+            for offset, pop_time_ms in acks
+        ]
+        valid = tuple(
+            pair for pair, status in zip(acks, statuses, strict=True) if status is HandleStatus.VALID
+        )
+        if valid:
+            events: list[Event] = [AckEvent(key, valid)]
+            flush = self._journal(events)
+            self._apply(events)
+            if flush is not None:
+                await asyncio.wrap_future(flush)
+        return statuses
+
+    async def change_invisible(
+        self, key: QueueKey, offset: int, pop_time_ms: int, invisible_ms: int
+    ) -> tuple[HandleStatus, int]:
+        """Move a delivery's deadline to ``invisible_ms`` from now; return the status and deadline.
+
+        Raises:
+            PopJournalError: the journal could not be written (nothing changed).
+        """
+        now_ms = self._now_ms()
+        state = self.table.get(key)
+        status = state.check(offset, pop_time_ms, now_ms) if state is not None else HandleStatus.UNKNOWN
+        if status is not HandleStatus.VALID:
+            return status, 0
+        visible_at_ms = now_ms + max(invisible_ms, 0)
+        events: list[Event] = [ChangeEvent(key, offset, pop_time_ms, visible_at_ms)]
+        flush = self._journal(events)
+        self._apply(events)
+        self._wake(key[1])
+        if flush is not None:
+            await asyncio.wrap_future(flush)
+        return status, visible_at_ms
+
+    # -- journal ------------------------------------------------------------------------------
+
+    def _journal(self, events: list[Event]) -> Future[bool] | None:
+        put = self._store.put_message(
+            PutMessageRequest(
+                topic=JOURNAL_TOPIC,
+                queue_id=0,
+                body=encode_events(events),
+                born_timestamp=self._now_ms(),
+                store_host=self._store_host(),
+            )
+        )
+        if put.status is not PutStatus.PUT_OK:
+            raise PopJournalError(f"writing the POP journal failed: {put.status.value} {put.remark}")
+        self._journal_next = put.queue_offset + 1
+        return put.flush_future
+
+    def _apply(self, events: list[Event]) -> None:
+        touched: set[QueueKey] = set()
+        for event in events:
+            self.table.apply(event)
+            touched.add(event.key)
+        for key in touched:
+            state = self.table.get(key)
+            if state is not None:
+                self._offsets.commit(key[0], key[1], key[2], state.done_below())
+
+    # -- waiting ------------------------------------------------------------------------------
+
+    async def _wait(self, topic: str, timeout_ms: int) -> None:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        waiters = self._waiters.setdefault(topic, set())
+        waiters.add(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), timeout_ms / 1000)
+        except TimeoutError:
+            pass
+        finally:
+            waiters.discard(waiter)
+            if not waiters:
+                self._waiters.pop(topic, None)
+
+    def on_arrival(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
+        """The store's arrival listener; safe to call from any thread."""
+        if topic not in self._waiters or self._loop is None:
+            return
+        if threading.get_ident() == self._loop_thread_id:
+            self._wake(topic)
+        else:
+            try:
+                self._loop.call_soon_threadsafe(self._wake, topic)
+            except RuntimeError:
+                pass  # the loop is closed: the broker is stopping
+
+    def _wake(self, topic: str) -> None:
+        for waiter in self._waiters.get(topic, ()):
+            if not waiter.done():
+                waiter.set_result(None)

@@ -1,0 +1,296 @@
+"""``orbitmq cluster``: a local cluster in one command, for demos and tests.
+
+One nameserver and ``--masters`` broker groups (``broker-a``, ``broker-b``, ...) of one master
+and ``--slaves`` slaves each, every one its own process, on consecutive ports from
+``--base-port`` (each broker takes two: its listenPort and its HA port, listenPort + 1), with
+everything under one data directory::
+
+    <data-dir>/namesrv.log
+    <data-dir>/broker-a/0/broker.conf    the master's RocketMQ broker.conf (written here)
+    <data-dir>/broker-a/0/broker.log
+    <data-dir>/broker-a/0/store/         its CommitLog, ConsumeQueues, index, config
+    <data-dir>/broker-a/1/...            its first slave (brokerId 1)
+
+Masters start first; slaves start once the nameserver lists their master, so that their first
+registration already names it. A broker that exits (killed, to try a failover) is reported and
+the rest keep running; Ctrl-C (or SIGTERM) stops them all gracefully. ``--broker-conf KEY=VALUE``
+adds a broker.conf line to every broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import socket
+import string
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["main"]
+
+_START_TIMEOUT_S = 60.0
+_STOP_TIMEOUT_S = 20.0
+
+
+@dataclass
+class _Member:
+    label: str
+    role: str
+    port: int
+    ha_port: int | None
+    workdir: Path
+    args: list[str]
+    proc: subprocess.Popen[bytes] | None = None
+    reported: bool = False
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / ("namesrv.log" if self.ha_port is None else "broker.log")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="orbitmq cluster",
+        description="Run a nameserver and broker groups (a master and slaves each) as local processes.",
+    )
+    parser.add_argument("--masters", type=int, default=1, help="broker groups (1)")
+    parser.add_argument("--slaves", type=int, default=1, help="slaves per group (1)")
+    parser.add_argument(
+        "--role", choices=("sync", "async"), default="sync", help="SYNC_MASTER or ASYNC_MASTER"
+    )
+    parser.add_argument("--data-dir", default=".orbitmq-cluster", help="data directory (./.orbitmq-cluster)")
+    parser.add_argument("--namesrv-port", type=int, default=9876, help="nameserver port (9876)")
+    parser.add_argument("--base-port", type=int, default=10911, help="first broker port (10911)")
+    parser.add_argument("--broker-ip", default="127.0.0.1", help="address clients use (127.0.0.1)")
+    parser.add_argument(
+        "--broker-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker.conf line for every broker",
+    )
+    return parser
+
+
+def _broker_name(index: int) -> str:
+    letters = string.ascii_lowercase
+    name = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        name = letters[rest] + name
+    return f"broker-{name}"
+
+
+def _plan(args: argparse.Namespace) -> tuple[_Member, list[list[_Member]]]:
+    data_dir = Path(args.data_dir).resolve()
+    namesrv_addr = f"127.0.0.1:{args.namesrv_port}"
+    namesrv = _Member(
+        "namesrv",
+        "NAMESRV",
+        args.namesrv_port,
+        None,
+        data_dir,
+        [sys.executable, "-m", "orbitmq.namesrv", "--listen-port", str(args.namesrv_port)],
+    )
+    extra = dict(item.split("=", 1) for item in args.broker_conf)
+    groups: list[list[_Member]] = []
+    port = args.base_port
+    for group_index in range(args.masters):
+        name = _broker_name(group_index)
+        members = []
+        for broker_id in range(args.slaves + 1):
+            role = "SLAVE" if broker_id else ("SYNC_MASTER" if args.role == "sync" else "ASYNC_MASTER")
+            workdir = data_dir / name / str(broker_id)
+            conf = {
+                "brokerClusterName": "DefaultCluster",
+                "brokerName": name,
+                "brokerId": broker_id,
+                "brokerRole": role,
+                "namesrvAddr": namesrv_addr,
+                "listenPort": port,
+                "haListenPort": port + 1,
+                "brokerIP1": args.broker_ip,
+                "storePathRootDir": str(workdir / "store"),
+                **extra,
+            }
+            workdir.mkdir(parents=True, exist_ok=True)
+            conf_path = workdir / "broker.conf"
+            conf_path.write_text("".join(f"{key}={value}\n" for key, value in conf.items()))
+            label = f"{name} {'master' if broker_id == 0 else f'slave {broker_id}'}"
+            command = [sys.executable, "-m", "orbitmq.broker", "-c", str(conf_path)]
+            members.append(_Member(label, role, port, port + 1, workdir, command))
+            port += 2
+        groups.append(members)
+    return namesrv, groups
+
+
+def _check_args(args: argparse.Namespace) -> str | None:
+    if args.masters < 1 or args.slaves < 0:
+        return "--masters must be at least 1 and --slaves at least 0"
+    last_port = args.base_port + 2 * args.masters * (args.slaves + 1) - 1
+    if not 0 < args.base_port <= last_port <= 65535:
+        return f"ports {args.base_port}..{last_port} are not all TCP ports"
+    if args.base_port <= args.namesrv_port <= last_port:
+        return f"the nameserver port {args.namesrv_port} is inside the brokers' ports {args.base_port}..{last_port}"
+    for item in args.broker_conf:
+        if "=" not in item or not item.split("=", 1)[0].strip():
+            return f"--broker-conf {item!r} is not KEY=VALUE"
+    return None
+
+
+def _start(member: _Member) -> None:
+    member.workdir.mkdir(parents=True, exist_ok=True)
+    with open(member.log_path, "ab") as log:
+        member.proc = subprocess.Popen(
+            member.args, stdout=log, stderr=subprocess.STDOUT, cwd=member.workdir, start_new_session=True
+        )
+
+
+def _wait_listening(member: _Member, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if member.proc is not None and member.proc.poll() is not None:
+            raise RuntimeError(f"{member.label} exited with {member.proc.returncode}; see {member.log_path}")
+        try:
+            with socket.create_connection(("127.0.0.1", member.port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{member.label} did not listen on port {member.port}; see {member.log_path}")
+
+
+def _wait_registered(namesrv_addr: str, broker_names: set[str], deadline: float) -> None:
+    """Until the nameserver lists a master (id 0) for every name in ``broker_names``."""
+    from orbitmq.protocol.bodies import decode_cluster_info
+    from orbitmq.protocol.codes import RequestCode, ResponseCode
+    from orbitmq.protocol.command import RemotingCommand
+    from orbitmq.transport.connection import RemotingClient
+
+    async def poll() -> bool:
+        client = RemotingClient()
+        try:
+            while time.monotonic() < deadline:
+                request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO, {})
+                response = await client.invoke(namesrv_addr, request)
+                if response.code == ResponseCode.SUCCESS:
+                    table = decode_cluster_info(response.body).broker_addr_table
+                    if all(name in table and table[name].master_addr for name in broker_names):
+                        return True
+                await asyncio.sleep(0.1)
+        finally:
+            await client.close()
+        return False
+
+    if not asyncio.run(poll()):
+        raise RuntimeError(f"the nameserver did not list the masters of {sorted(broker_names)} in time")
+
+
+def _print_table(namesrv: _Member, groups: list[list[_Member]], broker_ip: str) -> None:
+    rows = [
+        (
+            "namesrv",
+            "NAMESRV",
+            f"127.0.0.1:{namesrv.port}",
+            "-",
+            str(namesrv.proc.pid if namesrv.proc else "-"),
+        )
+    ]
+    for members in groups:
+        for member in members:
+            rows.append(
+                (
+                    member.label,
+                    member.role,
+                    f"{broker_ip}:{member.port}",
+                    f"{broker_ip}:{member.ha_port}",
+                    str(member.proc.pid if member.proc else "-"),
+                )
+            )
+    headers = ("process", "role", "address", "ha_address", "pid")
+    widths = [max(len(header), *(len(row[i]) for row in rows)) for i, header in enumerate(headers)]
+    for row in (headers, *rows):
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    print(f"data, broker.conf files and logs under {namesrv.workdir}")
+    print(f"clients: namesrvAddr=127.0.0.1:{namesrv.port}; Ctrl-C stops the cluster", flush=True)
+
+
+def _stop(members: list[_Member]) -> None:
+    """SIGTERM every live member (brokers first), then SIGKILL what is still running."""
+    for member in members:
+        if member.proc is not None and member.proc.poll() is None:
+            member.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_TIMEOUT_S
+    for member in members:
+        if member.proc is None:
+            continue
+        try:
+            member.proc.wait(max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            member.proc.kill()
+            member.proc.wait()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``orbitmq cluster``; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    problem = _check_args(args)
+    if problem is not None:
+        print(f"orbitmq cluster: {problem}", file=sys.stderr)
+        return 2
+    namesrv, groups = _plan(args)
+    brokers = [member for members in groups for member in members]
+    everyone = [*reversed(brokers), namesrv]  # stop order: slaves, masters, nameserver
+    stopping = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        _start(namesrv)
+        _wait_listening(namesrv, deadline)
+        masters = [members[0] for members in groups]
+        for member in masters:
+            _start(member)
+        for member in masters:
+            _wait_listening(member, deadline)
+        _wait_registered(f"127.0.0.1:{namesrv.port}", {_broker_name(i) for i in range(len(groups))}, deadline)
+        slaves = [member for members in groups for member in members[1:]]
+        for member in slaves:
+            _start(member)
+        for member in slaves:
+            _wait_listening(member, deadline)
+        _print_table(namesrv, groups, args.broker_ip)
+        while not stopping:
+            for member in everyone:
+                if member.proc is not None and member.proc.poll() is not None and not member.reported:
+                    member.reported = True
+                    print(
+                        f"{member.label} (pid {member.proc.pid}) exited with {member.proc.returncode}",
+                        flush=True,
+                    )
+            if all(member.reported for member in everyone):
+                return 1
+            time.sleep(0.2)
+        print("stopping the cluster", flush=True)
+        return 0
+    except RuntimeError as exc:
+        print(f"orbitmq cluster: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        # Brokers first: they unregister from the nameserver as they stop.
+        _stop(everyone[:-1])
+        _stop(everyone[-1:])
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""POP consumption on the wire: its headers and the receipt handle (``POP_CK``), sans-IO.
+
+RocketMQ 5's remoting clients consume with three requests, all answered by ``broker.pop``:
+
+| code | request | what it does |
+| --- | --- | --- |
+| 200050 | POP_MESSAGE | take up to ``maxMsgNums`` visible messages of a group, invisible for ``invisibleTime`` ms |
+| 200051 | ACK_MESSAGE | finish one delivery (named by its receipt handle, ``extraInfo``) |
+| 200053 | CHANGE_MESSAGE_INVISIBLETIME | make one delivery visible again ``invisibleTime`` ms from now |
+
+A POP_MESSAGE answer carries the records (as a pull does) and, in its header, what the
+client needs to build each message's receipt handle: ``popTime``, ``invisibleTime``,
+``reviveQid``, and per queue the start offset (``startOffsetInfo``) and the message offsets
+(``msgOffsetInfo``). The client joins them into the ``POP_CK`` property, eight fields
+separated by spaces (RocketMQ's ExtraInfoUtil)::
+
+    index  field             OrbitMQ's use
+    0      ckQueueOffset     the queue's first popped offset (informational)
+    1      popTime           identity of this delivery: unique per message, kept by renewals
+    2      invisibleTime     ms from popTime to the deadline when the handle was made
+    3      reviveQid         0 (OrbitMQ keeps no revive queues)
+    4      retry flag        "0": OrbitMQ redelivers from the original queue, never a retry topic
+    5      brokerName        where to send the ack (the proxy routes by it)
+    6      queueId
+    7      queueOffset
+
+OrbitMQ's gRPC proxy hands the same string to 5.x SDKs as their receipt handle, with a ninth
+field appended: the message's commit-log offset (ForwardMessageToDeadLetterQueue needs it and
+RocketMQ's parsers ignore trailing fields).
+
+OrbitMQ's own header extensions (ignored by RocketMQ brokers): none; auto-renew is driven by
+the proxy, which alone sees its gRPC clients' liveness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orbitmq.errors import RemoteProtocolError
+from orbitmq.protocol.headers import _Header
+
+__all__ = [
+    "AckMessageRequestHeader",
+    "ChangeInvisibleTimeRequestHeader",
+    "ChangeInvisibleTimeResponseHeader",
+    "ExtraInfo",
+    "PopMessageRequestHeader",
+    "PopMessageResponseHeader",
+    "decode_offset_info",
+    "encode_offset_info",
+]
+
+INIT_MODE_MIN = 0
+"""ConsumeInitMode.MIN: a group new to a queue starts at the queue's oldest message."""
+INIT_MODE_MAX = 1
+"""ConsumeInitMode.MAX: it starts at the end (at 0 while nothing was ever deleted, as RocketMQ)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PopMessageRequestHeader(_Header):
+    """POP_MESSAGE (200050). ``queue_id`` -1 pops from every readable queue of the topic."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    max_msg_nums: int
+    invisible_time: int
+    poll_time: int
+    born_time: int
+    init_mode: int
+    exp_type: str | None = None
+    exp: str | None = None
+    order: bool = False
+    attempt_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PopMessageResponseHeader(_Header):
+    """Answer to POP_MESSAGE; offsets infos are ``retry queueId value`` entries joined by ``;``."""
+
+    pop_time: int
+    invisible_time: int
+    revive_qid: int
+    rest_num: int
+    start_offset_info: str | None = None
+    msg_offset_info: str | None = None
+    order_count_info: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AckMessageRequestHeader(_Header):
+    """ACK_MESSAGE (200051). ``offset`` is the message's queue offset."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    extra_info: str
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeInvisibleTimeRequestHeader(_Header):
+    """CHANGE_MESSAGE_INVISIBLETIME (200053): visible again ``invisible_time`` ms from now."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    extra_info: str
+    offset: int
+    invisible_time: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeInvisibleTimeResponseHeader(_Header):
+    """The delivery's new deadline is ``pop_time + invisible_time``."""
+
+    pop_time: int
+    invisible_time: int
+    revive_qid: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExtraInfo:
+    """A parsed receipt handle (see the module docstring for the fields)."""
+
+    ck_queue_offset: int
+    pop_time_ms: int
+    invisible_time_ms: int
+    revive_qid: int
+    retry: str
+    broker_name: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int | None = None
+
+    def encode(self) -> str:
+        fields = [
+            self.ck_queue_offset,
+            self.pop_time_ms,
+            self.invisible_time_ms,
+            self.revive_qid,
+            self.retry,
+            self.broker_name,
+            self.queue_id,
+            self.queue_offset,
+        ]
+        if self.commit_log_offset is not None:
+            fields.append(self.commit_log_offset)
+        return " ".join(str(value) for value in fields)
+
+    @classmethod
+    def decode(cls, text: str) -> ExtraInfo:
+        """Parse a ``POP_CK`` / receipt handle.
+
+        Raises:
+            RemoteProtocolError: fewer than eight fields or a number that does not parse.
+        """
+        parts = text.split(" ")
+        if len(parts) < 8 or not parts[5]:
+            raise RemoteProtocolError(f"receipt handle {text[:80]!r} does not have eight fields")
+        try:
+            return cls(
+                ck_queue_offset=int(parts[0]),
+                pop_time_ms=int(parts[1]),
+                invisible_time_ms=int(parts[2]),
+                revive_qid=int(parts[3]),
+                retry=parts[4],
+                broker_name=parts[5],
+                queue_id=int(parts[6]),
+                queue_offset=int(parts[7]),
+                commit_log_offset=int(parts[8]) if len(parts) > 8 and parts[8] else None,
+            )
+        except ValueError as exc:
+            raise RemoteProtocolError(f"receipt handle {text[:80]!r}: {exc}") from exc
+
+
+def encode_offset_info(entries: dict[int, list[int]]) -> str:
+    """``msgOffsetInfo``/``startOffsetInfo``: ``0 <queueId> <v1,v2,..>`` per queue, ``;``-joined."""
+    return ";".join(
+        f"0 {queue_id} {','.join(str(v) for v in values)}" for queue_id, values in entries.items()
+    )
+
+
+def decode_offset_info(text: str | None) -> dict[int, list[int]]:
+    """The inverse of :func:`encode_offset_info` (retry-topic entries keep their queue id).
+
+    Raises:
+        RemoteProtocolError: an entry is not ``retry queueId values``.
+    """
+    result: dict[int, list[int]] = {}
+    if not text:
+        return result
+    for entry in text.split(";"):
+        parts = entry.split(" ")
+        if len(parts) != 3:
+            raise RemoteProtocolError(f"offset info entry {entry[:80]!r} is not 'retry queueId values'")
+        try:
+            queue_id = int(parts[1])
+            values = [int(value) for value in parts[2].split(",") if value]
+        except ValueError as exc:
+            raise RemoteProtocolError(f"offset info entry {entry[:80]!r}: {exc}") from exc
+        result.setdefault(queue_id, []).extend(values)
+    return result

@@ -1,0 +1,141 @@
+"""ProxyApp: the gRPC MessagingService's lifecycle (uvicorn style: startup, serve, shutdown).
+
+:meth:`ProxyApp.startup` starts the broker gateway (routes, connections, heartbeats), binds the
+grpc.aio server on ``grpcServerPort`` with the servicer, then starts two background loops:
+auto-renewal of push consumers' deliveries and the expiry of idle clients. The same app runs
+alone (``orbitmq proxy``, cluster mode) or beside a broker in one process (local mode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+import grpc
+
+from orbitmq.broker.pop.renew import RenewTable
+from orbitmq.model.message import MessageExt
+from orbitmq.protocol.headers import CheckTransactionStateRequestHeader
+from orbitmq.proxy._pb import service_pb2_grpc as spb_grpc
+from orbitmq.proxy.config import ProxyConfig
+from orbitmq.proxy.core import ProxyCore
+from orbitmq.proxy.gateway import BrokerGateway
+from orbitmq.proxy.service import MessagingService
+from orbitmq.proxy.sessions import SessionTable
+
+__all__ = ["ProxyApp"]
+
+logger = logging.getLogger(__name__)
+
+MAX_INBOUND_MESSAGE_BYTES = 130 * 1024 * 1024
+"""What one gRPC request may carry (the Java proxy's limit; bodies are checked separately)."""
+_EXPIRY_SCAN_S = 5.0
+
+
+class ProxyApp:
+    """One gRPC MessagingService."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self._server: grpc.aio.Server | None = None
+        self._port = config.grpc_server_port
+        self._service: MessagingService | None = None
+        self._core: ProxyCore | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def port(self) -> int:
+        """The bound gRPC port (meaningful after startup)."""
+        return self._port
+
+    @property
+    def service(self) -> MessagingService:
+        """The servicer (after startup): also how to ask a client for its stacks or a verification."""
+        if self._service is None:
+            raise RuntimeError("ProxyApp.service used before startup()")
+        return self._service
+
+    async def startup(self) -> None:
+        config = self.config
+        service_holder: list[MessagingService] = []
+
+        async def on_check(
+            broker_addr: str, header: CheckTransactionStateRequestHeader, message: MessageExt
+        ) -> None:
+            await service_holder[0].producer.on_check(broker_addr, header, message)
+
+        gateway = BrokerGateway(config, on_check)
+        core = ProxyCore(
+            config=config,
+            sessions=SessionTable(config.client_idle_time_ms),
+            gateway=gateway,
+            renewals=RenewTable(config.renew_ahead_time_ms, config.renew_max_time_ms),
+        )
+        service = MessagingService(core)
+        service_holder.append(service)
+        await gateway.start()
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", -1),
+                ("grpc.so_reuseport", 0),
+                # Ping idle connections: a client that vanished without closing its Telemetry
+                # stream (a cut network) is then noticed, and its deliveries released.
+                ("grpc.keepalive_time_ms", 60_000),
+                ("grpc.keepalive_timeout_ms", 20_000),
+            ]
+        )
+        spb_grpc.add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+        self._port = server.add_insecure_port(f"{config.grpc_bind_address}:{config.grpc_server_port}")
+        if self._port == 0:
+            await gateway.close()
+            raise OSError(f"cannot bind the gRPC port {config.grpc_bind_address}:{config.grpc_server_port}")
+        await server.start()
+        self._server, self._service, self._core = server, service, core
+        self._tasks = [
+            asyncio.create_task(
+                self._every(config.renew_schedule_period_ms / 1000, service.consumer.renew_due)
+            ),
+            asyncio.create_task(self._every(_EXPIRY_SCAN_S, self._expire_clients)),
+        ]
+        logger.info(
+            "gRPC proxy listening on %s:%d (name servers %s)",
+            config.grpc_bind_address,
+            self._port,
+            ";".join(config.namesrv_addr),
+        )
+
+    async def shutdown(self) -> None:
+        if self._server is None:
+            return
+        # Stop accepting; calls in flight (long polls included) get the grace period.
+        await self._server.stop(grace=2.0)
+        # Stop the renew and expiry loops.
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        # Leave every producer group and close the broker connections.
+        if self._core is not None:
+            await self._core.gateway.close()
+        self._server = None
+        logger.info("gRPC proxy on port %d stopped", self._port)
+
+    async def _every(self, interval_s: float, job: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await job()
+            except Exception:
+                logger.exception("proxy background job failed")
+
+    async def _expire_clients(self) -> None:
+        core, service = self._core, self._service
+        if core is None or service is None:
+            return
+        for client_id in core.sessions.expired(core.clock_ms()):
+            logger.info("client %s idle for %d ms: gone", client_id, core.config.client_idle_time_ms)
+            await service.client_gone(client_id)

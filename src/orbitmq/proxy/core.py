@@ -1,0 +1,81 @@
+"""What every part of the gRPC service shares: config, clients, the broker gateway, renewals.
+
+Also the per-call metadata every SDK sends (grpc-v5-protocol §2.1): ``x-mq-client-id`` is
+required (CLIENT_ID_REQUIRED without it) and keys everything the proxy keeps about a client;
+language and version are informational; the authorization header is not checked (access
+control is another part's job).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orbitmq.broker.pop.renew import RenewTable
+from orbitmq.proxy.config import ProxyConfig
+from orbitmq.proxy.gateway import BrokerGateway
+from orbitmq.proxy.sessions import SessionTable
+
+__all__ = ["CallMeta", "ProxyCore", "call_meta", "now_ms"]
+
+HALF_OWNERS_MAX = 65_536
+"""Transactional messages whose sending client the proxy remembers, to ask it first on a check."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class ProxyCore:
+    """The shared parts of one proxy."""
+
+    config: ProxyConfig
+    sessions: SessionTable
+    gateway: BrokerGateway
+    renewals: RenewTable
+    clock_ms: Callable[[], int] = now_ms
+    half_owners: OrderedDict[str, str] = field(default_factory=OrderedDict)
+
+    def remember_half(self, message_id: str, client_id: str) -> None:
+        self.half_owners[message_id] = client_id
+        self.half_owners.move_to_end(message_id)
+        while len(self.half_owners) > HALF_OWNERS_MAX:
+            self.half_owners.popitem(last=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CallMeta:
+    """Who is calling."""
+
+    client_id: str
+    language: str
+    version: str
+    peer_host: str
+
+
+def call_meta(context: Any) -> CallMeta | None:
+    """The caller's metadata; None when ``x-mq-client-id`` is missing."""
+    headers = {key.lower(): value for key, value in (context.invocation_metadata() or ())}
+    client_id = headers.get("x-mq-client-id", "")
+    if not isinstance(client_id, str) or not client_id:
+        return None
+    return CallMeta(
+        client_id=client_id,
+        language=str(headers.get("x-mq-language", "")),
+        version=str(headers.get("x-mq-client-version", "")),
+        peer_host=_peer_host(str(context.peer() or "")),
+    )
+
+
+def _peer_host(peer: str) -> str:
+    """``ipv4:1.2.3.4:5678`` / ``ipv6:[::1]:5678`` -> the host part."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    return rest or peer
