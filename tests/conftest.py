@@ -1,5 +1,5 @@
-"""Test tiers by folder: tests under tests/integration/, tests/fault/ and tests/spark/ get that
-marker (tests/unit/spark uses fakes: it is the unit tier).
+"""Test tiers by folder: tests under tests/integration/, tests/fault/, tests/fuzz/ and
+tests/spark/ get that marker (tests/unit/spark uses fakes: it is the unit tier).
 
 So `pytest -m "not integration and not fault and not spark"` runs the unit tier alone, and
 every tier runs from one `pytest` call.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-_TIERS = {"integration", "fault", "spark"}
+_TIERS = {"integration", "fault", "fuzz", "spark"}
 _TESTS = Path(__file__).resolve().parent
 
 

@@ -33,6 +33,21 @@ class RemoteProtocolError(ProtocolError):
     """The peer sent bytes that cannot be decoded; the connection should be closed."""
 
 
+class BadRequestError(RemoteProtocolError):
+    """A well-framed request whose content breaks a rule (a field out of range, a bad name).
+
+    Unlike its parent this does not cost the connection: the server answers ``code`` (a
+    RocketMQ response code, SYSTEM_ERROR unless the rule says otherwise) with ``remark``, a
+    short text naming the field and never the whole offending value.
+    """
+
+    def __init__(self, remark: str, code: int = 1, field: str = "") -> None:
+        super().__init__(remark)
+        self.remark = remark
+        self.code = code
+        self.field = field
+
+
 # -- store -----------------------------------------------------------------------------------
 
 
@@ -132,8 +147,20 @@ class TopicNotExistError(BrokerResponseError):
     refresh_route = True
 
 
+class QueryNotFoundError(BrokerResponseError):
+    """QUERY_NOT_FOUND (22): no message (or offset, or config item) matched the query."""
+
+
+class SubscriptionParseFailedError(BrokerResponseError):
+    """SUBSCRIPTION_PARSE_FAILED (23): the broker could not compile a subscription expression."""
+
+
 class SubscriptionGroupNotExistError(BrokerResponseError):
     """SUBSCRIPTION_GROUP_NOT_EXIST (26)."""
+
+
+class ConsumerNotOnlineError(BrokerResponseError):
+    """CONSUMER_NOT_ONLINE (206): the group has no online member to ask."""
 
 
 _ERRORS_BY_CODE: dict[int, type[BrokerResponseError]] = {
@@ -144,7 +171,10 @@ _ERRORS_BY_CODE: dict[int, type[BrokerResponseError]] = {
     14: ServiceNotAvailableError,
     16: NoPermissionError,
     17: TopicNotExistError,
+    22: QueryNotFoundError,
+    23: SubscriptionParseFailedError,
     26: SubscriptionGroupNotExistError,
+    206: ConsumerNotOnlineError,
 }
 
 
@@ -152,6 +182,23 @@ def error_for_code(code: int, remark: str | None = None) -> BrokerResponseError:
     """The exception for a response code (a plain BrokerResponseError when we have no subclass)."""
     cls = _ERRORS_BY_CODE.get(code, BrokerResponseError)
     return cls(code, remark)
+
+
+# -- filters ---------------------------------------------------------------------------------
+
+
+class FilterExpressionError(OrbitError):
+    """A subscription expression (SQL92 or TAG) does not compile.
+
+    ``line`` and ``column`` (1-based) point at the offending character when known (0 otherwise);
+    the message names them.
+    """
+
+    def __init__(self, message: str, line: int = 0, column: int = 0) -> None:
+        self.line = line
+        self.column = column
+        where = f" at line {line}, column {column}" if line else ""
+        super().__init__(f"{message}{where}")
 
 
 # -- configuration ---------------------------------------------------------------------------

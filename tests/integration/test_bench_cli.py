@@ -53,7 +53,7 @@ def test_bench_consume_prefills_through_namesrv_alone_and_cleans_up(
     server: ServerProcess, tmp_path: Path
 ) -> None:
     before = _topics(server.addr)
-    done = _bench(tmp_path, "consume", "-n", server.addr, "--prefill", "3000", "--duration-s", "10")
+    done = _bench(tmp_path, "consume", "--namesrv", server.addr, "--prefill", "3000", "--duration-s", "5")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "prefilled 3000 messages" in done.stdout
     assert "consumed 3,000 messages" in done.stdout
@@ -92,3 +92,22 @@ def test_bench_latency_prints_no_percentile_over_one_sample(server: ServerProces
     assert "p50 n/a  p90 n/a  p99 n/a  p99.9 n/a (1 sample)" in done.stdout
     assert "not judged" in done.stdout
     assert _topics(server.addr) == before
+
+
+def test_bench_filter_prints_sql_ratio_beside_unfiltered_and_verdict(tmp_path: Path) -> None:
+    done = _bench(tmp_path, "filter", "--prefill", "2000")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for case, delivered in (
+        ("unfiltered", "2,000"),
+        ("sql-all", "2,000"),
+        ("sql-quarter", "500"),
+        ("tag-quarter", "500"),
+    ):
+        assert re.search(rf"^{case} +{delivered} +[\d,]+ +[\d,]+ +\d+\.\d\dx$", done.stdout, re.MULTILINE), (
+            done.stdout
+        )
+    assert re.search(
+        r"^SQL92 filtered pulls examine \d+\.\d\dx the unfiltered msgs/s", done.stdout, re.MULTILINE
+    )
+    assert re.search(r"^  target >= 0\.5x: (met|MISSED)$", done.stdout, re.MULTILINE), done.stdout
+    assert "removed the benchmark's topics: BenchFilter" in done.stdout

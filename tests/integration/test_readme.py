@@ -54,7 +54,6 @@ PORT_WAIT_S = 120.0
 RUN_TIMEOUT_S = 300.0
 
 _MARKER = re.compile(r"<!-- readme-test: (?P<what>[^>]*?) -->")
-_OTHER_COMMENT = re.compile(r"<!--(?! readme-test:).*?-->", re.DOTALL)
 _FENCE = re.compile(r"^```[^\n]*\n(?P<body>.*?)^```$", re.DOTALL | re.MULTILINE)
 
 
@@ -82,8 +81,7 @@ def readme_steps(text: str) -> list[Step]:
                 steps.append(pending)  # a marker that takes no block (stop)
             pending = Step(match["what"].strip(), None, line)
         else:
-            # Other comments (another test's markers) may sit between the marker and its block.
-            between = _OTHER_COMMENT.sub("", text[position:start])
+            between = text[position:start]
             if pending is None or between.strip() != f"<!-- readme-test: {pending.what} -->":
                 raise AssertionError(f"README.md line {line}: a code block without a readme-test marker")
             pending.body = match["body"]

@@ -11,6 +11,8 @@ import asyncio
 import re
 import socket
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,7 +41,19 @@ def _reachable(ip: str, port: int) -> bool:
 
 
 def _listening_lines(log: str) -> list[str]:
-    return re.findall(r"remoting server listening on (\S+)", log)
+    """Addresses the remoting servers and the gRPC proxy logged they bound."""
+    return re.findall(r"(?:remoting server|gRPC proxy) listening on (\S+)", log)
+
+
+def _log_when(proc: ServerProcess, done: Callable[[str], bool], timeout_s: float = 15.0) -> str:
+    """The process's log once ``done(log)`` holds (a port accepts connections a moment before
+    the server's start-up lines are all written); the log as it is after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    log = proc.log()
+    while not done(log) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        log = proc.log()
+    return log
 
 
 def test_standalone_listens_on_loopback_by_default_and_says_so(tmp_path: Path) -> None:
@@ -48,7 +62,7 @@ def test_standalone_listens_on_loopback_by_default_and_says_so(tmp_path: Path) -
     try:
         ports = [proc.port, *proc.extra_ports]
         assert not any(_reachable(ip, port) for port in ports)
-        log = proc.log()
+        log = _log_when(proc, lambda text: len(_listening_lines(text)) >= len(ports))
         assert sorted(_listening_lines(log)) == sorted(f"127.0.0.1:{port}" for port in ports), log
         assert "0.0.0.0" not in log
     finally:
@@ -61,7 +75,7 @@ def test_standalone_bind_address_opens_every_interface_and_warns(tmp_path: Path)
     try:
         ports = [proc.port, *proc.extra_ports]
         assert all(_reachable(ip, port) for port in ports)
-        log = proc.log()
+        log = _log_when(proc, lambda text: len(_listening_lines(text)) >= len(ports))
         assert sorted(_listening_lines(log)) == sorted(f"0.0.0.0:{port}" for port in ports), log
         assert "without authentication" in log
     finally:
@@ -80,9 +94,10 @@ def test_broker_bind_address_flag_limits_it_to_one_interface(tmp_path: Path) -> 
     try:
         broker.start()
         assert not _reachable(ip, port)
-        log = broker.log()
         # Bound to one interface and no brokerIP1: clients are given that interface.
-        assert f"listening on 127.0.0.1:{port}, registered as 127.0.0.1:{port}" in log, log
+        expected = f"listening on 127.0.0.1:{port}, registered as 127.0.0.1:{port}"
+        log = _log_when(broker, lambda text: "registered as" in text)
+        assert expected in log, log
     finally:
         broker.kill()
         namesrv.kill()
@@ -100,7 +115,7 @@ def test_servers_log_each_request_code_by_name_at_debug_level(tmp_path: Path) ->
                 await producer.send(Message("DebugTopic", b"hello"))
 
         asyncio.run(use())
-        log = proc.log()
+        log = _log_when(proc, lambda text: "request SEND_MESSAGE" in text)
     finally:
         proc.kill()
     # Name server and broker requests alike: name, code, opaque and the client's address.

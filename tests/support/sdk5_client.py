@@ -36,6 +36,7 @@ from rocketmq import (  # type: ignore[import-not-found]
     TransactionChecker,
     TransactionResolution,
 )
+from rocketmq.grpc_protocol import FilterType  # type: ignore[import-not-found]
 
 _lock = threading.Lock()
 _stop = threading.Event()
@@ -186,9 +187,14 @@ def recall(args: argparse.Namespace) -> int:
 # -- consumers ---------------------------------------------------------------------------------------
 
 
+def _filter(args: argparse.Namespace) -> object:
+    kind = FilterType.SQL if args.filter_type == "sql92" else FilterType.TAG
+    return FilterExpression(args.filter, kind)
+
+
 def simple(args: argparse.Namespace) -> int:
     consumer = SimpleConsumer(
-        config(args), args.group, {args.topic: FilterExpression(args.filter)}, await_duration=args.await_s
+        config(args), args.group, {args.topic: _filter(args)}, await_duration=args.await_s
     )
     consumer.startup()
     deadline = time.monotonic() + args.max_wait_s
@@ -248,7 +254,7 @@ class _Listener(MessageListener):  # type: ignore[misc]
 
 def push(args: argparse.Namespace) -> int:
     listener = _Listener(args)
-    consumer = PushConsumer(config(args), args.group, listener, {args.topic: FilterExpression(args.filter)})
+    consumer = PushConsumer(config(args), args.group, listener, {args.topic: _filter(args)})
     consumer.startup()
     emit({"event": "started"})
     try:
@@ -279,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-answer", default="commit", choices=("commit", "rollback"))
     parser.add_argument("--wait-s", type=float, default=30.0)
     parser.add_argument("--filter", default="*")
+    parser.add_argument("--filter-type", choices=("tag", "sql92"), default="tag")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--invisible-s", type=int, default=15)
     parser.add_argument("--await-s", type=int, default=5)

@@ -27,7 +27,12 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "orbitmq.bench.consume",
         "consume throughput (msgs/s, MB/s) through the pull or push consumer",
     ),
+    "filter": (
+        "orbitmq.bench.filter",
+        "SQL92 and TAG filtered pulls beside unfiltered pulls of the same messages (msgs/s)",
+    ),
     "timer": ("orbitmq.bench.timer", "1M pending timed messages: put rate, memory, disk, delivery lateness"),
+    "fuzz": ("orbitmq.bench.fuzz", "hostile frames against a broker and a name server; what survives"),
     "replication": (
         "orbitmq.bench.replication",
         "produce with no slave, ASYNC_MASTER and SYNC_MASTER; replication lag under load",

@@ -29,12 +29,16 @@ from orbitmq.broker.clients import ConsumerTable, ProducerTable
 from orbitmq.broker.config import BrokerConfig, BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.handlers.admin import AdminHandlers
+from orbitmq.broker.handlers.broker_info import BrokerInfoHandlers
 from orbitmq.broker.handlers.client_manage import ClientManageHandlers
+from orbitmq.broker.handlers.client_relay import ClientRelayHandlers
+from orbitmq.broker.handlers.group_admin import GroupAdminHandlers
 from orbitmq.broker.handlers.offsets import OffsetHandlers
 from orbitmq.broker.handlers.pop import PopHandlers
 from orbitmq.broker.handlers.pull import PullHandlers
 from orbitmq.broker.handlers.query import QueryHandlers
 from orbitmq.broker.handlers.recall import RecallHandlers
+from orbitmq.broker.handlers.reply import ReplyHandlers
 from orbitmq.broker.handlers.send import SendHandlers
 from orbitmq.broker.handlers.staging import StagingHandlers
 from orbitmq.broker.handlers.sync import SyncHandlers
@@ -48,11 +52,13 @@ from orbitmq.broker.registration import NamesrvRegistration
 from orbitmq.broker.replication import ReplicationService
 from orbitmq.broker.schedule import DELAY_OFFSET_FILE, ScheduleService
 from orbitmq.broker.staging import StagingService
+from orbitmq.broker.stats import BrokerStats
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.timer import TimerService
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.transaction import TransactionService
 from orbitmq.errors import ConfigError, ProtocolError
+from orbitmq.model.route import PERM_READ_WRITE
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.store.config import StoreConfig, delay_levels_ms
 from orbitmq.store.message_store import MessageStore
@@ -63,6 +69,7 @@ logger = logging.getLogger(__name__)
 TOPICS_FILE = "topics.json"
 CONSUMER_OFFSETS_FILE = "consumerOffset.json"
 SUBSCRIPTION_GROUPS_FILE = "subscriptionGroup.json"
+STATS_SAMPLE_INTERVAL_MS = 1_000
 
 
 class Service(Protocol):
@@ -180,6 +187,8 @@ class BrokerApp:
             auto_create_topic_enable=config.auto_create_topic_enable,
             default_topic_queue_nums=config.default_topic_queue_nums,
         )
+        if config.trace_topic_enable:
+            topics.find_or_create(config.msg_trace_topic_name, 1, PERM_READ_WRITE)
         long_polling = LongPollingService(self._store.get_max_queue_offset)
         self._store.add_arrival_listener(long_polling.on_arrival)
         state = BrokerState(
@@ -189,12 +198,14 @@ class BrokerApp:
             topics=topics,
             offsets=offsets,
             groups=groups,
-            producers=ProducerTable(),
-            consumers=ConsumerTable(),
-            locks=QueueLockTable(config.rebalance_lock_max_live_time_ms),
+            producers=ProducerTable(config.producer_groups_max),
+            consumers=ConsumerTable(config.consumer_groups_max),
+            locks=QueueLockTable(config.rebalance_lock_max_live_time_ms, config.queue_locks_max),
             long_polling=long_polling,
             store_host=(self._host, config.listen_port),
             on_topics_changed=self._on_topics_changed,
+            stats=BrokerStats(config.broker_cluster_name, now_ms()),
+            on_config_changed=self._on_config_changed,
         )
         self._state = state
         await self._create_message_services(state, is_slave)
@@ -205,6 +216,9 @@ class BrokerApp:
             build_handler_table(state, client_manage),
             idle_timeout_s=config.channel_expired_timeout_ms / 1000,
             on_connection_closed=client_manage.on_connection_closed,
+            max_frame_bytes=config.max_frame_bytes,
+            limits=config.server_limits(),
+            bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
         )
         await self._server.start()
         # With listenPort=0 the bound port is known only now; records must carry the real one.
@@ -220,6 +234,7 @@ class BrokerApp:
             long_polling,
             PeriodicService("persist-tables", config.flush_consumer_offset_interval_ms, self._persist_tables),
             PeriodicService("client-expiry-scan", config.client_scan_interval_ms, client_manage.scan_expired),
+            PeriodicService("stats-sample", STATS_SAMPLE_INTERVAL_MS, lambda: state.stats.sample(now_ms())),
             self._registration,
         ]
         # A slave writes no message of its own: no deliveries, no transaction checks. Its POP
@@ -230,13 +245,16 @@ class BrokerApp:
             await service.start()
         # Stopped last (services stop in reverse): sends still waiting for a slave are answered first.
         self._services.insert(0, replication)
+        # What is bound (bindAddress, 0.0.0.0 = every interface) and, apart, what is advertised.
         logger.info(
-            "broker %s (%s, id %d) listening on %s, registered as %s, HA port %s (store %s)",
+            "broker %s (%s, id %d) listening on %s, registered as %s, HA on %s:%d, HA advertised as %s (store %s)",
             config.broker_name,
             config.broker_role.value,
             config.broker_id,
             ", ".join(self._server.bound_addresses),
             self.address,
+            config.bind_address,
+            replication.master.port,
             replication.ha_address,
             self._store.store_path,
         )
@@ -327,6 +345,7 @@ class BrokerApp:
             store_host,
             write_atomically,
             now_ms,
+            topics=state.topics,
         )
         await asyncio.to_thread(transactions.load)
         state.transactions = transactions
@@ -356,6 +375,21 @@ class BrokerApp:
             await asyncio.to_thread(staging.load)
             state.staging = staging
 
+    def _on_config_changed(self, new_config: BrokerConfig) -> None:
+        """UPDATE_BROKER_CONFIG swapped in ``new_config``: update what holds the old one."""
+        state = self.state
+        old_config, state.config = state.config, new_config
+        self.broker_config = new_config
+        if self._registration is not None:
+            self._registration.set_config(new_config)
+        if new_config.trace_topic_enable and new_config.msg_trace_topic_name not in state.topics:
+            state.topics.find_or_create(new_config.msg_trace_topic_name, 1, PERM_READ_WRITE)
+            self._on_topics_changed()
+        elif new_config.broker_permission != old_config.broker_permission:
+            # Routes carry the broker's permission: publish the new one now.
+            self._on_topics_changed()
+        logger.info("broker %s config updated live", new_config.broker_name)
+
     def _on_topics_changed(self) -> None:
         if self._registration is not None:
             self._registration.request()
@@ -377,10 +411,17 @@ class BrokerApp:
                 )
 
     def _load_tables(self) -> tuple[TopicConfigTable, ConsumerOffsetTable, SubscriptionGroupTable]:
+        """Load the persisted tables; damaged entries are skipped (logged), a file that is not
+        JSON at all stops the start with its name (the broker never writes one)."""
+        limits = self.broker_config
         topics_path = self._config_dir / TOPICS_FILE
         raw_topics = _read_optional(topics_path)
         try:
-            topics = TopicConfigTable.decode(raw_topics) if raw_topics is not None else TopicConfigTable()
+            topics = (
+                TopicConfigTable.decode(raw_topics, str(topics_path), limits.topics_max)
+                if raw_topics is not None
+                else TopicConfigTable(limits.topics_max)
+            )
         except ProtocolError as exc:
             raise ConfigError(f"{topics_path}: {exc}") from exc
         offsets_path = self._config_dir / CONSUMER_OFFSETS_FILE
@@ -393,9 +434,9 @@ class BrokerApp:
         groups_path = self._config_dir / SUBSCRIPTION_GROUPS_FILE
         raw_groups = _read_optional(groups_path)
         groups = (
-            SubscriptionGroupTable.decode(raw_groups, str(groups_path))
+            SubscriptionGroupTable.decode(raw_groups, str(groups_path), limits.consumer_groups_max)
             if raw_groups is not None
-            else SubscriptionGroupTable()
+            else SubscriptionGroupTable(limits.consumer_groups_max)
         )
         return topics, offsets, groups
 
@@ -419,6 +460,10 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
     pull = PullHandlers(state)
     offsets = OffsetHandlers(state)
     admin = AdminHandlers(state)
+    broker_info = BrokerInfoHandlers(state)
+    group_admin = GroupAdminHandlers(state)
+    relay = ClientRelayHandlers(state)
+    reply = ReplyHandlers(state, send)
     query = QueryHandlers(state)
     transaction = TransactionHandlers(state)
     staging = StagingHandlers(state)
@@ -442,19 +487,37 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.GET_CONSUMER_LIST_BY_GROUP: client_manage.get_consumer_list_by_group,
         RequestCode.LOCK_BATCH_MQ: client_manage.lock_batch_mq,
         RequestCode.UNLOCK_BATCH_MQ: client_manage.unlock_batch_mq,
+        RequestCode.CHECK_CLIENT_CONFIG: client_manage.check_client_config,
         RequestCode.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
         RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic_in_broker,
         RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
-        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_and_create_subscription_group,
         RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: admin.get_subscription_group_config,
         RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
         RequestCode.QUERY_MESSAGE: query.query_message,
         RequestCode.END_TRANSACTION: transaction.end_transaction,
         RequestCode.STAGE_MESSAGES: staging.stage_messages,
         RequestCode.COMMIT_STAGED: staging.commit_staged,
+        RequestCode.GET_BROKER_RUNTIME_INFO: broker_info.get_broker_runtime_info,
+        RequestCode.VIEW_BROKER_STATS_DATA: broker_info.view_broker_stats_data,
+        RequestCode.GET_BROKER_CONFIG: broker_info.get_broker_config,
+        RequestCode.UPDATE_BROKER_CONFIG: broker_info.update_broker_config,
+        RequestCode.GET_TOPIC_STATS_INFO: group_admin.get_topic_stats_info,
+        RequestCode.GET_CONSUME_STATS: group_admin.get_consume_stats,
+        RequestCode.GET_BROKER_CONSUME_STATS: group_admin.get_broker_consume_stats,
+        RequestCode.GET_CONSUMER_CONNECTION_LIST: group_admin.get_consumer_connection_list,
+        RequestCode.GET_PRODUCER_CONNECTION_LIST: group_admin.get_producer_connection_list,
+        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: group_admin.query_topic_consume_by_who,
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: group_admin.get_all_subscription_group_config,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: group_admin.update_and_create_subscription_group,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP: group_admin.delete_subscription_group,
+        RequestCode.CLONE_GROUP_OFFSET: group_admin.clone_group_offset,
+        RequestCode.GET_CONSUMER_RUNNING_INFO: relay.get_consumer_running_info,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY: relay.consume_message_directly,
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: relay.invoke_broker_to_reset_offset,
+        RequestCode.SEND_REPLY_MESSAGE: reply.send_reply_message,
+        RequestCode.SEND_REPLY_MESSAGE_V2: reply.send_reply_message,
         RequestCode.GET_ALL_CONSUMER_OFFSET: sync.get_all_consumer_offset,
         RequestCode.GET_ALL_DELAY_OFFSET: sync.get_all_delay_offset,
-        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: sync.get_all_subscription_group_config,
         RequestCode.GET_TIMER_CHECK_POINT: sync.get_timer_check_point,
         RequestCode.GET_BROKER_HA_STATUS: sync.get_broker_ha_status,
         RequestCode.POP_MESSAGE: pop.pop_message,

@@ -9,15 +9,23 @@ The consumer table reports whether a heartbeat or removal *changed* a group (a m
 left, or its subscriptions differ), because the broker must then send NOTIFY_CONSUMER_IDS_CHANGED
 to every member so they rebalance.
 
+Both tables are bounded: a heartbeat that would add a group past ``groups_max`` is refused
+with a BrokerResponseError naming the limit (``maxProducerGroups``, ``maxConsumerGroups``);
+``member_count`` lets the heartbeat handler bound the memberships of both tables together.
+
 Pure state: time is passed in and the channel is an opaque value (the transport connection).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from orbitmq.errors import BrokerResponseError, FilterExpressionError
+from orbitmq.filter import MessageFilter, TagExpressionFilter, compiled_filter
+from orbitmq.model.heartbeat import SubscriptionData
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.tags import TagFilter
 
 C = TypeVar("C")
@@ -39,22 +47,50 @@ class ClientChannel(Generic[C]):
 class GroupSubscription:
     """What a consumer group subscribed to on one topic, as the last heartbeat said.
 
-    ``tag_filter`` is recomputed from ``expression``: the C++ client's ``codeSet`` is wrong.
+    ``message_filter`` is compiled from ``expression`` (a TAG filter is recomputed from the
+    tags: the C++ client's ``codeSet`` is wrong); compilations are cached by expression, so
+    a subscription is compiled once however often it is heartbeated. An expression that does
+    not compile leaves ``message_filter`` None and ``parse_error`` saying why: pulls of the
+    group then answer SUBSCRIPTION_PARSE_FAILED.
     """
 
     topic: str
     expression: str
     expression_type: str
     sub_version: int
-    tag_filter: TagFilter
+    message_filter: MessageFilter | None
+    parse_error: str = ""
 
     @classmethod
     def parse(
         cls, topic: str, expression: str, expression_type: str = "TAG", sub_version: int = 0
     ) -> GroupSubscription:
-        return cls(
-            topic, expression or "*", expression_type or "TAG", sub_version, TagFilter.parse(expression)
+        kind = expression_type or "TAG"
+        try:
+            message_filter: MessageFilter | None = compiled_filter(kind, expression)
+            error = ""
+        except FilterExpressionError as exc:
+            message_filter, error = None, str(exc)
+        return cls(topic, expression or "*", kind, sub_version, message_filter, error)
+
+    def subscription_data(self) -> SubscriptionData:
+        """This subscription as RocketMQ's SubscriptionData (admin answers carry it)."""
+        tag_filter = self.tag_filter
+        return SubscriptionData(
+            topic=self.topic,
+            sub_string=self.expression,
+            tags_set=tag_filter.tags if tag_filter else frozenset(),
+            code_set=tag_filter.codes if tag_filter else frozenset(),
+            sub_version=self.sub_version,
+            expression_type=self.expression_type,
         )
+
+    @property
+    def tag_filter(self) -> TagFilter | None:
+        """The TAG filter of a TAG subscription (None for SQL92 or a failed compilation)."""
+        if isinstance(self.message_filter, TagExpressionFilter):
+            return self.message_filter.tag_filter
+        return None
 
     def same_as(self, other: GroupSubscription) -> bool:
         """Equal for rebalancing purposes (the version alone changing is not a change)."""
@@ -76,13 +112,36 @@ class ConsumerGroup(Generic[C]):
         return [entry.client_id for entry in self.channels.values()]
 
 
+def _check_room(groups: Mapping[str, object], group: str, groups_max: int, key: str) -> None:
+    if groups_max and group not in groups and len(groups) >= groups_max:
+        raise BrokerResponseError(
+            ResponseCode.SYSTEM_ERROR,
+            f"cannot track group {group}: {len(groups)} groups tracked ({key}={groups_max})",
+        )
+
+
 class ProducerTable(Generic[C]):
     """Producer groups and their live connections (used for transaction check-backs)."""
 
-    def __init__(self) -> None:
+    def __init__(self, groups_max: int = 0) -> None:
         self._groups: dict[str, dict[int, ClientChannel[C]]] = {}
+        self.groups_max = groups_max
+
+    @property
+    def member_count(self) -> int:
+        """Memberships tracked: (group, connection) pairs."""
+        return sum(len(members) for members in self._groups.values())
+
+    def is_member(self, group: str, connection_id: int) -> bool:
+        return connection_id in self._groups.get(group, {})
 
     def register(self, group: str, entry: ClientChannel[C]) -> None:
+        """Record a heartbeat of one member.
+
+        Raises:
+            BrokerResponseError: the group is new and ``groups_max`` groups are tracked already.
+        """
+        _check_room(self._groups, group, self.groups_max, "maxProducerGroups")
         self._groups.setdefault(group, {})[entry.connection_id] = entry
 
     def unregister(self, group: str, connection_id: int) -> bool:
@@ -111,6 +170,16 @@ class ProducerTable(Generic[C]):
     def channels(self, group: str) -> list[ClientChannel[C]]:
         return list(self._groups.get(group, {}).values())
 
+    def find_by_client_id(self, client_id: str) -> ClientChannel[C] | None:
+        """The newest connection of client ``client_id`` in any producer group (request-reply)."""
+        found = [
+            entry
+            for members in self._groups.values()
+            for entry in members.values()
+            if entry.client_id == client_id
+        ]
+        return max(found, key=lambda entry: entry.last_update_ms) if found else None
+
     def groups(self) -> list[str]:
         return list(self._groups)
 
@@ -118,8 +187,18 @@ class ProducerTable(Generic[C]):
 class ConsumerTable(Generic[C]):
     """Consumer groups: members, subscriptions and consumption settings."""
 
-    def __init__(self) -> None:
+    def __init__(self, groups_max: int = 0) -> None:
         self._groups: dict[str, ConsumerGroup[C]] = {}
+        self.groups_max = groups_max
+
+    @property
+    def member_count(self) -> int:
+        """Memberships tracked: (group, connection) pairs."""
+        return sum(len(info.channels) for info in self._groups.values())
+
+    def is_member(self, group: str, connection_id: int) -> bool:
+        info = self._groups.get(group)
+        return info is not None and connection_id in info.channels
 
     def register(
         self,
@@ -131,7 +210,12 @@ class ConsumerTable(Generic[C]):
         message_model: str = "CLUSTERING",
         consume_from_where: str = "CONSUME_FROM_LAST_OFFSET",
     ) -> bool:
-        """Record a heartbeat of one member; True when the group's members or subscriptions changed."""
+        """Record a heartbeat of one member; True when the group's members or subscriptions changed.
+
+        Raises:
+            BrokerResponseError: the group is new and ``groups_max`` groups are tracked already.
+        """
+        _check_room(self._groups, group, self.groups_max, "maxConsumerGroups")
         info = self._groups.get(group)
         if info is None:
             info = ConsumerGroup(group)

@@ -25,6 +25,7 @@ from typing import Any
 from orbitmq.conf import build_configs, load_properties
 from orbitmq.errors import ConfigError
 from orbitmq.store.config import StoreConfig
+from orbitmq.transport.server import ServerLimits
 
 
 class BrokerRole(Enum):
@@ -135,6 +136,56 @@ class BrokerConfig:
     timer_max_delay_sec: int = field(default=259_200, metadata=_key("timerMaxDelaySec"))
     # Period of flushing the timer log and wheel and writing the timer checkpoint.
     timer_flush_interval_ms: int = field(default=1_000, metadata=_key("timerFlushIntervalMs"))
+    # Always send REGISTER_BROKER compressed; otherwise only a JSON body over 4 MiB is compressed.
+    compressed_register: bool = field(default=False, metadata=_key("compressedRegister"))
+
+    # -- resource limits (docs/limits.md) -------------------------------------------------------
+    # Frames larger than this close their connection (RocketMQ: com.rocketmq.remoting.frameMaxLength).
+    max_frame_bytes: int = field(default=16 * 1024 * 1024, metadata=_key("frameMaxLength"))
+    # Open client connections; one more is closed at once.
+    server_max_connections: int = field(default=10_000, metadata=_key("serverMaxConnections"))
+    # Unsent response bytes above which a connection stops reading requests until it drains.
+    write_buffer_high_bytes: int = field(default=4 * 1024 * 1024, metadata=_key("writeBufferHighWaterMark"))
+    # Unsent response bytes above which a connection is aborted (a client that does not read).
+    write_buffer_max_bytes: int = field(default=64 * 1024 * 1024, metadata=_key("writeBufferMaxBytes"))
+    # A frame's header must arrive within this long of its first byte, else the connection closes.
+    header_read_timeout_ms: int = field(default=10_000, metadata=_key("headerReadTimeoutMillis"))
+    # A whole frame must arrive within this long of its first byte, else the connection closes.
+    frame_read_timeout_ms: int = field(default=60_000, metadata=_key("frameReadTimeoutMillis"))
+    # Shortest time between two log lines of one kind of bad input.
+    bad_request_log_interval_ms: int = field(default=10_000, metadata=_key("badRequestLogIntervalMillis"))
+    # Longest a pull is parked, whatever its suspendTimeoutMillis (clients time out at 30 s).
+    long_polling_suspend_max_ms: int = field(default=25_000, metadata=_key("longPollingSuspendMaxMillis"))
+    # Parked pulls per connection; past it a pull that would park answers SYSTEM_BUSY.
+    parked_pulls_per_connection_max: int = field(default=2048, metadata=_key("maxParkedPullsPerConnection"))
+    # Topics this broker hosts, system topics included; creating one more is refused.
+    topics_max: int = field(default=150_000, metadata=_key("maxTopicsPerBroker"))
+    # Consumer groups (subscription group configs) this broker keeps; one more is refused.
+    consumer_groups_max: int = field(default=10_000, metadata=_key("maxConsumerGroups"))
+    # Producer groups with a live member; a heartbeat naming one more is refused.
+    producer_groups_max: int = field(default=10_000, metadata=_key("maxProducerGroups"))
+    # Group memberships (client connection x group) tracked for producers and consumers together.
+    tracked_clients_max: int = field(default=100_000, metadata=_key("maxTrackedClients"))
+    # Queue locks of orderly consumers held at once; past it (after expired ones are dropped) a
+    # queue is not locked.
+    queue_locks_max: int = field(default=100_000, metadata=_key("maxQueueLocks"))
+
+    # -- operations (SQL92 filters, trace, resets, request-reply) ---------------------------------
+    # Serve SQL92 subscriptions (RocketMQ's default is off: pulls with SQL92 answer SYSTEM_ERROR).
+    enable_property_filter: bool = field(default=False, metadata=_key("enablePropertyFilter"))
+    # Create the message-trace topic (msgTraceTopicName, 1 queue) at start-up.
+    trace_topic_enable: bool = field(default=False, metadata=_key("traceTopicEnable"))
+    # Topic the trace records go to when clients use the default.
+    msg_trace_topic_name: str = field(default="RMQ_SYS_TRACE_TOPIC", metadata=_key("msgTraceTopicName"))
+    # Region stamped on every stored message (MSG_REGION) and send answer; trace records carry it.
+    region_id: str = field(default="DefaultRegion", metadata=_key("regionId"))
+    # Stamped as TRACE_ON on every message; false tells clients not to trace what this broker stores.
+    trace_on: bool = field(default=True, metadata=_key("traceOn"))
+    # Offset resets (INVOKE_BROKER_TO_RESET_OFFSET) held by the broker until the group's next pull
+    # (RocketMQ 5); false: only RESET_CONSUMER_CLIENT_OFFSET to the online consumers (RocketMQ 4).
+    use_server_side_reset_offset: bool = field(default=True, metadata=_key("useServerSideResetOffset"))
+    # Also store the replies of request-reply in <cluster>_REPLY_TOPIC (besides pushing them).
+    store_reply_message_enable: bool = field(default=True, metadata=_key("storeReplyMessageEnable"))
     # Period of writing the POP state snapshot (config/popState.json; OrbitMQ's own key).
     pop_snapshot_interval_ms: int = field(default=5_000, metadata=_key("popSnapshotInterval"))
 
@@ -170,6 +221,36 @@ class BrokerConfig:
             raise ConfigError(
                 "config keys 'timerFlushIntervalMs'/'flushDelayOffsetInterval' must be positive"
             )
+        for key, value in (
+            ("frameMaxLength", self.max_frame_bytes),
+            ("serverMaxConnections", self.server_max_connections),
+            ("writeBufferHighWaterMark", self.write_buffer_high_bytes),
+            ("writeBufferMaxBytes", self.write_buffer_max_bytes),
+            ("headerReadTimeoutMillis", self.header_read_timeout_ms),
+            ("frameReadTimeoutMillis", self.frame_read_timeout_ms),
+            ("badRequestLogIntervalMillis", self.bad_request_log_interval_ms),
+            ("longPollingSuspendMaxMillis", self.long_polling_suspend_max_ms),
+            ("maxParkedPullsPerConnection", self.parked_pulls_per_connection_max),
+            ("maxTopicsPerBroker", self.topics_max),
+            ("maxConsumerGroups", self.consumer_groups_max),
+            ("maxProducerGroups", self.producer_groups_max),
+            ("maxTrackedClients", self.tracked_clients_max),
+            ("maxQueueLocks", self.queue_locks_max),
+        ):
+            if value < 1:
+                raise ConfigError(f"config key {key!r}: {value} must be positive")
+        if self.write_buffer_max_bytes < self.write_buffer_high_bytes:
+            raise ConfigError("config key 'writeBufferMaxBytes' must be at least 'writeBufferHighWaterMark'")
+
+    def server_limits(self) -> ServerLimits:
+        """The transport limits of the broker's remoting server."""
+        return ServerLimits(
+            max_connections=self.server_max_connections,
+            write_buffer_high_bytes=self.write_buffer_high_bytes,
+            write_buffer_max_bytes=self.write_buffer_max_bytes,
+            header_read_timeout_ms=self.header_read_timeout_ms,
+            frame_read_timeout_ms=self.frame_read_timeout_ms,
+        )
 
     def _check_replication(self) -> None:
         if self.ha_listen_port is not None and not 0 <= self.ha_listen_port <= 65535:
@@ -240,8 +321,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "dLegerPeers",
         "dLegerSelfId",
         "aclEnable",
-        "traceTopicEnable",
-        "msgTraceTopicName",
         "sendMessageThreadPoolNums",
         "pullMessageThreadPoolNums",
         "queryMessageThreadPoolNums",
@@ -255,7 +334,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "waitTimeMillsInSendQueue",
         "waitTimeMillsInPullQueue",
         "osPageCacheBusyTimeOutMills",
-        "enablePropertyFilter",
         "enableCalcFilterBitMap",
         "filterServerNums",
         "transferMsgByHeap",

@@ -8,6 +8,10 @@ of a group never consume one queue at the same time during a rebalance. Rules:
 - locking renews the lock (orderly clients re-lock every 20 s);
 - unlocking releases only the queues the client holds.
 
+The table holds at most ``entries_max`` locks (``maxQueueLocks``): when it is full, expired
+locks are dropped first, and a queue that still finds no room is simply not locked (it is left
+out of the answer, as a queue another client holds would be).
+
 Pure state: time is passed in, nothing here sleeps or does I/O.
 """
 
@@ -30,9 +34,11 @@ class _LockEntry:
 class QueueLockTable:
     """Which client holds which queue, per consumer group."""
 
-    def __init__(self, lock_expiry_ms: int = DEFAULT_LOCK_EXPIRY_MS) -> None:
+    def __init__(self, lock_expiry_ms: int = DEFAULT_LOCK_EXPIRY_MS, entries_max: int = 0) -> None:
         self._lock_expiry_ms = lock_expiry_ms
         self._groups: dict[str, dict[MessageQueue, _LockEntry]] = {}
+        self.entries_max = entries_max
+        self._entries = 0
 
     def try_lock(
         self, group: str, client_id: str, queues: Iterable[MessageQueue], now_ms: int
@@ -42,10 +48,29 @@ class QueueLockTable:
         locked: set[MessageQueue] = set()
         for queue in queues:
             entry = table.get(queue)
-            if entry is None or entry.client_id == client_id or self._expired(entry, now_ms):
-                table[queue] = _LockEntry(client_id, now_ms)
-                locked.add(queue)
+            if entry is None:
+                if self.entries_max and self._entries >= self.entries_max:
+                    self._drop_expired(now_ms)
+                    # Dropping may have removed this group's (emptied) table.
+                    table = self._groups.setdefault(group, table)
+                    if self._entries >= self.entries_max:
+                        continue
+                self._entries += 1
+            elif entry.client_id != client_id and not self._expired(entry, now_ms):
+                continue
+            table[queue] = _LockEntry(client_id, now_ms)
+            locked.add(queue)
+        if not table:
+            del self._groups[group]
         return locked
+
+    def _drop_expired(self, now_ms: int) -> None:
+        for group, table in list(self._groups.items()):
+            for queue in [queue for queue, entry in table.items() if self._expired(entry, now_ms)]:
+                del table[queue]
+                self._entries -= 1
+            if not table:
+                del self._groups[group]
 
     def unlock(self, group: str, client_id: str, queues: Iterable[MessageQueue]) -> None:
         """Release the queues among ``queues`` that ``client_id`` holds; others are left alone."""
@@ -56,6 +81,7 @@ class QueueLockTable:
             entry = table.get(queue)
             if entry is not None and entry.client_id == client_id:
                 del table[queue]
+                self._entries -= 1
         if not table:
             del self._groups[group]
 

@@ -216,6 +216,10 @@ class LongPollingService:
                 # The loop is closed: the broker is shutting down and nobody is parked any more.
                 pass
 
+    def wake_queue(self, topic: str, queue_id: int) -> None:
+        """Wake every pull parked on a queue now (its offsets were reset): each re-reads once."""
+        self._wake(topic, queue_id, 1 << 62)
+
     def _wake(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
         for parked in self._table.wake(topic, queue_id, max_queue_offset):
             _resolve(parked.payload, True)

@@ -8,18 +8,36 @@ when the table is dirty and writes the bytes itself. The JSON layout is RocketMQ
 
 RocketMQ joins topic and group with ``@``; neither name may contain it (the name charset is
 ``[%|a-zA-Z0-9_-]``), so the split on load is unambiguous.
+
+The table holds only what its loader accepts: legal topic and group names, queue ids
+0..2^31-1 and 64-bit offsets (:meth:`ConsumerOffsetTable.commit` ignores anything else). A
+damaged entry found at load is skipped with a warning; the broker still starts.
+
+Pending resets (RocketMQ 5's server-side offset reset): an admin reset records the new offset
+both as the committed offset and as a one-shot reset of the queue. Until the group's next pull
+of that queue takes it (:meth:`ConsumerOffsetTable.take_reset`), commits from the group's
+consumers for that queue are acknowledged but ignored, so an online consumer cannot write its
+old position over the reset. Pending resets live in memory only.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 from collections.abc import Iterator
 
 import orjson
 
 from orbitmq.errors import ConfigError
+from orbitmq.protocol.names import group_name_problem, shorten, topic_name_problem
+
+logger = logging.getLogger(__name__)
 
 TOPIC_GROUP_SEPARATOR = "@"
+_QUEUE_ID_MAX = (1 << 31) - 1
+_DECIMAL = re.compile(r"-?[0-9]{1,19}")
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class ConsumerOffsetTable:
@@ -31,16 +49,72 @@ class ConsumerOffsetTable:
 
     def __init__(self) -> None:
         self._table: dict[tuple[str, str], dict[int, int]] = {}
+        self._resets: dict[tuple[str, str], dict[int, int]] = {}
         self._lock = threading.Lock()
         self._dirty = False
 
-    def commit(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
-        """Record ``queue_offset`` as the next offset ``group`` will consume from this queue."""
+    def commit(self, group: str, topic: str, queue_id: int, queue_offset: int) -> bool:
+        """Record ``queue_offset`` as the next offset ``group`` will consume from this queue.
+
+        Returns False, and records nothing, for what the loader would refuse (see the module
+        docstring): the handlers check first; this keeps a missed check off the disk.
+        """
+        if entry_problem(group, topic, queue_id, queue_offset) is not None:
+            return False
         with self._lock:
             queues = self._table.setdefault((topic, group), {})
             if queues.get(queue_id) != queue_offset:
                 queues[queue_id] = queue_offset
                 self._dirty = True
+        return True
+
+    def commit_unless_reset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> bool:
+        """A consumer's commit: ignored (False) while an admin reset of the queue is pending."""
+        with self._lock:
+            if queue_id in self._resets.get((topic, group), {}):
+                return False
+        self.commit(group, topic, queue_id, queue_offset)
+        return True
+
+    def assign_reset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
+        """An admin reset: commit ``queue_offset`` and hold it for the group's next pull."""
+        with self._lock:
+            self._resets.setdefault((topic, group), {})[queue_id] = queue_offset
+        self.commit(group, topic, queue_id, queue_offset)
+
+    def take_reset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The pending reset of a queue, removed (the pull that asks applies it); None if none."""
+        with self._lock:
+            resets = self._resets.get((topic, group))
+            if not resets or queue_id not in resets:
+                return None
+            queue_offset = resets.pop(queue_id)
+            if not resets:
+                del self._resets[(topic, group)]
+            return queue_offset
+
+    def pending_reset(self, group: str, topic: str, queue_id: int) -> int | None:
+        with self._lock:
+            return self._resets.get((topic, group), {}).get(queue_id)
+
+    def topics_of_group(self, group: str) -> set[str]:
+        """Every topic ``group`` has a committed offset on."""
+        with self._lock:
+            return {topic for (topic, table_group) in self._table if table_group == group}
+
+    def clone(self, src_group: str, dest_group: str, topic: str | None = None) -> int:
+        """Copy ``src_group``'s offsets (on ``topic``, or every topic) to ``dest_group``; the count."""
+        with self._lock:
+            sources = [(key, queues) for key, queues in self._table.items() if key[1] == src_group]
+            copied = 0
+            for (source_topic, _), queues in sources:
+                if topic is not None and source_topic != topic:
+                    continue
+                self._table[(source_topic, dest_group)] = dict(queues)
+                copied += len(queues)
+            if copied:
+                self._dirty = True
+            return copied
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         """The committed offset, or None when this group never committed for this queue."""
@@ -128,10 +202,10 @@ class ConsumerOffsetTable:
 
     @classmethod
     def decode(cls, data: bytes, source: str = "consumerOffset.json") -> ConsumerOffsetTable:
-        """Load a table written by :meth:`encode` (or by RocketMQ).
+        """Load a table written by :meth:`encode` (or by RocketMQ); damaged entries are skipped.
 
         Raises:
-            ConfigError: the document is not valid JSON or has the wrong shape; names ``source``.
+            ConfigError: the document is not valid JSON or has no ``offsetTable``; names ``source``.
         """
         table = cls()
         try:
@@ -141,13 +215,52 @@ class ConsumerOffsetTable:
         raw = document.get("offsetTable") if isinstance(document, dict) else None
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}: no 'offsetTable' object")
+        skipped = 0
         for key, queues in raw.items():
-            topic, separator, group = str(key).rpartition(TOPIC_GROUP_SEPARATOR)
-            if not separator or not topic or not group or not isinstance(queues, dict):
-                raise ConfigError(f"{source}: malformed entry {key!r}")
-            for queue_id, queue_offset in queues.items():
-                try:
-                    table._table.setdefault((topic, group), {})[int(queue_id)] = int(queue_offset)
-                except (TypeError, ValueError) as exc:
-                    raise ConfigError(f"{source}: entry {key!r} queue {queue_id!r}: {exc}") from exc
+            topic, _, group = str(key).rpartition(TOPIC_GROUP_SEPARATOR)
+            if not isinstance(queues, dict):
+                logger.warning("%s: entry %s is not an object; skipped", source, shorten(key))
+                skipped += 1
+                continue
+            for queue_text, offset_value in queues.items():
+                queue_id, queue_offset = _as_int(queue_text), _as_int(offset_value)
+                if queue_id is None or queue_offset is None:
+                    problem: str | None = "queue id or offset is not an integer"
+                else:
+                    problem = entry_problem(group, topic, queue_id, queue_offset)
+                if problem is not None or queue_id is None or queue_offset is None:
+                    logger.warning(
+                        "%s: entry %s queue %s skipped: %s",
+                        source,
+                        shorten(key),
+                        shorten(queue_text),
+                        problem,
+                    )
+                    skipped += 1
+                    continue
+                table._table.setdefault((topic, group), {})[queue_id] = queue_offset
+        if skipped:
+            logger.warning("%s: %d damaged entries skipped", source, skipped)
         return table
+
+
+def entry_problem(group: str, topic: str, queue_id: int, queue_offset: int) -> str | None:
+    """Why (group, topic, queue_id, queue_offset) cannot be an entry of the table (None if it can)."""
+    problem = topic_name_problem(topic) or group_name_problem(group)
+    if problem is not None:
+        return problem
+    if not 0 <= queue_id <= _QUEUE_ID_MAX:
+        return f"queue id {queue_id} is not 0..{_QUEUE_ID_MAX}"
+    if not _LONG_MIN <= queue_offset <= _LONG_MAX:
+        return f"offset {queue_offset} is not a 64-bit integer"
+    return None
+
+
+def _as_int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        return int(value)
+    return None

@@ -4,7 +4,11 @@ The service registers with every configured name server concurrently, at start, 
 ``registerNameServerPeriod`` (30 s) and promptly after :meth:`NamesrvRegistration.request`
 (a topic was created or deleted). Several changes in a burst coalesce into one registration.
 The body is the broker's topic table (TopicConfigSerializeWrapper) with ``bodyCrc32`` set to
-``crc32(body) & 0x7FFFFFFF``. When the broker is not both readable and writable, every topic is
+``crc32(body) & 0x7FFFFFFF``. It travels compressed (RocketMQ's ``compressed`` layout: zlib over
+the topics as ``name read write perm filterType`` text) when ``compressedRegister`` is on or when
+its JSON would pass ``COMPRESS_ABOVE_BYTES``: 100,000 topics are 16 MiB of JSON, more than a
+name server takes in one frame, but well under 1 MiB compressed (``maxTopicsPerBroker``, 150,000
+by default, keeps even 127-character names under the frame limit). When the broker is not both readable and writable, every topic is
 published with the broker's permission instead, as RocketMQ does. A name server that cannot be
 reached is logged and retried at the next round. At shutdown the broker sends
 UNREGISTER_BROKER to each.
@@ -35,6 +39,7 @@ from orbitmq.protocol.bodies import (
 )
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.frame import MAX_FRAME_BYTES
 from orbitmq.protocol.headers import (
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
@@ -45,6 +50,10 @@ from orbitmq.transport.connection import RemotingClient
 logger = logging.getLogger(__name__)
 
 _CRC_MASK = 0x7FFFFFFF
+_HEADER_ROOM_BYTES = 64 * 1024
+_ENCODE_INLINE_TOPICS_MAX = 2_000
+COMPRESS_ABOVE_BYTES = 4 * 1024 * 1024
+"""A JSON registration body larger than this is sent compressed whatever compressedRegister says."""
 
 
 class NamesrvRegistration:
@@ -87,14 +96,27 @@ class NamesrvRegistration:
 
     async def register_all(self) -> list[bool]:
         """Register with every name server at once; True per name server that accepted."""
-        body = self._register_body()
+        # Encoding 100,000 topics takes a fraction of a second: off the event loop then. A small
+        # table is encoded at once (a thread hop can wait behind the table writers' fsyncs).
+        if len(self._topics) > _ENCODE_INLINE_TOPICS_MAX:
+            body, compressed = await asyncio.to_thread(self._register_body)
+        else:
+            body, compressed = self._register_body()
+        if len(body) > MAX_FRAME_BYTES - _HEADER_ROOM_BYTES:
+            logger.error(
+                "the registration body is %d bytes, more than a name server accepts in one frame; "
+                "lower maxTopicsPerBroker (%d topics now)",
+                len(body),
+                len(self._topics.names()),
+            )
+            return [False] * len(self._config.namesrv_addr)
         header = RegisterBrokerRequestHeader(
             broker_name=self._config.broker_name,
             broker_addr=self._broker_addr,
             cluster_name=self._config.broker_cluster_name,
             broker_id=self._config.broker_id,
             ha_server_addr=self._ha_server_addr,
-            compressed=False,
+            compressed=compressed,
             body_crc32=zlib.crc32(body) & _CRC_MASK,
         ).to_ext()
         calls = [
@@ -124,7 +146,12 @@ class NamesrvRegistration:
         ]
         return [answer is not None for answer in await asyncio.gather(*calls)]
 
-    def _register_body(self) -> bytes:
+    def set_config(self, config: BrokerConfig) -> None:
+        """Use ``config`` from the next registration on (the broker's permission may have changed)."""
+        self._config = config
+
+    def _register_body(self) -> tuple[bytes, bool]:
+        """The REGISTER_BROKER body and whether it is in the compressed layout."""
         wrapper = self._topics.snapshot()
         permission = self._config.broker_permission
         if not (permission & PERM_READ and permission & PERM_WRITE):
@@ -135,7 +162,12 @@ class NamesrvRegistration:
                 },
                 wrapper.data_version,
             )
-        return encode_register_broker_body(RegisterBrokerBody(wrapper))
+        body = RegisterBrokerBody(wrapper)
+        if not self._config.compressed_register:
+            plain = encode_register_broker_body(body)
+            if len(plain) <= COMPRESS_ABOVE_BYTES:
+                return plain, False
+        return encode_register_broker_body(body, compressed=True), True
 
     async def _invoke(
         self, addr: str, code: RequestCode, ext: dict[str, str], body: bytes

@@ -38,9 +38,13 @@ from orbitmq.broker._tasks import cancel_and_wait
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
 from orbitmq.protocol.message_codec import decode_stored_message
+from orbitmq.protocol.properties import decimal_value
 from orbitmq.store.message_store import GetStatus, MessageStore, PutMessageRequest, PutStatus
 
 logger = logging.getLogger(__name__)
+
+# Put statuses no retry can change.
+_REFUSED = (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED)
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DELAY_OFFSET_FILE = "delayOffset.json"
@@ -78,7 +82,8 @@ def to_schedule(put: PutMessageRequest, level: int, level_count: int) -> None:
 def delay_level_of(properties: dict[str, str]) -> int:
     """The DELAY property as a level (0 when absent or not a positive number)."""
     text = properties.get(MessageConst.DELAY_TIME_LEVEL, "")
-    return int(text) if text.isdigit() else 0
+    value = decimal_value(text, 9)
+    return 0 if value is None else value
 
 
 def restore_request(
@@ -91,13 +96,14 @@ def restore_request(
     properties = dict(message.properties)
     real_topic = properties.get(MessageConst.REAL_TOPIC)
     real_queue = properties.get(MessageConst.REAL_QUEUE_ID, "")
-    if not real_topic or not real_queue.isdigit():
+    queue_id = decimal_value(real_queue, 10)
+    if not real_topic or queue_id is None:
         return None
     for key in drop:
         properties.pop(key, None)
     return PutMessageRequest(
         topic=real_topic,
-        queue_id=int(real_queue),
+        queue_id=queue_id,
         body=message.body,
         flag=message.flag,
         properties=properties,
@@ -139,9 +145,23 @@ class DelayOffsetTable:
         try:
             document = orjson.loads(data)
             table = document["offsetTable"]
-            offsets = {int(level): int(offset) for level, offset in table.items()}
+            items = list(table.items())
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RemoteProtocolError(f"{where}: not a delay offset table: {exc}") from exc
+        offsets: dict[int, int] = {}
+        for level_text, offset in items:
+            # A damaged entry costs that level's progress (its messages are delivered again),
+            # never the start of the broker.
+            level = int(level_text) if str(level_text).isdigit() and len(str(level_text)) < 4 else 0
+            if (
+                level < 1
+                or isinstance(offset, bool)
+                or not isinstance(offset, int)
+                or not 0 <= offset < 1 << 63
+            ):
+                logger.warning("%s: entry %r: %r skipped", where, str(level_text)[:20], str(offset)[:40])
+                continue
+            offsets[level] = offset
         return cls(offsets)
 
 
@@ -296,6 +316,13 @@ class ScheduleService:
             )  # fmt: skip
             return None
         put = self._store.put_message(request)
+        if put.status in _REFUSED:
+            # The store will never take this message: retrying would hold up the whole level.
+            logger.error(
+                "delay level %d: %s to %s/%d refused by the store (%s %s); skipped",
+                level, message.msg_id, request.topic, request.queue_id, put.status.value, put.remark,
+            )  # fmt: skip
+            return None
         if put.status is not PutStatus.PUT_OK:
             logger.error(
                 "delay level %d: re-storing %s to %s/%d failed: %s %s",

@@ -7,86 +7,45 @@ SUBSCRIPTION_GROUP_NOT_EXIST. Persisted as RocketMQ's ``subscriptionGroup.json``
     {"subscriptionGroupTable": {"<group>": {"groupName": ..., "consumeEnable": true,
         "retryQueueNums": 1, "retryMaxTimes": 16, ...}}, "dataVersion": {...}}
 
+The table holds at most ``maxConsumerGroups`` groups, and only legal group names: creating
+one more, or an illegal one, raises a BrokerResponseError naming the limit or the rule. A
+damaged entry of the file is skipped with a warning at load; the broker still starts.
+
 Pure state: the persistence service writes what :meth:`SubscriptionGroupTable.encode` returns.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from dataclasses import dataclass, replace
-from typing import Any
 
 import orjson
 
-from orbitmq.errors import ConfigError
+from orbitmq.errors import BrokerResponseError, ConfigError
+from orbitmq.model.subscription_group import DEFAULT_RETRY_MAX_TIMES, SubscriptionGroupConfig
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.names import group_name_problem, shorten
 
-DEFAULT_RETRY_MAX_TIMES = 16
+logger = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_RETRY_MAX_TIMES", "SubscriptionGroupConfig", "SubscriptionGroupTable"]
 
 # Groups a RocketMQ broker creates at start-up; tools and clients expect them to exist.
 _BUILTIN_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONSAPI_OWNER")
 
 
-@dataclass(frozen=True, slots=True)
-class SubscriptionGroupConfig:
-    """Settings of one consumer group (RocketMQ's SubscriptionGroupConfig)."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    consume_message_orderly: bool = False  # POP/gRPC consumers get FIFO delivery per message group
-    retry_queue_nums: int = 1
-    retry_max_times: int = DEFAULT_RETRY_MAX_TIMES
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "groupName": self.group_name,
-            "consumeEnable": self.consume_enable,
-            "consumeFromMinEnable": self.consume_from_min_enable,
-            "consumeBroadcastEnable": self.consume_broadcast_enable,
-            "consumeMessageOrderly": self.consume_message_orderly,
-            "retryQueueNums": self.retry_queue_nums,
-            "retryMaxTimes": self.retry_max_times,
-            "brokerId": self.broker_id,
-            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
-            "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
-        }
-
-    @classmethod
-    def from_json(cls, group: str, raw: dict[str, Any]) -> SubscriptionGroupConfig:
-        base = cls(group)
-        return replace(
-            base,
-            consume_enable=bool(raw.get("consumeEnable", base.consume_enable)),
-            consume_from_min_enable=bool(raw.get("consumeFromMinEnable", base.consume_from_min_enable)),
-            consume_broadcast_enable=bool(raw.get("consumeBroadcastEnable", base.consume_broadcast_enable)),
-            consume_message_orderly=bool(raw.get("consumeMessageOrderly", base.consume_message_orderly)),
-            retry_queue_nums=int(raw.get("retryQueueNums", base.retry_queue_nums)),
-            retry_max_times=int(raw.get("retryMaxTimes", base.retry_max_times)),
-            broker_id=int(raw.get("brokerId", base.broker_id)),
-            which_broker_when_consume_slowly=int(
-                raw.get("whichBrokerWhenConsumeSlowly", base.which_broker_when_consume_slowly)
-            ),
-            notify_consumer_ids_changed_enable=bool(
-                raw.get("notifyConsumerIdsChangedEnable", base.notify_consumer_ids_changed_enable)
-            ),
-        )
-
-
 class SubscriptionGroupTable:
     """Consumer group configs by name (thread-safe; handlers and the persistence service share it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, groups_max: int = 0) -> None:
         self._groups: dict[str, SubscriptionGroupConfig] = {
             name: SubscriptionGroupConfig(name) for name in _BUILTIN_GROUPS
         }
         self._lock = threading.Lock()
         self._data_version = (int(time.time() * 1000), 0)
         self._dirty = False
+        self.groups_max = groups_max
 
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         return self._groups.get(group)
@@ -99,7 +58,25 @@ class SubscriptionGroupTable:
         return self.put(SubscriptionGroupConfig(group))
 
     def put(self, config: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
+        """Create or replace a group's config.
+
+        Raises:
+            BrokerResponseError: the name is not a legal group, or the table is full.
+        """
+        problem = group_name_problem(config.group_name)
+        if problem is not None:
+            raise BrokerResponseError(ResponseCode.SYSTEM_ERROR, problem)
         with self._lock:
+            if (
+                self.groups_max
+                and config.group_name not in self._groups
+                and len(self._groups) >= self.groups_max
+            ):
+                raise BrokerResponseError(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"cannot create consumer group {config.group_name}: this broker already has "
+                    f"{len(self._groups)} groups (maxConsumerGroups={self.groups_max})",
+                )
             self._groups[config.group_name] = config
             self._bump()
         return config
@@ -113,6 +90,11 @@ class SubscriptionGroupTable:
 
     def names(self) -> list[str]:
         return list(self._groups)
+
+    def configs(self) -> tuple[dict[str, SubscriptionGroupConfig], tuple[int, int]]:
+        """Every group's config and the table's data version (timestamp ms, counter)."""
+        with self._lock:
+            return dict(self._groups), self._data_version
 
     @property
     def dirty(self) -> bool:
@@ -154,16 +136,34 @@ class SubscriptionGroupTable:
             return True
 
     @classmethod
-    def decode(cls, data: bytes, source: str = "subscriptionGroup.json") -> SubscriptionGroupTable:
-        """Load a table written by :meth:`encode`; raises ConfigError naming ``source`` when malformed."""
-        table = cls()
+    def decode(
+        cls, data: bytes, source: str = "subscriptionGroup.json", groups_max: int = 0
+    ) -> SubscriptionGroupTable:
+        """Load a table written by :meth:`encode`; a damaged group entry is skipped with a warning.
+
+        Raises:
+            ConfigError: the document is not JSON or has no subscriptionGroupTable; names ``source``.
+        """
+        table = cls(groups_max)
         try:
             document = orjson.loads(data)
             raw_groups = document["subscriptionGroupTable"]
-            for name, raw in raw_groups.items():
-                table._groups[str(name)] = SubscriptionGroupConfig.from_json(str(name), raw)
+            if not isinstance(raw_groups, dict):
+                raise TypeError("subscriptionGroupTable is not an object")
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{source}: malformed subscription group table: {exc}") from exc
+        for name, raw in raw_groups.items():
+            try:
+                problem = group_name_problem(str(name))
+                if problem is None:
+                    table._groups[str(name)] = SubscriptionGroupConfig.from_json(str(name), raw)
+            except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+                problem = str(exc)
+            if problem is not None:
+                logger.warning("%s: group entry %s skipped: %s", source, shorten(name), shorten(problem, 200))
+        try:
             version = document.get("dataVersion") or {}
             table._data_version = (int(version.get("timestamp", 0)), int(version.get("counter", 0)))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ConfigError(f"{source}: malformed subscription group table: {exc}") from exc
+        except (TypeError, ValueError, AttributeError) as exc:
+            logger.warning("%s: dataVersion unreadable (%s); starting a new one", source, exc)
         return table

@@ -45,6 +45,8 @@ from orbitmq.broker.schedule import restore_request
 from orbitmq.errors import CorruptRecordError, RemoteProtocolError
 from orbitmq.model.message import MessageConst
 from orbitmq.protocol.message_codec import decode_stored_message
+from orbitmq.protocol.names import shorten
+from orbitmq.protocol.properties import decimal_value
 from orbitmq.store.message_store import GetStatus, MessageStore, PutMessageRequest, PutStatus
 from orbitmq.store.timer_wheel import TimerStore
 
@@ -73,9 +75,9 @@ def timer_due_ms(properties: dict[str, str], now_ms: int) -> int | None:
         text = properties.get(key)
         if text is None:
             continue
-        if not text.strip().isdigit():
-            raise ValueError(f"timer property {key}={text!r} is not a non-negative integer")
-        value = int(text)
+        value = decimal_value(text.strip())
+        if value is None:
+            raise ValueError(f"timer property {key}={shorten(text)!r} is not a non-negative integer")
         return value if relative_ms is None else now_ms + value * relative_ms
     return None
 
@@ -235,12 +237,15 @@ class TimerService:
             logger.error("timer topic queue offset %d: undecodable record; skipped", queue_offset)
             return None
         text = message.properties.get(TIMER_OUT_MS, "")
-        if not text.isdigit():
+        due_ms = decimal_value(text)
+        if due_ms is None:
             logger.error(
-                "timer topic queue offset %d: %s=%r is not a time; skipped", queue_offset, TIMER_OUT_MS, text
+                "timer topic queue offset %d: %s=%r is not a time; skipped",
+                queue_offset,
+                TIMER_OUT_MS,
+                shorten(text),
             )
-            return None
-        return int(text)
+        return due_ms
 
     def _add(self, commit_log_offset: int, size: int, due_ms: int) -> bool:
         """Record a timer; True when it also went onto the heap (its slot is already loaded)."""
@@ -327,6 +332,24 @@ class TimerService:
                     if self.on_delivered is not None:
                         for request, timer in chunk:
                             self.on_delivered(request, timer[0])
+                    continue
+                if put.status in (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED):
+                    # The store will never take the batch: deliver its members one by one and
+                    # skip only those refused (a retry would refuse them again, forever).
+                    for request, timer in chunk:
+                        alone = self._store.put_message(request)
+                        if alone.status is PutStatus.PUT_OK:
+                            self.delivered_count += 1
+                            if self.on_delivered is not None:
+                                self.on_delivered(request, timer[0])
+                        elif alone.status in (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED):
+                            logger.error(
+                                "timed message to %s/%d refused by the store (%s %s); skipped",
+                                topic, queue_id, alone.status.value, alone.remark,
+                            )  # fmt: skip
+                        else:
+                            retry_ms = self._now_ms() + _RETRY_AFTER_FAILURE_MS
+                            heapq.heappush(self._heap, (retry_ms, timer[1], timer[2]))
                     continue
                 logger.error(
                     "delivering %d timed messages to %s/%d failed: %s %s; retrying in %d ms",

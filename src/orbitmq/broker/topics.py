@@ -16,14 +16,23 @@ Topics come from four places:
   template's permission without the inherit bit;
 - ``%RETRY%<group>`` (1 queue, perm 6) on consumer heartbeat and ``%DLQ%<group>`` on send-back.
 
+Every topic but the system ones counts against ``maxTopicsPerBroker``: creating one more
+raises a BrokerResponseError (SYSTEM_ERROR) that names the limit, so every request that would
+create a topic (an admin's, an auto-creating send, a send-back, a heartbeat's retry topic)
+gets that answer. The table holds only topics its loader accepts (``topic_config_problem``);
+a damaged entry of topics.json is skipped with a warning at load, and the broker starts.
+
 Pure state behind a lock; no I/O.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import replace
+
+import orjson
 
 from orbitmq.broker.validation import (
     AUTO_CREATE_TOPIC,
@@ -31,12 +40,19 @@ from orbitmq.broker.validation import (
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
 )
+from orbitmq.errors import BrokerResponseError, RemoteProtocolError
 from orbitmq.model.route import PERM_INHERIT, PERM_READ_WRITE, DataVersion, TopicConfig
 from orbitmq.protocol.bodies import (
     TopicConfigSerializeWrapper,
-    decode_topic_config_wrapper,
+    decode_data_version,
+    decode_topic_config,
     encode_topic_config_wrapper,
+    topic_config_problem,
 )
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.names import shorten
+
+logger = logging.getLogger(__name__)
 
 SCHEDULE_TOPIC_QUEUE_NUMS = 18
 """One queue per delay level."""
@@ -47,13 +63,30 @@ def _now_ms() -> int:
 
 
 class TopicConfigTable:
-    """Topic configs by name, versioned (thread-safe)."""
+    """Topic configs by name, versioned (thread-safe).
 
-    def __init__(self) -> None:
+    Args:
+        topics_max: most topics the table holds (0 = no limit); system topics are always added.
+    """
+
+    def __init__(self, topics_max: int = 0) -> None:
         self._topics: dict[str, TopicConfig] = {}
         self._lock = threading.Lock()
         self._data_version = DataVersion(_now_ms(), 0)
         self._dirty = False
+        self.topics_max = topics_max
+
+    def _check_room(self, config: TopicConfig) -> None:
+        """Raise unless ``config`` may be added (lock held): a legal topic, and room for a new one."""
+        problem = topic_config_problem(config)
+        if problem is not None:
+            raise BrokerResponseError(ResponseCode.SYSTEM_ERROR, problem)
+        if self.topics_max and config.topic_name not in self._topics and len(self._topics) >= self.topics_max:
+            raise BrokerResponseError(
+                ResponseCode.SYSTEM_ERROR,
+                f"cannot create topic {config.topic_name}: this broker already has {len(self._topics)} "
+                f"topics (maxTopicsPerBroker={self.topics_max})",
+            )
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -62,6 +95,9 @@ class TopicConfigTable:
 
     def __contains__(self, topic: object) -> bool:
         return topic in self._topics
+
+    def __len__(self) -> int:
+        return len(self._topics)
 
     def names(self) -> list[str]:
         return list(self._topics)
@@ -81,11 +117,17 @@ class TopicConfigTable:
 
     # -- writes ------------------------------------------------------------------------------
 
-    def put(self, config: TopicConfig) -> bool:
-        """Create or replace a topic; True when something changed."""
+    def put(self, config: TopicConfig, *, system: bool = False) -> bool:
+        """Create or replace a topic; True when something changed.
+
+        Raises:
+            BrokerResponseError: the config is not legal, or the table is full (unless ``system``).
+        """
         with self._lock:
             if self._topics.get(config.topic_name) == config:
                 return False
+            if not system:
+                self._check_room(config)
             self._topics[config.topic_name] = config
             self._bump()
             return True
@@ -126,7 +168,7 @@ class TopicConfigTable:
             )
         for config in wanted:
             if config.topic_name not in self._topics:
-                self.put(config)
+                self.put(config, system=True)
 
     def create_from_template(
         self, topic: str, template_topic: str, queue_nums: int, *, topic_sys_flag: int = 0
@@ -150,6 +192,7 @@ class TopicConfigTable:
                 perm=template.perm & ~PERM_INHERIT,
                 topic_sys_flag=topic_sys_flag,
             )
+            self._check_room(config)
             self._topics[topic] = config
             self._bump()
             return config
@@ -161,6 +204,7 @@ class TopicConfigTable:
             if existing is not None:
                 return existing
             config = TopicConfig(topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums, perm=perm)
+            self._check_room(config)
             self._topics[topic] = config
             self._bump()
             return config
@@ -203,10 +247,34 @@ class TopicConfigTable:
         return data
 
     @classmethod
-    def decode(cls, data: bytes) -> TopicConfigTable:
-        """Load topics.json (raises RemoteProtocolError when malformed, naming the field)."""
-        wrapper = decode_topic_config_wrapper(data)
-        table = cls()
-        table._topics = dict(wrapper.topic_config_table)
-        table._data_version = wrapper.data_version
+    def decode(cls, data: bytes, source: str = "topics.json", topics_max: int = 0) -> TopicConfigTable:
+        """Load topics.json; an entry that is damaged or breaks a topic rule is skipped with a warning.
+
+        Raises:
+            RemoteProtocolError: the document is not JSON or has no topicConfigTable object.
+        """
+        try:
+            document = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise RemoteProtocolError(f"{source}: not valid JSON: {exc}") from exc
+        raw = document.get("topicConfigTable") if isinstance(document, dict) else None
+        if not isinstance(raw, dict):
+            raise RemoteProtocolError(f"{source}: no 'topicConfigTable' object")
+        table = cls(topics_max)
+        for name, value in raw.items():
+            try:
+                config = decode_topic_config(value, f"topic {shorten(name)}")
+                problem = topic_config_problem(config)
+                if problem is None and config.topic_name != name:
+                    problem = f"entry {shorten(name)} holds topic {shorten(config.topic_name)}"
+            except RemoteProtocolError as exc:
+                problem = str(exc)
+            if problem is not None:
+                logger.warning("%s: topic entry skipped: %s", source, problem)
+                continue
+            table._topics[name] = config
+        try:
+            table._data_version = decode_data_version(orjson.dumps(document.get("dataVersion") or {}))
+        except RemoteProtocolError as exc:
+            logger.warning("%s: dataVersion unreadable (%s); starting a new one", source, exc)
         return table

@@ -37,14 +37,18 @@ import orjson
 from orbitmq.broker._tasks import cancel_and_wait
 from orbitmq.broker.clients import ProducerTable
 from orbitmq.broker.schedule import restore_request
-from orbitmq.broker.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from orbitmq.broker.topics import TopicConfigTable
+from orbitmq.broker.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, check_send_topic
 from orbitmq.errors import ConnectionClosedError, RemoteProtocolError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
+from orbitmq.model.route import PERM_WRITE
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from orbitmq.protocol.message_codec import decode_stored_message, encode_stored_message
 from orbitmq.protocol.message_id import encode_offset_msg_id
+from orbitmq.protocol.names import shorten
+from orbitmq.protocol.properties import decimal_value
 from orbitmq.store.message_store import GetStatus, MessageStore, PutMessageRequest, PutStatus
 from orbitmq.transport.server import ServerConnection
 
@@ -78,7 +82,8 @@ def to_half(put: PutMessageRequest) -> None:
 def origin_of(message: MessageExt) -> int:
     """The half queue offset that identifies the transaction a copy belongs to."""
     text = message.properties.get(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET, "")
-    return int(text) if text.isdigit() else message.queue_offset
+    value = decimal_value(text)
+    return message.queue_offset if value is None else value
 
 
 @dataclass(slots=True)
@@ -101,8 +106,11 @@ class TransactionService:
         store_host: Callable[[], tuple[str, int]],
         write_file: Callable[[Path, bytes], None],
         now_ms: Callable[[], int],
+        *,
+        topics: TopicConfigTable | None = None,
     ) -> None:
         self._store = store
+        self._topics = topics
         self._producers = producers
         self._check_offset_path = config_dir / CHECK_OFFSET_FILE
         self._timeout_ms, self._check_max, self._interval_ms = settings
@@ -188,28 +196,42 @@ class TransactionService:
         return self._decide(origin, half)
 
     def _find_half(self, header: EndTransactionRequestHeader) -> MessageExt | EndOutcome:
+        """The half message the header names, or why the request does not name one.
+
+        The commit-log offset alone proves nothing: any bytes there (a record embedded in
+        another message's body, say) could look like a half message. So the offset must be
+        the one the half queue holds at ``tranStateTableOffset`` (an entry only the broker
+        writes, always at a record boundary), and the record must belong to the header's
+        producer group and carry the transaction id the header names.
+        """
         offset = header.commit_log_offset
-        raw = self._store.read_message(offset)
-        if raw is None:
-            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"no half message at commit-log offset {offset}")
+        entry = self._store.get_messages(TRANS_HALF_TOPIC, 0, header.tran_state_table_offset, 1, 1 << 24)
+        if entry.status is not GetStatus.FOUND or entry.commit_log_offsets[:1] != [offset]:
+            return EndOutcome(
+                ResponseCode.SYSTEM_ERROR,
+                f"no half message at commit-log offset {offset} with tranStateTableOffset "
+                f"{header.tran_state_table_offset}",
+            )
         try:
-            half, _ = decode_stored_message(raw)
+            half, _ = decode_stored_message(entry.buffers[0])
         except RemoteProtocolError as exc:
             return EndOutcome(ResponseCode.SYSTEM_ERROR, f"commit-log offset {offset}: {exc}")
-        if half.topic != TRANS_HALF_TOPIC:
-            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"commit-log offset {offset} is not a half message")
         group = half.properties.get(MessageConst.PRODUCER_GROUP)
         if group != header.producer_group:
             return EndOutcome(
                 ResponseCode.SYSTEM_ERROR,
-                f"half message at commit-log offset {offset} belongs to producer group {group}, "
+                f"half message at commit-log offset {offset} belongs to producer group {shorten(group or '')}, "
                 f"not {header.producer_group}",
             )
-        if half.queue_offset != header.tran_state_table_offset or half.commit_log_offset != offset:
+        # Clients name the transaction by its UNIQ_KEY (some by the half's offsetMsgId); an id
+        # given must be this record's. The offsets above already pin the record itself.
+        named = [text for text in (header.transaction_id, header.msg_id) if text]
+        known = {half.uniq_key, half.offset_msg_id} - {None, ""}
+        if any(text not in known for text in named):
             return EndOutcome(
                 ResponseCode.SYSTEM_ERROR,
-                f"half message at commit-log offset {offset} has queue offset {half.queue_offset}, "
-                f"not tranStateTableOffset {header.tran_state_table_offset}",
+                f"half message at commit-log offset {offset} is not transaction "
+                f"{shorten(header.transaction_id or header.msg_id or '(none given)')}",
             )
         return half
 
@@ -219,6 +241,11 @@ class TransactionService:
             return EndOutcome(
                 ResponseCode.SYSTEM_ERROR, f"half message {half.msg_id} has no REAL_TOPIC/REAL_QID"
             )
+        # The destination is checked again as a send would be: the topic may have changed (or
+        # been deleted) since the half message was stored.
+        problem = self._destination_problem(request.topic, request.queue_id)
+        if problem is not None:
+            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"cannot commit {half.msg_id}: {problem}")
         request.sys_flag = (request.sys_flag & ~SysFlag.TRANSACTION_MASK) | SysFlag.TRANSACTION_COMMIT_TYPE
         request.prepared_transaction_offset = half.commit_log_offset
         put = self._store.put_message(request)
@@ -227,6 +254,23 @@ class TransactionService:
                 ResponseCode.SYSTEM_ERROR,
                 f"committing {half.msg_id} to {request.topic}/{request.queue_id} failed: {put.status.value}",
             )
+        return None
+
+    def _destination_problem(self, topic: str, queue_id: int) -> str | None:
+        """Why a commit may not go to ``topic``/``queue_id`` (None when it may)."""
+        rejection = check_send_topic(topic)
+        if rejection is not None:
+            return rejection.remark
+        if self._topics is None:
+            return None
+        config = self._topics.get(topic)
+        if config is None:
+            return f"topic {topic} does not exist"
+        if not config.perm & PERM_WRITE:
+            return f"topic {topic} is not writable"
+        queue_count = max(config.read_queue_nums, config.write_queue_nums)
+        if not 0 <= queue_id < queue_count:
+            return f"queue id {queue_id} is outside topic {topic}'s {queue_count} queues"
         return None
 
     def _decide(self, origin: int, half: MessageExt) -> EndOutcome:
@@ -285,7 +329,7 @@ class TransactionService:
 
     def _check_one(self, origin: int, copy: MessageExt) -> None:
         times = copy.properties.get(MessageConst.TRANSACTION_CHECK_TIMES, "0")
-        check_times = int(times) if times.isdigit() else 0
+        check_times = decimal_value(times, 9) or 0
         if check_times >= self._check_max:
             logger.warning(
                 "transaction %s to topic %s (half queue offset %d) still unknown after %d checks; rolled back",

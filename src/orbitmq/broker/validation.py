@@ -8,7 +8,7 @@ response code RocketMQ answers with and a remark naming what was wrong:
 | topic name blank, too long (>127) or outside ``[%|a-zA-Z0-9_-]`` | SYSTEM_ERROR |
 | send to a system topic (SCHEDULE_TOPIC_XXXX, RMQ_SYS_TRANS_*, ...) | NO_PERMISSION |
 | create/delete of a reserved topic (TBW102, system topics) | SYSTEM_ERROR |
-| group name blank, too long or outside the charset | SYSTEM_ERROR |
+| group name blank, too long (>120) or outside the charset | SYSTEM_ERROR |
 | body larger than maxMessageSize | MESSAGE_ILLEGAL |
 | property string larger than 32767 bytes | MESSAGE_ILLEGAL |
 | queue id out of the topic's range | SYSTEM_ERROR |
@@ -16,16 +16,13 @@ response code RocketMQ answers with and a remark naming what was wrong:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from orbitmq.errors import BrokerResponseError, error_for_code
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.names import group_name_problem, topic_name_problem
 from orbitmq.protocol.properties import MAX_PROPERTIES_BYTES
-
-NAME_MAX_CHARS = 127
-_NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 AUTO_CREATE_TOPIC = "TBW102"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -101,20 +98,9 @@ def is_system_topic(topic: str) -> bool:
 
 
 def check_topic_name(topic: str) -> Rejection | None:
-    """RocketMQ's TopicValidator.validateTopic."""
-    if not topic or not topic.strip():
-        return Rejection(ResponseCode.SYSTEM_ERROR, "The specified topic is blank.")
-    if len(topic) > NAME_MAX_CHARS:
-        return Rejection(
-            ResponseCode.SYSTEM_ERROR,
-            f"The specified topic[{topic[:40]}...] is longer than topic max length {NAME_MAX_CHARS}.",
-        )
-    if not _NAME_PATTERN.match(topic):
-        return Rejection(
-            ResponseCode.SYSTEM_ERROR,
-            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-        )
-    return None
+    """RocketMQ's TopicValidator.validateTopic (the rule lives in ``protocol.names``)."""
+    problem = topic_name_problem(topic)
+    return None if problem is None else Rejection(ResponseCode.SYSTEM_ERROR, problem)
 
 
 def check_send_topic(topic: str) -> Rejection | None:
@@ -142,19 +128,9 @@ def check_admin_topic(topic: str) -> Rejection | None:
 
 
 def check_group_name(group: str) -> Rejection | None:
-    if not group or not group.strip():
-        return Rejection(ResponseCode.SYSTEM_ERROR, "The specified group is blank.")
-    if len(group) > NAME_MAX_CHARS:
-        return Rejection(
-            ResponseCode.SYSTEM_ERROR,
-            f"The specified group[{group[:40]}...] is longer than group max length {NAME_MAX_CHARS}.",
-        )
-    if not _NAME_PATTERN.match(group):
-        return Rejection(
-            ResponseCode.SYSTEM_ERROR,
-            f"The specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-        )
-    return None
+    """The group rule of ``protocol.names`` (charset, at most 120 characters)."""
+    problem = group_name_problem(group)
+    return None if problem is None else Rejection(ResponseCode.SYSTEM_ERROR, problem)
 
 
 def check_message_size(

@@ -1,6 +1,8 @@
 """``orbitmq admin ...``: argparse over :class:`orbitmq.client.AdminClient`, printed as tables.
 
-Commands (``mqadmin`` equivalents in brackets)::
+Two shapes of command: ``mqadmin``'s verbs with its option letters (``orbitmq admin topicList``,
+``consumerProgress -g G``, ... see ``orbitmq.cli._verb_parsers``), and these noun-verb commands
+(``mqadmin`` equivalents in brackets); where they overlap both run the same code::
 
     orbitmq admin topic create TOPIC [-q N] [-c CLUSTER] [--perm P] [--order]   [updateTopic]
     orbitmq admin topic update TOPIC [-q N] [-c CLUSTER] [--perm P] [--order|--no-order]
@@ -12,8 +14,9 @@ Commands (``mqadmin`` equivalents in brackets)::
     orbitmq admin consumer reset-offset GROUP TOPIC -s TIME           [resetOffsetByTime]
     orbitmq admin cluster list                                        [clusterList]
 
-``-n NAMESRV`` (and ``--timeout-ms``) go before or after the command, as with ``mqadmin``;
-without ``-n`` the ``NAMESRV_ADDR`` environment variable is used, else ``127.0.0.1:9876``.
+``-n NAMESRV`` (and ``--timeout-ms``, ``--json``) go before or after the command, as with
+``mqadmin``; without ``-n`` the ``NAMESRV_ADDR`` environment variable is used, else
+``127.0.0.1:9876``. Tables are drawn with rich; ``--json`` prints one JSON document instead.
 """
 
 from __future__ import annotations
@@ -27,8 +30,18 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import orjson
 
+from orbitmq.cli import _verbs
+from orbitmq.cli._render import Output, format_ms
+from orbitmq.cli._verb_parsers import add_verbs
 from orbitmq.client.admin import AdminClient
-from orbitmq.errors import OrbitError, SubscriptionGroupNotExistError, TopicNotExistError
+from orbitmq.errors import (
+    BrokerResponseError,
+    ConsumerNotOnlineError,
+    OrbitError,
+    QueryNotFoundError,
+    SubscriptionGroupNotExistError,
+    TopicNotExistError,
+)
 from orbitmq.model.route import TopicConfig
 from orbitmq.protocol.bodies import encode_topic_route
 
@@ -42,32 +55,28 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 """Bad command line (argparse's own status)."""
 EXIT_NOT_FOUND = 3
-"""The named topic or consumer group does not exist."""
+"""The named topic, consumer group (or online member) or message does not exist."""
+_NOT_FOUND = (TopicNotExistError, SubscriptionGroupNotExistError, ConsumerNotOnlineError, QueryNotFoundError)
 
 _EPILOG = f"""\
 name server: -n/--namesrv (before or after the command), else the NAMESRV_ADDR environment
 variable, else {DEFAULT_NAMESRV_ADDR}.
+output: tables; --json (before or after the command) prints one JSON document instead.
 exit status: 0 done; {EXIT_FAILED} failed (refused, or no server answered); {EXIT_USAGE} bad command line;
-{EXIT_NOT_FOUND} the named topic or consumer group does not exist.
+{EXIT_NOT_FOUND} the named topic, consumer group (or online member) or message does not exist.
+mqadmin verbs: clusterList topicList topicRoute topicStatus updateTopic deleteTopic updateSubGroup
+deleteSubGroup consumerProgress consumerConnection producerConnection consumerStatus queryMsgById
+queryMsgByKey queryMsgByOffset queryMsgTraceById (or trace MSG_ID) resetOffsetByTime
+skipAccumulatedMessage sendMessage consumeMessage printMsg brokerStatus statsAll getBrokerConfig
+updateBrokerConfig updateKvConfig cloneGroupOffset
 """
 _PERMS = {2: "write only", 4: "read only", 6: "read and write"}
 
 _Command = Callable[[AdminClient, argparse.Namespace], Awaitable[None]]
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    cells = [[str(cell) for cell in row] for row in rows]
-    widths = [max([len(header), *(len(row[index]) for row in cells)]) for index, header in enumerate(headers)]
-    lines = ["  ".join(header.ljust(width) for header, width in zip(headers, widths, strict=True))]
-    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in cells]
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def _format_ms(timestamp_ms: int) -> str:
-    if timestamp_ms <= 0:
-        return "-"
-    moment = datetime.datetime.fromtimestamp(timestamp_ms / 1000).astimezone()
-    return moment.isoformat(timespec="milliseconds")
+def _out(args: argparse.Namespace) -> Output:
+    return Output(bool(getattr(args, "json", False)))
 
 
 def parse_time_ms(text: str) -> int:
@@ -97,35 +106,42 @@ def _perm(text: str) -> int:
     return perm
 
 
-def _print_configs(topic: str, configs: dict[str, TopicConfig]) -> None:
+def _print_configs(args: argparse.Namespace, configs: dict[str, TopicConfig]) -> None:
     rows = [
         (addr, config.read_queue_nums, config.write_queue_nums, config.perm, str(config.order).lower())
         for addr, config in sorted(configs.items())
     ]
-    print(f"topic {topic}:")
-    print(_table(("broker", "read_queues", "write_queues", "perm", "order"), rows))
+    out = _out(args)
+    out.line(f"topic {args.topic}:")
+    out.table(
+        ("broker", "read_queues", "write_queues", "perm", "order"),
+        rows,
+        document={
+            addr: {"readQueueNums": r, "writeQueueNums": w, "perm": p, "order": o == "true"}
+            for addr, r, w, p, o in rows
+        },
+    )
 
 
 async def _topic_create(admin: AdminClient, args: argparse.Namespace) -> None:
     await admin.create_topic(args.topic, args.queues, cluster=args.cluster, perm=args.perm, order=args.order)
-    _print_configs(args.topic, await admin.topic_configs(args.topic, cluster=args.cluster))
+    _print_configs(args, await admin.topic_configs(args.topic, cluster=args.cluster))
 
 
 async def _topic_update(admin: AdminClient, args: argparse.Namespace) -> None:
     configs = await admin.update_topic(
         args.topic, queue_nums=args.queues, perm=args.perm, order=args.order, cluster=args.cluster
     )
-    _print_configs(args.topic, configs)
+    _print_configs(args, configs)
 
 
 async def _topic_delete(admin: AdminClient, args: argparse.Namespace) -> None:
     await admin.delete_topic(args.topic, cluster=args.cluster)
-    print(f"topic {args.topic} deleted")
-
-
-async def _topic_list(admin: AdminClient, args: argparse.Namespace) -> None:
-    for topic in await admin.list_topics():
-        print(topic)
+    out = _out(args)
+    if out.as_json:
+        out.json({"topic": args.topic, "deleted": True})
+    else:
+        out.line(f"topic {args.topic} deleted")
 
 
 async def _topic_route(admin: AdminClient, args: argparse.Namespace) -> None:
@@ -142,15 +158,42 @@ async def _topic_status(admin: AdminClient, args: argparse.Namespace) -> None:
             mq.queue_id,
             item.min_offset,
             item.max_offset,
-            _format_ms(item.last_update_timestamp_ms),
+            format_ms(item.last_update_timestamp_ms),
         )
         for mq, item in sorted(status.items())
     ]
-    print(_table(("broker", "queue", "min_offset", "max_offset", "last_updated"), rows))
+    document = [
+        {
+            "brokerName": mq.broker_name,
+            "queueId": mq.queue_id,
+            "minOffset": item.min_offset,
+            "maxOffset": item.max_offset,
+            "lastUpdateTimestamp": item.last_update_timestamp_ms,
+        }
+        for mq, item in sorted(status.items())
+    ]
+    _out(args).table(("broker", "queue", "min_offset", "max_offset", "last_updated"), rows, document=document)
 
 
 async def _consumer_progress(admin: AdminClient, args: argparse.Namespace) -> None:
     progress = await admin.consumer_progress(args.group, args.topic)
+    out = _out(args)
+    if out.as_json:
+        out.json(
+            [
+                {
+                    "topic": mq.topic,
+                    "brokerName": mq.broker_name,
+                    "queueId": mq.queue_id,
+                    "minOffset": item.min_offset,
+                    "brokerOffset": item.broker_offset,
+                    "consumerOffset": item.committed_offset,
+                    "lag": item.lag,
+                }
+                for mq, item in sorted(progress.items())
+            ]
+        )
+        return
     if not progress:
         print(f"group {args.group} is online but has committed no offset yet; name a topic with -t")
         return
@@ -167,56 +210,16 @@ async def _consumer_progress(admin: AdminClient, args: argparse.Namespace) -> No
         for mq, item in sorted(progress.items())
     ]
     headers = ("topic", "broker", "queue", "min_offset", "broker_offset", "consumer_offset", "lag")
-    print(_table(headers, rows))
+    out.print_table(headers, rows)
     print(f"total lag: {sum(item.lag for item in progress.values())}")
     if any(item.committed_offset < 0 for item in progress.values()):
         print("consumer_offset '-': never committed; the lag counts from the queue's min_offset")
 
 
 async def _consumer_reset(admin: AdminClient, args: argparse.Namespace) -> None:
-    offsets = await admin.reset_offset_by_time(args.group, args.topic, args.timestamp)
-    rows = [(mq.broker_name, mq.queue_id, offset) for mq, offset in sorted(offsets.items())]
-    print(_table(("broker", "queue", "new_offset"), rows))
-    print("note: restart online consumers of the group, or they will commit their old offsets again")
-
-
-def _shown(value: object) -> object:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "NO"
-    return value
-
-
-async def _cluster_list(admin: AdminClient, args: argparse.Namespace) -> None:
-    rows = [
-        (
-            member.cluster,
-            member.broker_name,
-            member.broker_id,
-            member.address,
-            _shown(member.role),
-            _shown(member.max_offset),
-            _shown(member.lag_bytes),
-            _shown(member.lag_ms),
-            _shown(member.in_sync),
-            _shown(member.state),
-        )
-        for member in await admin.cluster_members()
-    ]
-    headers = (
-        "cluster",
-        "broker",
-        "id",
-        "address",
-        "role",
-        "max_offset",
-        "lag_bytes",
-        "lag_ms",
-        "in_sync",
-        "ha_link",
-    )
-    print(_table(headers, rows))
+    args.force = True
+    await _verbs.reset_offset_by_time(admin, args)
+    _out(args).line("online consumers move to the new offsets without a restart")
 
 
 # -- parser ------------------------------------------------------------------------------------
@@ -273,6 +276,9 @@ def _common_options() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help=f"request timeout in ms (default {DEFAULT_TIMEOUT_MS})",
     )
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document, not tables"
+    )
     return common
 
 
@@ -300,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("topic")
     delete.add_argument("-c", "--cluster", help="cluster name (default: every cluster)")
     delete.set_defaults(command=_topic_delete)
-    leaf(topic, "list", "every topic the name server knows").set_defaults(command=_topic_list)
+    leaf(topic, "list", "every topic the name server knows").set_defaults(command=_verbs.topic_list)
     route = leaf(topic, "route", "a topic's route as indented JSON")
     route.add_argument("topic")
     route.set_defaults(command=_topic_route)
@@ -324,9 +330,20 @@ def build_parser() -> argparse.ArgumentParser:
     reset.set_defaults(command=_consumer_reset)
 
     cluster = groups.add_parser("cluster", help="clusters").add_subparsers(dest="action", required=True)
-    leaf(
+    cluster_list = leaf(
         cluster, "list", "brokers of every cluster: role, and each slave's replication lag and in-sync flag"
-    ).set_defaults(command=_cluster_list)
+    )
+    cluster_list.add_argument("-c", "--cluster", help="only this cluster")
+    cluster_list.set_defaults(command=_verbs.cluster_members)
+    shared: dict[str, _Command] = {
+        "topic_route": _topic_route,
+        "topic_status": _topic_status,
+        "topic_delete": _topic_delete,
+        "topic_create": _topic_create,
+        "topic_update": _topic_update,
+        "consumer_progress": _consumer_progress,
+    }
+    add_verbs(groups, common, shared, parse_time_ms, _perm)
     return parser
 
 
@@ -343,9 +360,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     namesrv_addr = getattr(args, "namesrv", None) or os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV_ADDR
     try:
         asyncio.run(_run(args, namesrv_addr))
-    except (TopicNotExistError, SubscriptionGroupNotExistError) as exc:
+    except _NOT_FOUND as exc:
         print(f"orbitmq admin: {exc.remark}", file=sys.stderr)
         return EXIT_NOT_FOUND
+    except BrokerResponseError as exc:
+        print(f"orbitmq admin: {exc.remark or exc} (response code {exc.code})", file=sys.stderr)
+        return EXIT_FAILED
     except OrbitError as exc:
         print(f"orbitmq admin: {exc}", file=sys.stderr)
         return EXIT_FAILED

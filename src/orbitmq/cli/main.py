@@ -1,14 +1,14 @@
 """``orbitmq``: one command for every OrbitMQ program.
 
 ``namesrv``, ``proxy``, ``admin``, ``cluster`` and ``bench`` hand their arguments to the
-program's own entry point; ``broker`` does too, unless ``--enable-proxy`` asks for the gRPC proxy beside it (local
-mode, as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the main job: a nameserver,
-a broker and the gRPC proxy in one process, on the default ports, with an embedded data
+program's own entry point; ``broker`` does too, unless ``--enable-proxy`` asks for the gRPC
+proxy beside it (local mode, as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the
+main job: a nameserver, a broker and the gRPC proxy in one process, on the default ports, with an embedded data
 directory, the broker registered with that nameserver. This module is where the servers are
 put together in one process, so it sits above all of them in the import layers.
 
 ``standalone`` listens on 127.0.0.1 unless ``--bind-address`` (or ``bindAddress`` in the
-``-c`` file) says otherwise: no server authenticates anyone, so every interface is opt-in.
+``-c`` file) says otherwise: neither server authenticates anyone, so every interface is opt-in.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     parser.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT, help="broker port (10911)")
     parser.add_argument(
         "--bind-address",
-        help=f"interface every server listens on (default {DEFAULT_BIND_ADDRESS}: this host only; "
+        help=f"interface the servers listen on (default {DEFAULT_BIND_ADDRESS}: this host only; "
         "0.0.0.0: every interface, without authentication; see the README)",
     )
     parser.add_argument(
@@ -114,9 +114,17 @@ def run_standalone(args: argparse.Namespace) -> int:
         overrides["flushDiskType"] = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
     if not args.no_proxy:
         overrides["grpcServerPort"] = args.grpc_port
-        overrides["grpcBindAddress"] = str(file_values.get("grpcBindAddress") or bind)
+        if args.bind_address or "grpcBindAddress" not in file_values:
+            overrides["grpcBindAddress"] = bind
     try:
-        namesrv_config = load_namesrv_config(None, {"listenPort": args.namesrv_port, "bindAddress": bind})
+        namesrv_config = load_namesrv_config(
+            None,
+            {
+                "listenPort": args.namesrv_port,
+                "bindAddress": bind,
+                "kvConfigPath": str(data_dir / "namesrv" / "kvConfig.json"),
+            },
+        )
         broker_config, store_config, proxy_config = load_broker_configs(
             args.config_file, overrides, (ProxyConfig,)
         )
@@ -126,11 +134,13 @@ def run_standalone(args: argparse.Namespace) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     log = logging.getLogger("orbitmq")
     log.info(
-        "standalone: nameserver port %d, broker port %d and gRPC port %s on %s, data in %s",
+        "standalone: nameserver on %s:%d, broker on %s:%d (advertised as %s), gRPC %s, data in %s",
+        namesrv_config.bind_address,
         args.namesrv_port,
+        broker_config.bind_address,
         args.broker_port,
-        "off" if args.no_proxy else proxy_config.grpc_server_port,
-        "every interface" if bind in _WILDCARD_ADDRESSES else bind,
+        broker_config.advertised_address,
+        "off" if args.no_proxy else f"on {proxy_config.grpc_bind_address}:{proxy_config.grpc_server_port}",
         data_dir,
     )
     if not bind.startswith("127.") and bind != "::1":
@@ -157,7 +167,7 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     extra.add_argument("--enable-proxy", action="store_true")
     extra.add_argument("--grpc-port", type=int)
     proxy_args, broker_argv = extra.parse_known_args(rest)
-    args = parse_args(broker_argv, prog="orbitmq broker")
+    args = parse_args(broker_argv, "orbitmq broker")
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level.upper(),
@@ -166,8 +176,6 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     overrides = overrides_of(args)
     if proxy_args.grpc_port is not None:
         overrides["grpcServerPort"] = proxy_args.grpc_port
-    if args.bind_address is not None:
-        overrides["grpcBindAddress"] = args.bind_address  # the proxy beside the broker listens where it does
     try:
         broker_config, store_config, proxy_config = load_broker_configs(
             args.config_file, overrides, (ProxyConfig,)

@@ -4,12 +4,14 @@ The asyncio classes live here; :mod:`orbitmq.client.blocking` wraps them for cod
 event loop.
 """
 
+from orbitmq.client._reply import create_reply_message
 from orbitmq.client._send import SendResult, SendStatus
 from orbitmq.client.admin import AdminClient, MemberStatus, QueueProgress, QueueStatus
 from orbitmq.client.config import ClientConfig, ProducerConfig
 from orbitmq.client.producer import Producer
 from orbitmq.client.pull_consumer import PullConsumer
 from orbitmq.client.push_consumer import ConsumeResult, PushConsumer
+from orbitmq.client.selector import MessageSelector
 from orbitmq.client.transaction_producer import (
     LocalTransactionState,
     TransactionProducer,
@@ -25,6 +27,7 @@ __all__ = [
     "Message",
     "MessageExt",
     "MessageQueue",
+    "MessageSelector",
     "Producer",
     "ProducerConfig",
     "PullConsumer",
@@ -36,4 +39,5 @@ __all__ = [
     "SendStatus",
     "TransactionProducer",
     "TransactionSendResult",
+    "create_reply_message",
 ]

@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
@@ -65,10 +66,36 @@ class OffsetSink(Protocol):
     def queue_lockable(self, mq: MessageQueue, pq: ProcessQueue) -> Awaitable[bool]: ...
 
 
+# How a listener call ended, as RocketMQ's ConsumeReturnType ordinals (trace records carry it).
+RETURN_SUCCESS = 0
+RETURN_EXCEPTION = 2
+RETURN_NULL = 3
+RETURN_FAILED = 4
+
+
+class ConsumeHook(Protocol):
+    """Told about every listener call (consume statistics, message trace)."""
+
+    def consume_started(self, messages: list[MessageExt], mq: MessageQueue) -> object:
+        """Before the call; the returned token comes back to :meth:`consume_finished`."""
+        ...
+
+    def consume_finished(
+        self,
+        token: object,
+        messages: list[MessageExt],
+        mq: MessageQueue,
+        result: ConsumeResult,
+        return_type: int,
+        elapsed_ms: float,
+    ) -> None: ...
+
+
 class _ListenerRunner:
     """Calls the listener the right way for its kind and maps exceptions to RECONSUME_LATER."""
 
-    def __init__(self, listener: MessageListener, thread_max: int) -> None:
+    def __init__(self, listener: MessageListener, thread_max: int, hooks: Sequence[ConsumeHook] = ()) -> None:
+        self._hooks = tuple(hooks)
         self._listener = listener
         self._is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(
             type(listener).__call__
@@ -76,6 +103,28 @@ class _ListenerRunner:
         self._executor = None if self._is_async else ThreadPoolExecutor(thread_max, "orbitmq-consume")
 
     async def run(self, messages: list[MessageExt], mq: MessageQueue) -> ConsumeResult:
+        if not self._hooks:
+            return (await self._call(messages, mq))[0]
+        tokens = [self._started(hook, messages, mq) for hook in self._hooks]
+        started = time.perf_counter()
+        result, return_type = await self._call(messages, mq)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        for hook, token in zip(self._hooks, tokens, strict=True):
+            try:
+                hook.consume_finished(token, messages, mq, result, return_type, elapsed_ms)
+            except Exception:
+                logger.exception("consume hook %s failed", type(hook).__name__)
+        return result
+
+    @staticmethod
+    def _started(hook: ConsumeHook, messages: list[MessageExt], mq: MessageQueue) -> object:
+        try:
+            return hook.consume_started(messages, mq)
+        except Exception:
+            logger.exception("consume hook %s failed", type(hook).__name__)
+            return None
+
+    async def _call(self, messages: list[MessageExt], mq: MessageQueue) -> tuple[ConsumeResult, int]:
         try:
             if self._executor is None:
                 result = await self._listener(messages)  # type: ignore[misc]
@@ -88,11 +137,15 @@ class _ListenerRunner:
             logger.exception(
                 "listener failed on %d messages of %s; they will be reconsumed", len(messages), mq
             )
-            return ConsumeResult.RECONSUME_LATER
+            return ConsumeResult.RECONSUME_LATER, RETURN_EXCEPTION
         if isinstance(result, ConsumeResult):
-            return result
+            return result, RETURN_SUCCESS if result is ConsumeResult.CONSUME_SUCCESS else RETURN_FAILED
         logger.warning("listener returned %r for %s; treating it as RECONSUME_LATER", result, mq)
-        return ConsumeResult.RECONSUME_LATER
+        return ConsumeResult.RECONSUME_LATER, RETURN_NULL if result is None else RETURN_FAILED
+
+    async def run_directly(self, messages: list[MessageExt], mq: MessageQueue) -> tuple[ConsumeResult, int]:
+        """One listener call for CONSUME_MESSAGE_DIRECTLY: no hooks, no send-back."""
+        return await self._call(messages, mq)
 
     def close(self) -> None:
         if self._executor is not None:
@@ -103,10 +156,15 @@ class ConcurrentConsumeService:
     """Worker tasks that consume batches from any queue in parallel."""
 
     def __init__(
-        self, settings: ConsumeSettings, listener: MessageListener, invoker: BrokerInvoker, sink: OffsetSink
+        self,
+        settings: ConsumeSettings,
+        listener: MessageListener,
+        invoker: BrokerInvoker,
+        sink: OffsetSink,
+        hooks: Sequence[ConsumeHook] = (),
     ) -> None:
         self._settings = settings
-        self._runner = _ListenerRunner(listener, settings.thread_max)
+        self._runner = _ListenerRunner(listener, settings.thread_max, hooks)
         self._invoker = invoker
         self._sink = sink
         self._work: asyncio.Queue[tuple[MessageQueue, ProcessQueue, list[MessageExt]]] = asyncio.Queue()
@@ -168,6 +226,12 @@ class ConcurrentConsumeService:
         if not pq.dropped:
             self.submit(mq, pq, messages)
 
+    async def consume_directly(
+        self, messages: list[MessageExt], mq: MessageQueue
+    ) -> tuple[ConsumeResult, int]:
+        """The listener on ``messages`` now, outside the queues (CONSUME_MESSAGE_DIRECTLY)."""
+        return await self._runner.run_directly(messages, mq)
+
     async def drain(self, timeout_s: float) -> None:
         """Wait until queued batches are consumed (or ``timeout_s`` passes)."""
         deadline = asyncio.get_running_loop().time() + timeout_s
@@ -186,10 +250,15 @@ class OrderlyConsumeService:
     """One consuming task per queue at a time; messages of a queue are consumed in order."""
 
     def __init__(
-        self, settings: ConsumeSettings, listener: MessageListener, invoker: BrokerInvoker, sink: OffsetSink
+        self,
+        settings: ConsumeSettings,
+        listener: MessageListener,
+        invoker: BrokerInvoker,
+        sink: OffsetSink,
+        hooks: Sequence[ConsumeHook] = (),
     ) -> None:
         self._settings = settings
-        self._runner = _ListenerRunner(listener, settings.thread_max)
+        self._runner = _ListenerRunner(listener, settings.thread_max, hooks)
         self._invoker = invoker
         self._sink = sink
         self._tasks: dict[ProcessQueue, asyncio.Task[None]] = {}
@@ -254,6 +323,12 @@ class OrderlyConsumeService:
             )
         )
         return all(results)
+
+    async def consume_directly(
+        self, messages: list[MessageExt], mq: MessageQueue
+    ) -> tuple[ConsumeResult, int]:
+        """The listener on ``messages`` now, outside the queues (CONSUME_MESSAGE_DIRECTLY)."""
+        return await self._runner.run_directly(messages, mq)
 
     async def drain(self, timeout_s: float) -> None:
         """Wait for the running queue tasks to finish their current batch."""

@@ -7,7 +7,9 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from orbitmq.errors import error_for_code
+from orbitmq.model.heartbeat import SubscriptionData
 from orbitmq.model.message import MessageExt, MessageQueue
+from orbitmq.protocol.admin_bodies import CheckClientRequestBody, encode_check_client_body
 from orbitmq.protocol.bodies import (
     LockBatchRequestBody,
     UnlockBatchRequestBody,
@@ -52,6 +54,27 @@ async def consumer_ids(invoker: BrokerInvoker, broker_name: str, group: str) -> 
             response.code, f"members of group {group} on {broker_name}: {response.remark or ''}"
         )
     return decode_consumer_id_list(response.body)
+
+
+async def check_client_config(
+    invoker: BrokerInvoker, broker_name: str, group: str, client_id: str, subscription: SubscriptionData
+) -> None:
+    """CHECK_CLIENT_CONFIG: can ``broker_name`` serve this (SQL92) subscription?
+
+    Raises:
+        BrokerResponseError: SUBSCRIPTION_PARSE_FAILED (the expression does not compile there)
+            or SYSTEM_ERROR (the broker does not filter by properties); names the broker.
+        RemotingError: the broker cannot be reached.
+    """
+    body = encode_check_client_body(CheckClientRequestBody(client_id, group, subscription))
+    request = RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, {}, body)
+    response = await invoker.invoke_broker(broker_name, request)
+    if response.code != ResponseCode.SUCCESS:
+        raise error_for_code(
+            response.code,
+            f"subscription of group {group} to {subscription.topic} refused by broker {broker_name}: "
+            f"{response.remark or ''}",
+        )
 
 
 async def lock_queues(

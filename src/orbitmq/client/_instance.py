@@ -18,8 +18,9 @@ persist offsets        every ``persist_consumer_offset_interval_ms``: each consu
 
 Servers also call the client: NOTIFY_CONSUMER_IDS_CHANGED wakes a consumer's rebalance,
 CHECK_TRANSACTION_STATE goes to the producer of the message's group (when it has a
-``check_transaction_state`` hook), RESET_CONSUMER_CLIENT_OFFSET to the consumer of the group,
-and GET_CONSUMER_RUNNING_INFO gets a small JSON answer.
+``check_transaction_state`` hook), RESET_CONSUMER_CLIENT_OFFSET to the consumer of the group
+(either body form), GET_CONSUMER_RUNNING_INFO to the consumer's ``running_info()`` and
+CONSUME_MESSAGE_DIRECTLY to a push consumer's ``consume_directly()``.
 
 Life cycle: :meth:`ClientInstance.get_or_create` returns the instance for a config's client id
 on the running loop and counts one user; :meth:`start` is idempotent; each user calls
@@ -36,7 +37,9 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import ClassVar, Protocol, runtime_checkable
 
-from orbitmq.client._server_requests import decode_reset_offset_body, encode_running_info
+from orbitmq.client._record_decode import decode_records
+from orbitmq.client._reply import reply_from_push
+from orbitmq.client._server_requests import encode_running_info
 from orbitmq.client.config import ClientConfig
 from orbitmq.errors import (
     ClientError,
@@ -49,7 +52,14 @@ from orbitmq.errors import (
 from orbitmq.model.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from orbitmq.model.message import MessageConst, MessageExt, MessageQueue
 from orbitmq.model.route import MASTER_BROKER_ID, TopicRouteData
+from orbitmq.protocol.admin_bodies import decode_reset_offset_body
+from orbitmq.protocol.admin_headers import ConsumeMessageDirectlyRequestHeader, ReplyMessageRequestHeader
 from orbitmq.protocol.bodies import decode_cluster_info, decode_topic_route, encode_heartbeat
+from orbitmq.protocol.client_bodies import (
+    ConsumeMessageDirectlyResult,
+    encode_consume_message_directly_result,
+    encode_consumer_running_info,
+)
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
@@ -138,6 +148,7 @@ class ClientInstance:
         self._broker_addrs: dict[str, dict[int, str]] = {}
         self._producers: dict[str, object] = {}
         self._consumers: dict[str, ConsumerHandle] = {}
+        self._replies: dict[str, asyncio.Future[MessageExt]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._users = 0
         self._started = False
@@ -502,6 +513,8 @@ class ClientInstance:
         self.remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
         self.remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         self.remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_get_running_info)
+        self.remoting.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_message_directly)
+        self.remoting.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self._on_push_reply_message)
 
     async def _on_notify_consumer_ids_changed(self, addr: str, request: RemotingCommand) -> None:
         header = NotifyConsumerIdsChangedRequestHeader.from_ext(request.ext_fields)
@@ -540,5 +553,47 @@ class ClientInstance:
                 ResponseCode.SYSTEM_ERROR,
                 f"the consumer group {header.consumer_group} not exist in client {self.client_id}",
             )
-        body = encode_running_info(self.client_id, consumer.consumer_data())
+        running_info = getattr(consumer, "running_info", None)
+        if running_info is not None:
+            body = encode_consumer_running_info(running_info())
+        else:
+            body = encode_running_info(self.client_id, consumer.consumer_data())
         return request.response(ResponseCode.SUCCESS, None, {}, body)
+
+    def expect_reply(self, correlation_id: str) -> asyncio.Future[MessageExt]:
+        """A future the reply with ``correlation_id`` completes (request-reply); forget it with
+        :meth:`forget_reply` when the request ends."""
+        future: asyncio.Future[MessageExt] = asyncio.get_running_loop().create_future()
+        self._replies[correlation_id] = future
+        return future
+
+    def forget_reply(self, correlation_id: str) -> None:
+        self._replies.pop(correlation_id, None)
+
+    async def _on_push_reply_message(self, addr: str, request: RemotingCommand) -> RemotingCommand:
+        header = ReplyMessageRequestHeader.from_ext(request.ext_fields)
+        reply = reply_from_push(header, request.body)
+        correlation_id = reply.properties.get(MessageConst.CORRELATION_ID, "")
+        future = self._replies.get(correlation_id)
+        if future is None or future.done():
+            logger.info("reply %s from %s arrived after its request ended", correlation_id, addr)
+        else:
+            future.set_result(reply)
+        return request.response(ResponseCode.SUCCESS, None, {})
+
+    async def _on_consume_message_directly(self, addr: str, request: RemotingCommand) -> RemotingCommand:
+        header = ConsumeMessageDirectlyRequestHeader.from_ext(request.ext_fields)
+        consumer = self._consumers.get(header.consumer_group)
+        consume_directly = getattr(consumer, "consume_directly", None)
+        if consume_directly is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"no push consumer of group {header.consumer_group} in client {self.client_id}",
+            )
+        messages = decode_records(request.body)
+        if not messages:
+            return request.response(ResponseCode.SYSTEM_ERROR, "CONSUME_MESSAGE_DIRECTLY carried no message")
+        result: ConsumeMessageDirectlyResult = await consume_directly(messages[0])
+        return request.response(
+            ResponseCode.SUCCESS, None, {}, encode_consume_message_directly_result(result)
+        )

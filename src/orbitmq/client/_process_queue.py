@@ -60,6 +60,11 @@ class ProcessQueue:
             return 0
         return self._max_seen_offset - next(iter(self._messages))
 
+    def cached_offset_range(self) -> tuple[int, int]:
+        """Lowest and highest queue offset inside ((0, 0) when empty), for running info."""
+        offsets = [*self._consuming, *self._messages]
+        return (min(offsets), max(offsets)) if offsets else (0, 0)
+
     def put_messages(self, messages: list[MessageExt], next_begin_offset: int = -1) -> None:
         """Add freshly pulled messages (ascending offsets; ones already seen are ignored).
 

@@ -11,8 +11,9 @@ PULL_RETRY_IMMEDIATELY      NO_MATCHED_MSG     everything was filtered: continue
 PULL_OFFSET_MOVED           OFFSET_ILLEGAL     the offset is outside the queue: jump
 ==========================  =================  =============================================
 
-Anything else raises the error class of its code. The broker filters by tag hash code only,
-so :func:`decode_pull_body` re-checks the tag itself (a hash collision passes the broker).
+Anything else raises the error class of its code. A TAG filter is decided by the broker on
+the tag hash code only, so :func:`decode_pull_body` re-checks the tag itself (a hash collision
+passes the broker); a SQL92 filter is decided by the broker alone.
 
 Which broker of a group serves a queue's next pull (ha-replication §4.2): the one the last
 answer suggested (``suggestWhichBrokerId``, kept per queue in a :class:`PullNodeTable`), else
@@ -29,6 +30,7 @@ from enum import Enum
 from typing import Protocol
 
 from orbitmq.client._record_decode import decode_records
+from orbitmq.client.selector import MessageSelector
 from orbitmq.errors import ClientError, RemoteProtocolError, error_for_code
 from orbitmq.model.heartbeat import ConsumeFromWhere
 from orbitmq.model.message import MessageConst, MessageExt, MessageQueue
@@ -44,7 +46,6 @@ from orbitmq.protocol.headers import (
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
 )
-from orbitmq.protocol.tags import TagFilter
 
 PULL_FLAG_COMMIT_OFFSET = 0x1
 PULL_FLAG_SUSPEND = 0x2
@@ -126,7 +127,7 @@ class PullRequestSpec:
     """The fixed part of a queue's pulls: group, filter and how long to wait."""
 
     group: str
-    tag_filter: TagFilter
+    selector: MessageSelector
     max_msg_nums: int = 32
     suspend_ms: int = BROKER_SUSPEND_MAX_MS
     timeout_ms: int = LONG_POLL_TIMEOUT_MS
@@ -172,8 +173,8 @@ async def pull_queue(
         commit_offset=max(commit_offset, 0),
         suspend_timeout_millis=spec.suspend_ms if suspend else 0,
         sub_version=spec.sub_version,
-        subscription=spec.tag_filter.expression,
-        expression_type="TAG",
+        subscription=spec.selector.expression,
+        expression_type=spec.selector.expression_type,
     )
     request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
     timeout_ms = spec.timeout_ms if suspend else min(spec.timeout_ms, 10_000)
@@ -198,8 +199,8 @@ async def pull_queue(
     )
 
 
-def decode_pull_body(body: bytes, tag_filter: TagFilter, mq: MessageQueue) -> list[MessageExt]:
-    """Decode (and inflate) a FOUND body and drop messages whose tag does not match.
+def decode_pull_body(body: bytes, selector: MessageSelector, mq: MessageQueue) -> list[MessageExt]:
+    """Decode (and inflate) a FOUND body and drop messages whose tag does not match a TAG selector.
 
     Raises:
         RemoteProtocolError: the body is malformed; the message names the queue.
@@ -208,10 +209,10 @@ def decode_pull_body(body: bytes, tag_filter: TagFilter, mq: MessageQueue) -> li
         messages = decode_records(body)
     except RemoteProtocolError as exc:
         raise RemoteProtocolError(f"malformed pull body from {mq}: {exc}") from exc
-    if tag_filter.matches_all:
+    message_filter = selector.message_filter
+    if message_filter.matches_all or message_filter.needs_properties:
         return messages
-    tags = tag_filter.tags
-    return [m for m in messages if m.properties.get(MessageConst.TAGS) in tags]
+    return [m for m in messages if message_filter.matches_properties(m.properties)]
 
 
 def restore_retry_topic(messages: list[MessageExt], group: str) -> None:

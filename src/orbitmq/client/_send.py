@@ -57,7 +57,6 @@ _NOT_ALLOWED_SEND_TOPICS = frozenset(
         "RMQ_SYS_TRANS_HALF_TOPIC",
         "RMQ_SYS_TRANS_OP_HALF_TOPIC",
         "TRANS_CHECK_MAX_TIME_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
         "SELF_TEST_TOPIC",
         "OFFSET_MOVED_EVENT",
     }
@@ -98,6 +97,7 @@ class SendResult:
     queue_offset: int
     transaction_id: str | None = None
     region_id: str | None = None
+    trace_on: bool = True
 
 
 # -- validation ---------------------------------------------------------------------------------
@@ -274,6 +274,9 @@ def _check_batch_member(message: Message, topic: str, index: int, max_request_by
 # -- requests and responses ---------------------------------------------------------------------
 
 
+_REPLY_MARKER = f"{MessageConst.MESSAGE_TYPE}\x01{MessageConst.REPLY_MESSAGE_FLAG}"
+
+
 def build_send_request(
     group: str,
     queue: MessageQueue,
@@ -287,7 +290,7 @@ def build_send_request(
     default_topic_queue_nums: int = 4,
     oneway: bool = False,
 ) -> RemotingCommand:
-    """SEND_MESSAGE_V2, or SEND_BATCH_MESSAGE when ``batch``, for ``queue``."""
+    """SEND_MESSAGE_V2, SEND_BATCH_MESSAGE when ``batch``, or SEND_REPLY_MESSAGE_V2 for a reply."""
     header = SendMessageRequestHeader(
         producer_group=group,
         topic=queue.topic,
@@ -302,7 +305,13 @@ def build_send_request(
         unit_mode=False,
         batch=batch,
     )
-    code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+    if batch:
+        code = RequestCode.SEND_BATCH_MESSAGE
+    elif _REPLY_MARKER in properties and _REPLY_MARKER in properties.split("\x02"):
+        # A reply of request-reply (MSG_TYPE=reply): the broker pushes it to the requester.
+        code = RequestCode.SEND_REPLY_MESSAGE_V2
+    else:
+        code = RequestCode.SEND_MESSAGE_V2
     return RemotingCommand.request(code, header.to_v2_ext(), body, oneway=oneway)
 
 
@@ -336,6 +345,7 @@ def parse_send_response(response: RemotingCommand, queue: MessageQueue, uniq_key
         queue_offset=queue_offset,
         transaction_id=ext.get("transactionId"),
         region_id=ext.get(MessageConst.MSG_REGION),
+        trace_on=ext.get(MessageConst.TRACE_SWITCH, "true").lower() != "false",
     )
 
 
@@ -353,6 +363,7 @@ def batch_send_results(result: SendResult, uniq_keys: list[str]) -> list[SendRes
             queue_offset=result.queue_offset + index,
             transaction_id=result.transaction_id,
             region_id=result.region_id,
+            trace_on=result.trace_on,
         )
         for index, (uniq_key, offset_id) in enumerate(zip(uniq_keys, offset_ids, strict=True))
     ]

@@ -7,36 +7,24 @@ ConsumerRunningInfo JSON object, of which OrbitMQ fills the properties and subsc
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import orjson
 
-from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.heartbeat import ConsumerData
 from orbitmq.model.message import MessageQueue
+from orbitmq.protocol import admin_bodies
 
 __all__ = ["decode_reset_offset_body", "encode_running_info"]
 
-# fastjson writes a map keyed by MessageQueue with object keys: {{"brokerName":..}:12, ...}.
-_MQ_ENTRY = re.compile(rb"\{([^{}]*)\}\s*:\s*(-?\d+)")
-
 
 def decode_reset_offset_body(body: bytes) -> dict[MessageQueue, int]:
-    """The ``offsetTable`` of a RESET_CONSUMER_CLIENT_OFFSET body (ResetOffsetBody).
+    """The ``offsetTable`` of a RESET_CONSUMER_CLIENT_OFFSET body, Java's map or the C++ array form.
 
     Raises:
         RemoteProtocolError: an entry's queue is not a valid MessageQueue object.
     """
-    offsets: dict[MessageQueue, int] = {}
-    for match in _MQ_ENTRY.finditer(body):
-        try:
-            fields = orjson.loads(b"{" + match.group(1) + b"}")
-            queue = MessageQueue(str(fields["topic"]), str(fields["brokerName"]), int(fields["queueId"]))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise RemoteProtocolError(f"bad queue in reset-offset body: {match.group(1)!r}") from exc
-        offsets[queue] = int(match.group(2))
-    return offsets
+    return admin_bodies.decode_reset_offset_body(body)
 
 
 def encode_running_info(client_id: str, data: ConsumerData) -> bytes:

@@ -11,14 +11,12 @@ update_topic            GET_ALL_TOPIC_CONFIG from each master (the current setti
 delete_topic            GET_ALL_TOPIC_LIST_FROM_NAMESERVER and GET_ALL_TOPIC_CONFIG (does it
                         exist?), DELETE_TOPIC_IN_BROKER to each master, DELETE_TOPIC_IN_NAMESRV
                         to every name server
-topic_status            per queue GET_MIN_OFFSET, GET_MAX_OFFSET, and one PULL_MESSAGE of the
-                        last message for its store time (the broker has no GET_TOPIC_STATS_INFO)
+topic_status            GET_TOPIC_STATS_INFO to each master of the topic's route
 consumer_progress       per queue QUERY_CONSUMER_OFFSET (``setZeroIfNotFound=false``),
                         GET_MIN_OFFSET and GET_MAX_OFFSET; GET_CONSUMER_LIST_BY_GROUP to each
                         master when the group committed nothing
 cluster_members         GET_BROKER_CLUSTER_INFO, then GET_BROKER_HA_STATUS to every broker
-reset_offset_by_time    as consumer_progress to check the group exists, then per queue
-                        SEARCH_OFFSET_BY_TIMESTAMP and UPDATE_CONSUMER_OFFSET
+reset_offset_by_time    INVOKE_BROKER_TO_RESET_OFFSET to each master of the topic's route
 ======================  ===================================================================
 
 A consumer group exists, for these operations, when some broker holds an offset it committed or
@@ -27,10 +25,10 @@ question for this). Operations on a group or topic that does not exist raise
 :class:`~orbitmq.errors.SubscriptionGroupNotExistError` or
 :class:`~orbitmq.errors.TopicNotExistError`, naming it, instead of answering with nothing.
 
-Resetting offsets writes the broker's committed offsets directly. OrbitMQ brokers do not
-implement INVOKE_BROKER_TO_RESET_OFFSET (222), so consumers of the group that are online keep
-their in-memory offsets and overwrite the reset at their next commit: stop them before a reset
-(or restart them after it).
+Resetting offsets is live: the brokers record the new offsets, answer the group's next pull of
+each queue with PULL_OFFSET_MOVED, and tell online consumers (RESET_CONSUMER_CLIENT_OFFSET), so
+neither online consumers nor offline groups need a restart. The operations on groups, broker
+statistics and config, messages and KV config are listed in ``orbitmq.client._admin_api``.
 """
 
 from __future__ import annotations
@@ -42,6 +40,8 @@ from typing import Any
 
 import orjson
 
+from orbitmq.client._admin_api import AdminOperations
+from orbitmq.client._admin_core import AdminCore
 from orbitmq.client._cluster_status import MemberStatus, member_statuses
 from orbitmq.client._group_progress import QueueProgress, consumer_progress
 from orbitmq.client._instance import ClientInstance
@@ -90,8 +90,11 @@ class QueueStatus:
     last_update_timestamp_ms: int
 
 
-class AdminClient:
-    """Administers topics and consumer offsets through the name servers and brokers.
+class AdminClient(AdminOperations):
+    """Administers topics, groups, offsets and brokers through the name servers and brokers.
+
+    Operations on consumer groups, broker statistics and config, stored messages and the name
+    servers' KV config come from :class:`~orbitmq.client._admin_api.AdminOperations`.
 
     Args:
         namesrv_addr: name servers as ``"host:port;host:port"``.
@@ -127,6 +130,10 @@ class AdminClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+    def _core(self) -> AdminCore:
+        # Returned as itself, so the type checker verifies AdminClient provides AdminCore.
+        return self
 
     @property
     def _client(self) -> ClientInstance:
@@ -320,36 +327,6 @@ class AdminClient:
         await self._wait_for_route(topic, len(current))
         return await self.topic_configs(topic, cluster=cluster)
 
-    async def update_subscription_group(
-        self,
-        group: str,
-        *,
-        consume_message_orderly: bool = False,
-        retry_max_times: int = 16,
-        cluster: str | None = None,
-    ) -> None:
-        """Create or update consumer group ``group`` on every master (RocketMQ's ``updateSubGroup``).
-
-        ``consume_message_orderly`` makes POP / 5.x consumers of the group FIFO consumers;
-        ``retry_max_times + 1`` deliveries of a message are tried before it is dead-lettered.
-
-        Raises:
-            ClientError: unknown cluster or no master.
-            BrokerResponseError: a broker refused (an invalid group name).
-        """
-        body = orjson.dumps(
-            {
-                "groupName": group,
-                "consumeEnable": True,
-                "consumeMessageOrderly": consume_message_orderly,
-                "retryMaxTimes": retry_max_times,
-            }
-        )
-        for addr in await self._master_addrs(cluster):
-            await self._broker(
-                addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, f"update group {group}", body
-            )
-
     async def _wait_for_route(self, topic: str, broker_count: int) -> None:
         deadline = time.monotonic() + _ROUTE_WAIT_S
         while time.monotonic() < deadline:
@@ -456,13 +433,11 @@ class AdminClient:
         Raises:
             TopicNotExistError: the name server does not know ``topic``.
         """
-        queues = await self.fetch_queues(topic)
-        statuses = await asyncio.gather(*(self._queue_status(mq) for mq in queues))
-        return dict(zip(queues, statuses, strict=True))
-
-    async def _queue_status(self, mq: MessageQueue) -> QueueStatus:
-        min_offset, max_offset = await asyncio.gather(self.min_offset(mq), self.max_offset(mq))
-        return QueueStatus(min_offset, max_offset, await self.last_store_timestamp(mq, max_offset))
+        stats = await self.topic_stats(topic)
+        return {
+            mq: QueueStatus(item.min_offset, item.max_offset, item.last_update_timestamp)
+            for mq, item in stats.items()
+        }
 
     # -- consumer offsets ------------------------------------------------------------------------
 
@@ -523,7 +498,7 @@ class AdminClient:
     ) -> dict[MessageQueue, int]:
         """Set ``group``'s offsets on every queue of ``topic`` to the first message at ``timestamp_ms``.
 
-        Online consumers of the group must be restarted afterwards (see the module docstring).
+        Live: online consumers move without a restart (see the module docstring).
 
         Returns:
             The new committed offset of each queue.
@@ -533,9 +508,5 @@ class AdminClient:
                 get offsets written for it).
             TopicNotExistError: the name server does not know ``topic``.
         """
-        queues = await self.fetch_queues(topic)
-        await self.consumer_progress(group, topic)  # raises for a group nobody knows
-        offsets = await asyncio.gather(*(self.search_offset(mq, timestamp_ms) for mq in queues))
-        for mq, offset in zip(queues, offsets, strict=True):
-            await self.update_consumer_offset(group, mq, offset)
-        return dict(zip(queues, offsets, strict=True))
+        await self.fetch_queues(topic)  # raises for a topic the name server does not know
+        return await self.reset_offset(group, topic, timestamp_ms, force=True)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVa
 from orbitmq.client._send import SendResult
 from orbitmq.client.admin import AdminClient, MemberStatus, QueueProgress, QueueStatus
 from orbitmq.client.producer import MessageQueueSelector, Producer, SendCallback, select_queue_by_hash
+from orbitmq.client.selector import MessageSelector
 from orbitmq.client.staging import CommitResult, StagedChunk, StagingProducer
 from orbitmq.errors import ClientStateError
 from orbitmq.model.message import Message, MessageExt, MessageQueue
@@ -354,7 +355,7 @@ class BlockingPushConsumer(_Facade["PushConsumer"]):
     def consumer(self) -> PushConsumer:
         return self._consumer
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         self._consumer.subscribe(topic, expression)
 
     def register_message_listener(self, listener: MessageListener) -> None:
@@ -392,7 +393,7 @@ class BlockingPullConsumer(_Facade["PullConsumer"]):
     def assign(self, queues: list[MessageQueue]) -> None:
         self._runner.run(_construct(lambda: self._consumer.assign(queues)))
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         self._runner.run(self._consumer.subscribe(topic, expression))
 
     def seek(self, mq: MessageQueue, offset: int) -> None:

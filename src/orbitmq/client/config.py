@@ -80,6 +80,10 @@ class ClientConfig:
     connect_timeout_ms: int = 3_000
     # Optional third part of the client id (RocketMQ's unitName).
     unit_name: str | None = None
+    # Send RocketMQ-format trace records of this client's sends and consumption (message trace).
+    enable_msg_trace: bool = False
+    # Topic the trace records go to; None = RMQ_SYS_TRACE_TOPIC (RocketMQ's customizedTraceTopic).
+    trace_topic: str | None = None
 
     def __post_init__(self) -> None:
         if not self.namesrv_addrs:

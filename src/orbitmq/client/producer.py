@@ -25,6 +25,7 @@ import asyncio
 import enum
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -42,9 +43,10 @@ from orbitmq.client._send import (
     prepare_message,
     validate_message,
 )
+from orbitmq.client._trace import TraceDispatcher, now_ms, pub_record
 from orbitmq.client.config import ClientConfig, ProducerConfig, split_config
 from orbitmq.errors import ClientStateError, NoRouteError, OrbitError, RequestTimeoutError
-from orbitmq.model.message import Message, MessageQueue
+from orbitmq.model.message import Message, MessageConst, MessageExt, MessageQueue
 from orbitmq.protocol.message_id import UniqKeyGenerator
 from orbitmq.protocol.tags import java_string_hash
 
@@ -107,6 +109,8 @@ class Producer:
         self._publish: dict[str, TopicPublishInfo] = {}
         self._faults = LatencyFaultTable(self.config.latency_max_ms, self.config.not_available_duration_ms)
         self._pending: set[asyncio.Task[SendResult]] = set()
+        self._trace: TraceDispatcher | None = None
+        self._reply_topics_known: set[str] = set()
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -133,6 +137,16 @@ class Producer:
             raise
         self._instance = instance
         self._state = _State.RUNNING
+        if self.client_config.enable_msg_trace:
+            self._trace = TraceDispatcher(
+                self.client_config.namesrv_addr,
+                self.group,
+                "PRODUCE",
+                self.client_config.trace_topic,
+                request_timeout_ms=self.client_config.request_timeout_ms,
+                client_ip=self.client_config.client_ip,
+            )
+            await self._trace.start()
         try:
             # Every broker of the cluster hears of this group now, not at the first send.
             await instance.reach_all_brokers(self.config.create_topic_key)
@@ -150,6 +164,9 @@ class Producer:
         if self._pending:
             await asyncio.wait(list(self._pending), timeout=self.config.send_msg_timeout_ms / 1000)
         instance = self._instance
+        if self._trace is not None:
+            await self._trace.shutdown()
+            self._trace = None
         instance.unregister_producer(self.group)
         await instance.unregister_client(producer_group=self.group)
         await instance.close()
@@ -210,6 +227,61 @@ class Producer:
             task.add_done_callback(lambda done: _run_callback(callback, done))
         return task
 
+    async def request(self, message: Message, timeout_ms: int | None = None) -> MessageExt:
+        """Send ``message`` as a request and wait for its reply (RocketMQ's request-reply).
+
+        The responder, on receiving it, sends ``create_reply_message(request, body)`` with
+        any producer; the broker pushes that reply to this client.
+
+        Args:
+            message: the request; it gains ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` and ``TTL``.
+            timeout_ms: how long to wait for the reply, sending included (default
+                ``send_msg_timeout_ms``).
+
+        Returns:
+            The reply message.
+
+        Raises:
+            RequestTimeoutError: no reply within ``timeout_ms``.
+            MessageValidationError, ClientStateError, NoRouteError, OrbitError: as :meth:`send`.
+        """
+        instance = self._running_instance()
+        budget_ms = timeout_ms or self.config.send_msg_timeout_ms
+        deadline = time.monotonic() + budget_ms / 1000
+        correlation_id = str(uuid.uuid4())
+        message.properties[MessageConst.CORRELATION_ID] = correlation_id
+        message.properties[MessageConst.MESSAGE_REPLY_TO_CLIENT] = instance.client_id
+        message.properties[MessageConst.MESSAGE_TTL] = str(budget_ms)
+        await self._introduce_for_replies(message.topic)
+        future = instance.expect_reply(correlation_id)
+        try:
+            await self.send(message, budget_ms)
+            remaining_s = max(deadline - time.monotonic(), 0.001)
+            try:
+                return await asyncio.wait_for(future, remaining_s)
+            except TimeoutError:
+                raise RequestTimeoutError(
+                    f"no reply to request {message.uniq_key} on topic {message.topic} within {budget_ms} ms"
+                ) from None
+        finally:
+            instance.forget_reply(correlation_id)
+
+    async def _introduce_for_replies(self, topic: str) -> None:
+        """Heartbeat every broker of the request topic's clusters (once per topic).
+
+        A reply goes to ``<cluster>_REPLY_TOPIC`` on any broker of the cluster, which pushes
+        it over the connection this client's heartbeat registered there.
+        """
+        if topic in self._reply_topics_known:
+            return
+        instance = self._running_instance()
+        route = await instance.get_route(topic)
+        clusters = {data.cluster for data in route.broker_datas} if route is not None else set()
+        for cluster in sorted(clusters):
+            await instance.get_route(f"{cluster}_REPLY_TOPIC")
+        await instance.send_heartbeat_to_all_brokers()
+        self._reply_topics_known.add(topic)
+
     async def send_oneway(self, message: Message) -> None:
         """Send ``message`` without waiting for any answer (no retry, no result).
 
@@ -247,9 +319,12 @@ class Producer:
         prepared = self._prepare(message)
         info = await self._publish_info(message.topic)
         queue = selector(info.queues, message, sharding_key)
-        return await self._attempt_single(prepared, info)(
+        started_ms = now_ms()
+        result = await self._attempt_single(prepared, info)(
             queue, timeout_ms or self.config.send_msg_timeout_ms
         )
+        self._trace_sent(message, result, started_ms)
+        return result
 
     async def send_batch(
         self, messages: Sequence[Message], timeout_ms: int | None = None
@@ -278,6 +353,10 @@ class Producer:
                 batch.topic, self._attempt_batch(batch), timeout_ms, self.config.retry_times_when_send_failed
             )
             results.extend(batch_send_results(result, batch.uniq_keys))
+        if self._trace is not None:
+            started_ms = now_ms()
+            for message, result in zip(messages, results, strict=False):
+                self._trace_sent(message, result, started_ms)
         return results
 
     # -- internals -------------------------------------------------------------------------------
@@ -287,8 +366,36 @@ class Producer:
         validate_message(message, self.config.max_message_size_bytes)
         prepared = self._prepare(message)
         info = await self._publish_info(message.topic)
-        return await self._with_retries(
+        started_ms = now_ms()
+        result = await self._with_retries(
             message.topic, self._attempt_single(prepared, info), timeout_ms, retries
+        )
+        self._trace_sent(message, result, started_ms)
+        return result
+
+    def _trace_sent(self, message: Message, result: SendResult, started_ms: int) -> None:
+        """A Pub trace record of a stored message (when tracing, and the broker wants traces)."""
+        trace = self._trace
+        if trace is None or not result.trace_on or message.topic.startswith(trace.trace_topic):
+            return
+        instance = self._instance
+        store_host = (
+            instance.find_broker_addr(result.message_queue.broker_name) if instance is not None else None
+        )
+        trace.append(
+            [
+                pub_record(
+                    self.group,
+                    message,
+                    started_ms=started_ms,
+                    cost_ms=now_ms() - started_ms,
+                    msg_id=result.msg_id,
+                    offset_msg_id=result.offset_msg_id,
+                    store_host=store_host or "",
+                    region_id=result.region_id,
+                    success=result.status is SendStatus.OK,
+                )
+            ]
         )
 
     def _prepare(self, message: Message) -> PreparedMessage:

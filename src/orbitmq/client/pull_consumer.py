@@ -40,15 +40,14 @@ from orbitmq.client._pull_api import (
 from orbitmq.client.config import split_config
 from orbitmq.client.offset_store import RemoteOffsetStore
 from orbitmq.client.rebalance import AllocateStrategy, strategy_by_name
-from orbitmq.errors import ClientError, ClientStateError, OrbitError, TopicNotExistError
+from orbitmq.client.selector import MessageSelector, selector_of
+from orbitmq.errors import ClientError, ClientStateError, OrbitError, RemoteProtocolError, TopicNotExistError
 from orbitmq.model.heartbeat import (
     ConsumerData,
     ConsumeType,
     MessageModel,
-    SubscriptionData,
 )
 from orbitmq.model.message import MessageExt, MessageQueue
-from orbitmq.protocol.tags import TagFilter
 
 __all__ = ["PullConsumer", "PullConsumerConfig", "RawBatch"]
 
@@ -103,7 +102,7 @@ class PullConsumer:
             else self.config.allocate_strategy
         )
         self._queues: dict[MessageQueue, _QueueState] = {}
-        self._subscriptions: dict[str, TagFilter] = {}
+        self._subscriptions: dict[str, MessageSelector] = {}
         # Per queue, the broker the last pull answer suggested (a slave while the master is away).
         self._pull_nodes = PullNodeTable()
         self._instance: ClientInstance | None = None
@@ -194,9 +193,11 @@ class PullConsumer:
     def assignment(self) -> list[MessageQueue]:
         return sorted(self._queues)
 
-    async def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic`` (tag ``expression``), sharing its queues with the group's members."""
-        self._subscriptions[topic] = TagFilter.parse(expression)
+    async def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Consume ``topic`` messages that ``expression`` selects (a tag expression or a
+        :class:`~orbitmq.client.MessageSelector`), sharing its queues with the group's members.
+        """
+        self._subscriptions[topic] = selector_of(expression)
         if self._running:
             instance = self._require_instance()
             await instance.get_route(topic)
@@ -269,8 +270,19 @@ class PullConsumer:
         """Buffered messages of the assigned queues (empty after ``timeout_ms`` without any)."""
         messages: list[MessageExt] = []
         for batch in await self.poll_raw(timeout_ms):
-            tag_filter = self._subscriptions.get(batch.mq.topic, _ALL)
-            messages += decode_pull_body(batch.body, tag_filter, batch.mq)
+            selector = self._subscriptions.get(batch.mq.topic, _ALL)
+            try:
+                messages += decode_pull_body(batch.body, selector, batch.mq)
+            except RemoteProtocolError as exc:
+                # Records an OrbitMQ broker serves always decode (its store checks them); a
+                # batch from elsewhere that does not must not cost the other batches.
+                logger.error(
+                    "queue offsets [%d, %d) of %s skipped: %s",
+                    batch.start_offset,
+                    batch.next_offset,
+                    batch.mq,
+                    exc,
+                )
         return messages
 
     async def poll_raw(self, timeout_ms: int = 1000) -> list[RawBatch]:
@@ -314,7 +326,7 @@ class PullConsumer:
         start_offset: int,
         end_offset: int,
         *,
-        expression: str = "*",
+        expression: str | MessageSelector = "*",
         max_msg_nums: int = 32,
     ) -> AsyncIterator[list[MessageExt]]:
         """Read queue offsets ``[start_offset, end_offset)`` of ``mq`` in order, in batches.
@@ -325,13 +337,11 @@ class PullConsumer:
         Raises:
             ClientError: ``start_offset`` lies below the queue's min offset (data was removed).
         """
-        tag_filter = TagFilter.parse(expression)
+        selector = selector_of(expression)
         async for batch in self.pull_range_raw(
-            mq, start_offset, end_offset, expression=expression, max_msg_nums=max_msg_nums
+            mq, start_offset, end_offset, expression=selector, max_msg_nums=max_msg_nums
         ):
-            messages = [
-                m for m in decode_pull_body(batch.body, tag_filter, mq) if m.queue_offset < end_offset
-            ]
+            messages = [m for m in decode_pull_body(batch.body, selector, mq) if m.queue_offset < end_offset]
             if messages:
                 yield messages
 
@@ -341,17 +351,15 @@ class PullConsumer:
         start_offset: int,
         end_offset: int,
         *,
-        expression: str = "*",
+        expression: str | MessageSelector = "*",
         max_msg_nums: int = 32,
     ) -> AsyncIterator[RawBatch]:
         """:meth:`pull_range` yielding undecoded record buffers (the last may pass ``end_offset``)."""
         invoker = await self._routed(mq)
-        spec = PullRequestSpec(self.group, TagFilter.parse(expression), max_msg_nums)
+        spec = PullRequestSpec(self.group, selector_of(expression), max_msg_nums)
         queue_offset = start_offset
         while queue_offset < end_offset:
-            wanted = PullRequestSpec(
-                spec.group, spec.tag_filter, min(max_msg_nums, end_offset - queue_offset)
-            )
+            wanted = PullRequestSpec(spec.group, spec.selector, min(max_msg_nums, end_offset - queue_offset))
             result = await pull_queue(
                 invoker, mq, queue_offset, wanted, suspend=False, nodes=self._pull_nodes
             )
@@ -381,10 +389,9 @@ class PullConsumer:
         if state.next_pull_offset is None:
             state.next_pull_offset = await self._start_offset(mq)
             state.consumed_offset = state.next_pull_offset
-        tag_filter = self._subscriptions.get(mq.topic, _ALL)
         spec = PullRequestSpec(
             self.group,
-            tag_filter,
+            self._subscriptions.get(mq.topic, _ALL),
             self.config.pull_batch_size,
             self.config.broker_suspend_max_ms,
             self.config.consumer_timeout_when_suspend_ms,
@@ -486,8 +493,7 @@ class PullConsumer:
             message_model=MessageModel.CLUSTERING,
             consume_from_where=self.config.consume_from_where,
             subscription_data_set=[
-                SubscriptionData(topic=t, sub_string=f.expression, tags_set=f.tags, code_set=f.codes)
-                for t, f in sorted(self._subscriptions.items())
+                selector.subscription_data(topic) for topic, selector in sorted(self._subscriptions.items())
             ],
         )
 
@@ -512,4 +518,4 @@ class PullConsumer:
         return self._instance
 
 
-_ALL = TagFilter.parse("*")
+_ALL = MessageSelector.by_tag("*")

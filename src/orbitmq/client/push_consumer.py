@@ -26,14 +26,16 @@ from typing import Any
 
 from orbitmq.client._consume_service import (
     ConcurrentConsumeService,
+    ConsumeHook,
     ConsumeResult,
     ConsumeService,
     ConsumeSettings,
     MessageListener,
     OrderlyConsumeService,
 )
+from orbitmq.client._consume_stats import ConsumeStatsRecorder
 from orbitmq.client._consumer_config import PushConsumerConfig, queues_of_route
-from orbitmq.client._group_api import consumer_ids, lock_queues, unlock_queues
+from orbitmq.client._group_api import check_client_config, consumer_ids, lock_queues, unlock_queues
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client._process_queue import ProcessQueue
 from orbitmq.client._pull_api import (
@@ -47,18 +49,23 @@ from orbitmq.client._pull_api import (
     retry_topic,
     wait_event,
 )
+from orbitmq.client._trace import TraceConsumeHook, TraceDispatcher
 from orbitmq.client.config import split_config
 from orbitmq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from orbitmq.client.rebalance import AllocateStrategy, strategy_by_name
-from orbitmq.errors import ClientStateError, OrbitError
+from orbitmq.client.selector import MessageSelector, selector_of
+from orbitmq.errors import ClientStateError, OrbitError, RemoteProtocolError
 from orbitmq.model.heartbeat import (
     ConsumerData,
     ConsumeType,
     MessageModel,
-    SubscriptionData,
 )
-from orbitmq.model.message import MessageQueue
-from orbitmq.protocol.tags import TagFilter
+from orbitmq.model.message import MessageExt, MessageQueue
+from orbitmq.protocol.client_bodies import (
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
+    ProcessQueueInfo,
+)
 
 __all__ = ["ConsumeResult", "MessageListener", "PushConsumer", "PushConsumerConfig", "queues_of_route"]
 
@@ -96,7 +103,7 @@ class PushConsumer:
         self.group = group
         self.client_config, self.config = split_config(namesrv_addr, config, PushConsumerConfig)
         self._listener = listener
-        self._subscriptions: dict[str, TagFilter] = {}
+        self._subscriptions: dict[str, MessageSelector] = {}
         # Per queue, the broker the last pull answer suggested (a slave while the master is away).
         self._pull_nodes = PullNodeTable()
         self._owned: dict[MessageQueue, _Owned] = {}
@@ -112,14 +119,26 @@ class PushConsumer:
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_lock = asyncio.Lock()
         self._running = False
+        self._stats = ConsumeStatsRecorder()
+        self._started_ms = 0
+        self._trace: TraceDispatcher | None = None
 
     @property
     def clustering(self) -> bool:
         return self.config.message_model is MessageModel.CLUSTERING
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic`` messages whose tag matches ``expression`` (``"*"`` or ``"a || b"``)."""
-        self._subscriptions[topic] = TagFilter.parse(expression)
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Consume ``topic`` messages that ``expression`` selects.
+
+        Args:
+            topic: the topic.
+            expression: a tag expression (``"*"`` or ``"a || b"``), or a
+                :class:`~orbitmq.client.MessageSelector` (``MessageSelector.by_sql(...)``).
+
+        Raises:
+            FilterExpressionError: a SQL92 expression that does not compile.
+        """
+        self._subscriptions[topic] = selector_of(expression)
         if self._running:
             self.rebalance_soon()
 
@@ -150,7 +169,7 @@ class PushConsumer:
                 f"consumer group {self.group} needs a listener and a subscription before start()"
             )
         if self.clustering:
-            self._subscriptions.setdefault(retry_topic(self.group), TagFilter.parse("*"))
+            self._subscriptions.setdefault(retry_topic(self.group), MessageSelector.by_tag("*"))
         instance = ClientInstance.get_or_create(self.client_config)
         self._instance = instance
         instance.register_consumer(self.group, self)
@@ -168,12 +187,27 @@ class PushConsumer:
             self.config.suspend_current_queue_time_ms,
         )
         service_type = OrderlyConsumeService if self.config.orderly else ConcurrentConsumeService
-        self._service = service_type(settings, self._listener, instance, self)
+        hooks: list[ConsumeHook] = [_StatsHook(self._stats)]
+        if self.client_config.enable_msg_trace:
+            self._trace = TraceDispatcher(
+                self.client_config.namesrv_addr,
+                self.group,
+                "CONSUME",
+                self.client_config.trace_topic,
+                request_timeout_ms=self.client_config.request_timeout_ms,
+                client_ip=self.client_config.client_ip,
+            )
+            hooks.append(TraceConsumeHook(self._trace, self.group, self.client_config.client_ip))
+        self._service = service_type(settings, self._listener, instance, self, hooks)
+        self._started_ms = _now_ms()
         self._running = True
         try:
+            if self._trace is not None:
+                await self._trace.start()
             await instance.start()
             for topic in self._subscriptions:
                 await instance.get_route(topic)
+            await self._check_sql_subscriptions(instance)
             await instance.send_heartbeat_to_all_brokers()
             self._service.start()
             await self.rebalance()
@@ -184,6 +218,21 @@ class PushConsumer:
         self._tasks.append(loop.create_task(self._rebalance_loop(), name=f"orbitmq rebalance {self.group}"))
         if self.config.orderly and self.clustering:
             self._tasks.append(loop.create_task(self._lock_loop(), name=f"orbitmq lock {self.group}"))
+
+    async def _check_sql_subscriptions(self, instance: ClientInstance) -> None:
+        """CHECK_CLIENT_CONFIG for each SQL92 subscription, as the Java consumer does at start.
+
+        Raises:
+            BrokerResponseError: a broker does not filter by properties, or cannot compile.
+        """
+        for topic, selector in self._subscriptions.items():
+            if not selector.is_sql:
+                continue
+            route = await instance.get_route(topic)
+            for broker_name in sorted({data.broker_name for data in route.broker_datas} if route else set()):
+                await check_client_config(
+                    instance, broker_name, self.group, instance.client_id, selector.subscription_data(topic)
+                )
 
     async def shutdown(self) -> None:
         """Stop pulling, let in-flight listener calls finish, commit offsets, leave the group."""
@@ -201,6 +250,9 @@ class PushConsumer:
         if self._service is not None:
             await self._service.drain(self.config.shutdown_timeout_ms / 1000)
             await self._service.stop()
+        if self._trace is not None:
+            await self._trace.shutdown()
+            self._trace = None
         instance = self._instance
         if instance is None:
             return
@@ -226,13 +278,7 @@ class PushConsumer:
             message_model=self.config.message_model,
             consume_from_where=self.config.consume_from_where,
             subscription_data_set=[
-                SubscriptionData(
-                    topic=topic,
-                    sub_string=tag_filter.expression,
-                    tags_set=tag_filter.tags,
-                    code_set=tag_filter.codes,
-                )
-                for topic, tag_filter in sorted(self._subscriptions.items())
+                selector.subscription_data(topic) for topic, selector in sorted(self._subscriptions.items())
             ],
         )
 
@@ -245,6 +291,63 @@ class PushConsumer:
     async def persist_offsets(self) -> None:
         if self._store is not None and self._owned:
             await self._store.persist(list(self._owned))
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """What GET_CONSUMER_RUNNING_INFO answers: settings, subscriptions, queues and rates."""
+        instance = self._require_instance()
+        now = _now_ms()
+        mq_table = {}
+        for mq, owned in sorted(self._owned.items()):
+            pq = owned.pq
+            low, high = pq.cached_offset_range()
+            mq_table[mq] = ProcessQueueInfo(
+                commit_offset=max(pq.commit_offset(), 0),
+                cached_msg_min_offset=low,
+                cached_msg_max_offset=high,
+                cached_msg_count=pq.msg_count,
+                cached_msg_size_in_mi_b=pq.msg_size_bytes // (1024 * 1024),
+                locked=pq.locked,
+                last_lock_timestamp=pq.last_lock_ms,
+                droped=pq.dropped,
+                last_pull_timestamp=pq.last_pull_ms,
+            )
+        properties = {
+            "clientId": instance.client_id,
+            "PROP_CLIENT_VERSION": "OrbitMQ",
+            "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
+            "PROP_CONSUMEORDERLY": str(self.config.orderly).lower(),
+            "PROP_THREADPOOL_CORE_SIZE": str(self.config.consume_thread_max),
+            "PROP_CONSUMER_START_TIMESTAMP": str(self._started_ms),
+            "PROP_NAMESERVER_ADDR": ";".join(self.client_config.namesrv_addrs),
+            "messageModel": self.config.message_model.name,
+            "consumeFromWhere": self.config.consume_from_where.name,
+        }
+        return ConsumerRunningInfo(
+            properties,
+            [selector.subscription_data(topic) for topic, selector in sorted(self._subscriptions.items())],
+            mq_table,
+            self._stats.status(now),
+        )
+
+    async def consume_directly(self, message: MessageExt) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: the listener on one message now (no retry, no offset)."""
+        service = self._service
+        if service is None:
+            return ConsumeMessageDirectlyResult(
+                "CR_THROW_EXCEPTION", remark=f"group {self.group} is not started"
+            )
+        restore_retry_topic([message], self.group)
+        mq = MessageQueue(message.topic, "", message.queue_id)
+        started = time.perf_counter()
+        result, return_type = await service.consume_directly([message], mq)
+        spent_ms = int((time.perf_counter() - started) * 1000)
+        if result is ConsumeResult.CONSUME_SUCCESS:
+            outcome = "CR_SUCCESS"
+        else:
+            outcome = {2: "CR_THROW_EXCEPTION", 3: "CR_RETURN_NULL"}.get(return_type, "CR_LATER")
+        return ConsumeMessageDirectlyResult(
+            outcome, self.config.orderly, True, f"listener answered {result.value}", spent_ms
+        )
 
     async def on_reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """Drop the topic's queues, store the new offsets, and take the queues again."""
@@ -414,17 +517,18 @@ class PushConsumer:
             if pq.msg_count >= self.config.pull_threshold_for_queue or pq.msg_size_bytes >= threshold_bytes:
                 await asyncio.sleep(PULL_DELAY_ON_FLOW_CONTROL_S)
                 continue
-            tag_filter = self._subscriptions.get(mq.topic)
-            if tag_filter is None:
+            selector = self._subscriptions.get(mq.topic)
+            if selector is None:
                 return
             spec = PullRequestSpec(
                 self.group,
-                tag_filter,
+                selector,
                 self.config.pull_batch_size,
                 self.config.broker_suspend_max_ms,
                 self.config.consumer_timeout_when_suspend_ms,
             )
             commit_offset = store.table.get(mq) if self.clustering else None
+            pull_started = time.perf_counter()
             try:
                 result = await pull_queue(
                     instance,
@@ -441,7 +545,17 @@ class PushConsumer:
             if pq.dropped:
                 return
             if result.status is PullStatus.FOUND:
-                messages = decode_pull_body(result.body, tag_filter, mq)
+                try:
+                    messages = decode_pull_body(result.body, selector, mq)
+                except RemoteProtocolError as exc:
+                    # Never from an OrbitMQ broker (its store checks every record): say so and
+                    # pull again, rather than end this queue's pull loop.
+                    logger.error("pull of %s at queue offset %d: %s", mq, next_offset, exc)
+                    await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
+                    continue
+                self._stats.on_pull(
+                    mq.topic, len(messages), (time.perf_counter() - pull_started) * 1000, _now_ms()
+                )
                 restore_retry_topic(messages, self.group)
                 pq.put_messages(messages, result.next_begin_offset)
                 if messages:
@@ -453,13 +567,15 @@ class PushConsumer:
                 if pq.msg_count == 0:
                     self.on_consumed(mq, pq, pq.commit_offset())
             elif result.status is PullStatus.OFFSET_ILLEGAL:
-                logger.warning(
-                    "queue offset %d of %s is outside the queue [%d, %d]; continuing at %d",
-                    next_offset,
+                # The broker moved this queue: an admin reset the group's offset, or the
+                # offset fell outside the queue. Either way consumption continues there.
+                logger.info(
+                    "broker moved %s from queue offset %d to %d (queue holds [%d, %d])",
                     mq,
+                    next_offset,
+                    result.next_begin_offset,
                     result.min_offset,
                     result.max_offset,
-                    result.next_begin_offset,
                 )
                 pq.reset_to(result.next_begin_offset)
                 store.table.update(mq, result.next_begin_offset)
@@ -472,6 +588,28 @@ class PushConsumer:
         if self._instance is None:
             raise ClientStateError(f"consumer group {self.group} is not started")
         return self._instance
+
+
+class _StatsHook:
+    """Feeds the listener's outcomes into the consumer's rates (running info)."""
+
+    def __init__(self, stats: ConsumeStatsRecorder) -> None:
+        self._stats = stats
+
+    def consume_started(self, messages: list[MessageExt], mq: MessageQueue) -> object:
+        return None
+
+    def consume_finished(
+        self,
+        token: object,
+        messages: list[MessageExt],
+        mq: MessageQueue,
+        result: ConsumeResult,
+        return_type: int,
+        elapsed_ms: float,
+    ) -> None:
+        ok = len(messages) if result is ConsumeResult.CONSUME_SUCCESS else 0
+        self._stats.on_consumed(mq.topic, ok, len(messages) - ok, elapsed_ms, _now_ms())
 
 
 def _now_ms() -> int:

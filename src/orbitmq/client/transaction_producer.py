@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orbitmq.client._send import SendResult, SendStatus
+from orbitmq.client._trace import now_ms
 from orbitmq.client.config import ProducerConfig
 from orbitmq.client.producer import Producer
 from orbitmq.errors import MessageValidationError, OrbitError, RemoteProtocolError
@@ -37,6 +38,7 @@ from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from orbitmq.protocol.message_id import decode_offset_msg_id
+from orbitmq.protocol.trace_data import MSG_TYPE_TRANS_COMMIT, TRACE_TYPE_END_TRANSACTION, TraceRecord
 
 __all__ = ["LocalTransactionState", "TransactionProducer", "TransactionSendResult"]
 
@@ -55,6 +57,12 @@ _WIRE_DECISION = {
     LocalTransactionState.COMMIT: SysFlag.TRANSACTION_COMMIT_TYPE,
     LocalTransactionState.ROLLBACK: SysFlag.TRANSACTION_ROLLBACK_TYPE,
     LocalTransactionState.UNKNOWN: SysFlag.TRANSACTION_NOT_TYPE,
+}
+
+_TRACE_STATE = {
+    LocalTransactionState.COMMIT: "COMMIT_MESSAGE",
+    LocalTransactionState.ROLLBACK: "ROLLBACK_MESSAGE",
+    LocalTransactionState.UNKNOWN: "UNKNOW",
 }
 
 ExecuteLocalTransaction = Callable[[Message, Any], LocalTransactionState | Awaitable[LocalTransactionState]]
@@ -130,6 +138,7 @@ class TransactionProducer(Producer):
             state = LocalTransactionState.ROLLBACK
         try:
             await self._end_transaction(result, state)
+            self._trace_end(message, result.msg_id, result.transaction_id, state, from_check=False)
         except OrbitError as exc:
             # The broker's check-back settles the transaction when this report is lost.
             logger.warning("reporting %s for transaction %s failed: %s", state.name, result.msg_id, exc)
@@ -201,6 +210,39 @@ class TransactionProducer(Producer):
         request = RemotingCommand.request(RequestCode.END_TRANSACTION, end.to_ext(), oneway=True)
         request.remark = f"checked state {state.name}"
         await self._running_instance().remoting.invoke_oneway(broker_addr, request)
+        self._trace_end(message, message.uniq_key or "", header.transaction_id, state, from_check=True)
+
+    def _trace_end(
+        self,
+        message: Message,
+        msg_id: str,
+        transaction_id: str | None,
+        state: LocalTransactionState,
+        *,
+        from_check: bool,
+    ) -> None:
+        """An EndTransaction trace record (when tracing)."""
+        trace = self._trace
+        if trace is None:
+            return
+        trace.append(
+            [
+                TraceRecord(
+                    TRACE_TYPE_END_TRANSACTION,
+                    timestamp=now_ms(),
+                    region_id="DefaultRegion",
+                    group=self.group,
+                    topic=message.topic,
+                    msg_id=msg_id,
+                    tags=message.tags,
+                    keys=message.properties.get(MessageConst.KEYS),
+                    msg_type=MSG_TYPE_TRANS_COMMIT,
+                    transaction_id=transaction_id or msg_id,
+                    transaction_state=_TRACE_STATE[state],
+                    from_transaction_check=from_check,
+                )
+            ]
+        )
 
 
 def _as_state(outcome: object, uniq_key: str | None) -> LocalTransactionState:

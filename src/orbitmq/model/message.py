@@ -8,6 +8,7 @@ RocketMQ, with typed accessors here.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 
 
@@ -41,6 +42,13 @@ class MessageConst:
     TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
     TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
     TIMER_DELAY_MS = "TIMER_DELAY_MS"
+    CORRELATION_ID = "CORRELATION_ID"
+    MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+    MESSAGE_TTL = "TTL"
+    MESSAGE_TYPE = "MSG_TYPE"
+    REPLY_MESSAGE_FLAG = "reply"
+    REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
+    PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
     TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"  # a recall marker: cancels the timed message it names
     POP_CK = "POP_CK"  # receipt handle of a popped message (set by the client from the pop answer)
     BORN_HOST = "__BORNHOST"  # born host of a message sent through the gRPC proxy
@@ -106,7 +114,7 @@ class Message:
     def deliver_time_ms(self) -> int | None:
         """Absolute delivery time (``TIMER_DELIVER_MS``, epoch ms) of a timed message."""
         raw = self.properties.get(MessageConst.TIMER_DELIVER_MS)
-        return int(raw) if raw and raw.isdigit() else None
+        return int(raw) if raw and len(raw) < 20 and raw.isascii() and raw.isdigit() else None
 
     @deliver_time_ms.setter
     def deliver_time_ms(self, epoch_ms: int | None) -> None:
@@ -116,7 +124,7 @@ class Message:
     def delay_ms(self) -> int | None:
         """Delivery delay counted from the broker's receipt (``TIMER_DELAY_MS``)."""
         raw = self.properties.get(MessageConst.TIMER_DELAY_MS)
-        return int(raw) if raw and raw.isdigit() else None
+        return int(raw) if raw and len(raw) < 20 and raw.isascii() and raw.isdigit() else None
 
     @delay_ms.setter
     def delay_ms(self, delay_ms: int | None) -> None:
@@ -135,7 +143,12 @@ class Message:
 
 @dataclass(slots=True)
 class MessageExt(Message):
-    """A stored message: a :class:`Message` plus what the broker assigned."""
+    """A stored message: a :class:`Message` plus what the broker assigned.
+
+    ``decode_error`` is set when the consumer could not decode the body (its sysFlag says
+    compressed, but it does not inflate): the message is still delivered, with ``body`` the
+    stored bytes as they are, so a consumer can dead-letter or skip it and go on.
+    """
 
     queue_id: int = 0
     queue_offset: int = 0
@@ -149,6 +162,7 @@ class MessageExt(Message):
     prepared_transaction_offset: int = 0
     body_crc: int = 0
     store_size: int = 0
+    decode_error: str | None = None
 
     @property
     def msg_id(self) -> str:
@@ -157,9 +171,12 @@ class MessageExt(Message):
 
     @property
     def offset_msg_id(self) -> str:
-        """Broker id: store host IPv4, port and commit-log offset as 32 uppercase hex digits."""
+        """Broker id: store host address, port and commit-log offset in uppercase hex.
+
+        32 digits for an IPv4 store host, 56 for an IPv6 one (remoting-protocol §4.2).
+        """
         host, port = self.store_host
-        octets = bytes(int(part) for part in host.split("."))
+        octets = ipaddress.ip_address(host).packed
         return (octets + port.to_bytes(4, "big") + self.commit_log_offset.to_bytes(8, "big")).hex().upper()
 
 

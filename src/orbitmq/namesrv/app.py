@@ -9,16 +9,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.handlers import NamesrvHandlers, monotonic_ms
+from orbitmq.namesrv.kv_config import KVConfigTable
 from orbitmq.namesrv.route_table import RouteTable
+from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server import RemotingServer, ServerConnection
 
 __all__ = ["NamesrvApp"]
 
 logger = logging.getLogger(__name__)
+_log_limit = LogLimiter(logger)
 
 SHUTDOWN_GRACE_S = 3.0
 
@@ -35,7 +40,15 @@ class NamesrvApp:
         self.config = config
         self.route_table = RouteTable()
         self._clock_ms = clock_ms
-        self._handlers = NamesrvHandlers(self.route_table, clock_ms)
+        self.kv_config = self._load_kv_config()
+        self._handlers = NamesrvHandlers(
+            self.route_table,
+            clock_ms,
+            self.kv_config,
+            self._persist_kv_config,
+            topics_per_broker_max=config.topics_per_broker_max,
+            brokers_max=config.brokers_max,
+        )
         self._server = RemotingServer(
             config.bind_address,
             config.listen_port,
@@ -43,8 +56,31 @@ class NamesrvApp:
             max_frame_bytes=config.max_frame_bytes,
             idle_timeout_s=float(config.server_channel_max_idle_s),
             on_connection_closed=self._on_connection_closed,
+            limits=config.server_limits(),
+            bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
         )
         self._scan_task: asyncio.Task[None] | None = None
+
+    def _load_kv_config(self) -> KVConfigTable:
+        path = self.config.kv_config_path
+        if not path:
+            return KVConfigTable()
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            return KVConfigTable()
+        return KVConfigTable.decode(data, path)
+
+    def _persist_kv_config(self) -> None:
+        """Rewrite kvConfig.json (atomically) after a KV change; a no-op without kvConfigPath."""
+        path = self.config.kv_config_path
+        if not path:
+            return
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(target.name + ".tmp")
+        temporary.write_bytes(self.kv_config.encode())
+        os.replace(temporary, target)
 
     @property
     def port(self) -> int:
@@ -81,8 +117,11 @@ class NamesrvApp:
         """Remove brokers silent for longer than ``broker_channel_expired_ms``; their addresses."""
         expired = self.route_table.scan_inactive(self._clock_ms(), self.config.broker_channel_expired_ms)
         for addr in expired:
-            logger.warning(
-                "broker %s silent for over %d ms: removed", addr, self.config.broker_channel_expired_ms
+            _log_limit.warning(
+                "broker-expired",
+                "broker %s silent for over %d ms: removed",
+                addr,
+                self.config.broker_channel_expired_ms,
             )
         return expired
 
@@ -97,4 +136,10 @@ class NamesrvApp:
 
     def _on_connection_closed(self, connection: ServerConnection) -> None:
         for addr in self.route_table.on_connection_closed(connection.id):
-            logger.info("broker %s removed: its connection from %s closed", addr, connection.peer_address)
+            _log_limit.log(
+                logging.INFO,
+                "broker-removed",
+                "broker %s removed: its connection from %s closed",
+                addr,
+                connection.peer_address,
+            )

@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 
 from orbitmq.conf import build_config, load_properties
 from orbitmq.errors import ConfigError
+from orbitmq.transport.server import ServerLimits
 
 __all__ = ["NAMESRV_UNIMPLEMENTED_KEYS", "NamesrvConfig", "load_namesrv_config"]
 
 NAMESRV_UNIMPLEMENTED_KEYS = frozenset(
     {
         "rocketmqHome",
-        "kvConfigPath",
         "configStorePath",
         "productEnvName",
         "clusterTest",
@@ -54,8 +54,30 @@ class NamesrvConfig:
     broker_channel_expired_ms: int = field(default=120_000, metadata={"key": "brokerChannelExpiredTime"})
     # A client or broker connection with no traffic for this long is closed.
     server_channel_max_idle_s: int = field(default=120, metadata={"key": "serverChannelMaxIdleTimeSeconds"})
+    # Where the KV configuration (mqadmin updateKvConfig) is kept; empty = in memory only.
+    kv_config_path: str = field(default="", metadata={"key": "kvConfigPath"})
     # Frames larger than this close their connection (RocketMQ: -Dcom.rocketmq.remoting.frameMaxLength).
     max_frame_bytes: int = field(default=16 * 1024 * 1024, metadata={"key": "frameMaxLength"})
+
+    # -- resource limits (docs/limits.md) -------------------------------------------------------
+    # Open connections; one more is closed at once.
+    server_max_connections: int = field(default=10_000, metadata={"key": "serverMaxConnections"})
+    # Unsent response bytes above which a connection stops reading requests until it drains.
+    write_buffer_high_bytes: int = field(
+        default=4 * 1024 * 1024, metadata={"key": "writeBufferHighWaterMark"}
+    )
+    # Unsent response bytes above which a connection is aborted (a client that does not read).
+    write_buffer_max_bytes: int = field(default=64 * 1024 * 1024, metadata={"key": "writeBufferMaxBytes"})
+    # A frame's header must arrive within this long of its first byte, else the connection closes.
+    header_read_timeout_ms: int = field(default=10_000, metadata={"key": "headerReadTimeoutMillis"})
+    # A whole frame must arrive within this long of its first byte, else the connection closes.
+    frame_read_timeout_ms: int = field(default=60_000, metadata={"key": "frameReadTimeoutMillis"})
+    # Shortest time between two log lines of one kind of bad input.
+    bad_request_log_interval_ms: int = field(default=10_000, metadata={"key": "badRequestLogIntervalMillis"})
+    # Topics one broker may register; a registration with more is refused.
+    topics_per_broker_max: int = field(default=150_000, metadata={"key": "maxTopicsPerBroker"})
+    # Broker addresses registered at once; a registration of one more is refused.
+    brokers_max: int = field(default=1_000, metadata={"key": "maxBrokers"})
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port < 65536:
@@ -65,9 +87,29 @@ class NamesrvConfig:
             ("brokerChannelExpiredTime", self.broker_channel_expired_ms),
             ("serverChannelMaxIdleTimeSeconds", self.server_channel_max_idle_s),
             ("frameMaxLength", self.max_frame_bytes),
+            ("serverMaxConnections", self.server_max_connections),
+            ("writeBufferHighWaterMark", self.write_buffer_high_bytes),
+            ("writeBufferMaxBytes", self.write_buffer_max_bytes),
+            ("headerReadTimeoutMillis", self.header_read_timeout_ms),
+            ("frameReadTimeoutMillis", self.frame_read_timeout_ms),
+            ("badRequestLogIntervalMillis", self.bad_request_log_interval_ms),
+            ("maxTopicsPerBroker", self.topics_per_broker_max),
+            ("maxBrokers", self.brokers_max),
         ):
             if value <= 0:
                 raise ConfigError(f"config key {key!r}: {value} must be positive")
+        if self.write_buffer_max_bytes < self.write_buffer_high_bytes:
+            raise ConfigError("config key 'writeBufferMaxBytes' must be at least 'writeBufferHighWaterMark'")
+
+    def server_limits(self) -> ServerLimits:
+        """The transport limits of the name server's remoting server."""
+        return ServerLimits(
+            max_connections=self.server_max_connections,
+            write_buffer_high_bytes=self.write_buffer_high_bytes,
+            write_buffer_max_bytes=self.write_buffer_max_bytes,
+            header_read_timeout_ms=self.header_read_timeout_ms,
+            frame_read_timeout_ms=self.frame_read_timeout_ms,
+        )
 
 
 def load_namesrv_config(path: str | None, overrides: dict[str, object] | None = None) -> NamesrvConfig:

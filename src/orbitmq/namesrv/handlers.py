@@ -6,30 +6,39 @@ state and the clock is injected, so tests can drive expiry without waiting.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import re
 import time
 import zlib
 from collections.abc import Callable
 from typing import Protocol, Self, TypeVar
 
 from orbitmq.errors import BrokerResponseError, RemoteProtocolError
-from orbitmq.model.route import DataVersion
+from orbitmq.model.route import DataVersion, TopicConfig
+from orbitmq.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigTable
 from orbitmq.namesrv.route_table import RouteTable
+from orbitmq.protocol.admin_headers import (
+    DeleteKVConfigRequestHeader,
+    GetKVListByNamespaceRequestHeader,
+    PutKVConfigRequestHeader,
+)
 from orbitmq.protocol.bodies import (
     TopicList,
     decode_data_version,
     decode_register_broker_body,
     encode_cluster_info,
     encode_data_version,
+    encode_kv_table,
     encode_topic_list,
     encode_topic_route,
+    topic_config_problem,
 )
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
     DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
     GetRouteInfoRequestHeader,
     QueryDataVersionRequestHeader,
     QueryDataVersionResponseHeader,
@@ -37,11 +46,16 @@ from orbitmq.protocol.headers import (
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
+from orbitmq.protocol.names import shorten
+from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server import Handler, RequestContext
 
 __all__ = ["NamesrvHandlers", "monotonic_ms"]
 
 logger = logging.getLogger(__name__)
+# Registration lines follow requests anyone can send: one line per kind per interval.
+_log_limit = LogLimiter(logger)
+_DECODE_INLINE_BYTES_MAX = 256 * 1024
 
 
 class _RequestHeader(Protocol):
@@ -51,8 +65,6 @@ class _RequestHeader(Protocol):
 
 _H = TypeVar("_H", bound=_RequestHeader)
 
-_TOPIC_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
-
 
 def monotonic_ms() -> int:
     """Milliseconds of a clock that never goes back (liveness, not wall time)."""
@@ -60,26 +72,29 @@ def monotonic_ms() -> int:
 
 
 def _header(cls: type[_H], request: RemotingCommand) -> _H:
-    try:
-        return cls.from_ext(request.ext_fields)
-    except RemoteProtocolError as exc:
-        raise BrokerResponseError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
-
-
-def _check_topic(topic: str) -> None:
-    if not _TOPIC_NAME.fullmatch(topic):
-        raise BrokerResponseError(
-            ResponseCode.SYSTEM_ERROR,
-            f"topic name {topic!r} is illegal: it must be 1-127 characters from [%|a-zA-Z0-9_-]",
-        )
+    """The typed header; a bad field raises BadRequestError, which the transport answers."""
+    return cls.from_ext(request.ext_fields)
 
 
 class NamesrvHandlers:
     """The name server's request handlers over one route table."""
 
-    def __init__(self, route_table: RouteTable, clock_ms: Callable[[], int] = monotonic_ms) -> None:
+    def __init__(
+        self,
+        route_table: RouteTable,
+        clock_ms: Callable[[], int] = monotonic_ms,
+        kv_config: KVConfigTable | None = None,
+        on_kv_changed: Callable[[], None] | None = None,
+        *,
+        topics_per_broker_max: int = 0,
+        brokers_max: int = 0,
+    ) -> None:
         self.route_table = route_table
         self._clock_ms = clock_ms
+        self.kv_config = kv_config if kv_config is not None else KVConfigTable()
+        self._on_kv_changed = on_kv_changed or (lambda: None)
+        self.topics_per_broker_max = topics_per_broker_max
+        self.brokers_max = brokers_max
 
     def table(self) -> dict[int, Handler]:
         """Request code -> handler, ready for :class:`RemotingServer`."""
@@ -92,6 +107,9 @@ class NamesrvHandlers:
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
             RequestCode.QUERY_DATA_VERSION: self.query_data_version,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
         }
 
     # -- brokers -------------------------------------------------------------------------------
@@ -101,25 +119,40 @@ class NamesrvHandlers:
         header = _header(RegisterBrokerRequestHeader, request)
         body = request.body
         if header.body_crc32 != 0 and header.body_crc32 != zlib.crc32(body) & 0x7FFFFFFF:
-            logger.warning(
+            _log_limit.warning(
+                "register-crc",
                 "register from broker %s at %s: body crc32 %d does not match",
                 header.broker_name,
                 header.broker_addr,
                 header.body_crc32,
             )
             return request.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        topic_table = None
+        known_before = header.broker_addr in self.route_table.broker_live_table
+        if (
+            not known_before
+            and self.brokers_max
+            and len(self.route_table.broker_live_table) >= self.brokers_max
+        ):
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"cannot register broker {header.broker_addr}: {self.brokers_max} brokers registered "
+                f"(maxBrokers={self.brokers_max})",
+            )
+        topic_table: dict[str, TopicConfig] | None = None
         data_version = None
         if body:
             try:
-                decoded = decode_register_broker_body(body, compressed=header.compressed)
+                # 100,000 topics take a second to decode and check: off the event loop then,
+                # so route lookups keep being answered meanwhile. A small JSON body is decoded
+                # at once (a compressed one is compressed because it is large).
+                if header.compressed or len(body) > _DECODE_INLINE_BYTES_MAX:
+                    topic_table, data_version = await asyncio.to_thread(self._decode_body, header, body)
+                else:
+                    topic_table, data_version = self._decode_body(header, body)
             except RemoteProtocolError as exc:
                 return request.response(
                     ResponseCode.SYSTEM_ERROR, f"bad register body from broker {header.broker_addr}: {exc}"
                 )
-            topic_table = decoded.topic_config_serialize_wrapper.topic_config_table
-            data_version = decoded.topic_config_serialize_wrapper.data_version
-        known_before = header.broker_addr in self.route_table.broker_live_table
         result = self.route_table.register_broker(
             cluster=header.cluster_name,
             broker_name=header.broker_name,
@@ -132,7 +165,9 @@ class NamesrvHandlers:
             now_ms=self._clock_ms(),
         )
         if not known_before:
-            logger.info(
+            _log_limit.log(
+                logging.INFO,
+                "broker-registered",
                 "broker registered: cluster %s, name %s, id %d, address %s, %d topics",
                 header.cluster_name,
                 header.broker_name,
@@ -145,13 +180,52 @@ class NamesrvHandlers:
         )
         return request.response(ResponseCode.SUCCESS, None, response_header.to_ext())
 
+    def _decode_body(
+        self, header: RegisterBrokerRequestHeader, body: bytes
+    ) -> tuple[dict[str, TopicConfig], DataVersion]:
+        decoded = decode_register_broker_body(body, compressed=header.compressed)
+        wrapper = decoded.topic_config_serialize_wrapper
+        return self._legal_topics(header.broker_addr, wrapper.topic_config_table), wrapper.data_version
+
+    def _legal_topics(self, broker_addr: str, table: dict[str, TopicConfig]) -> dict[str, TopicConfig]:
+        """The registration's topic table without entries that break a topic rule (logged).
+
+        Raises:
+            BrokerResponseError: the broker registers more topics than maxTopicsPerBroker.
+        """
+        if self.topics_per_broker_max and len(table) > self.topics_per_broker_max:
+            raise BrokerResponseError(
+                ResponseCode.SYSTEM_ERROR,
+                f"broker {broker_addr} registers {len(table)} topics, more than "
+                f"maxTopicsPerBroker={self.topics_per_broker_max}",
+            )
+        legal: dict[str, TopicConfig] = {}
+        for name, config in table.items():
+            problem = topic_config_problem(config)
+            if problem is None and name != config.topic_name:
+                problem = f"entry {shorten(name)} holds topic {shorten(config.topic_name)}"
+            if problem is None:
+                legal[name] = config
+            else:
+                # One odd topic must not cost a broker all its routes: skip it, say so.
+                _log_limit.warning(
+                    "register-bad-topic", "broker %s: topic entry not published: %s", broker_addr, problem
+                )
+        return legal
+
     async def unregister_broker(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """UNREGISTER_BROKER (104): forget one broker address."""
         header = _header(UnregisterBrokerRequestHeader, request)
         if self.route_table.unregister_broker(
             header.cluster_name, header.broker_name, header.broker_addr, header.broker_id
         ):
-            logger.info("broker unregistered: name %s, address %s", header.broker_name, header.broker_addr)
+            _log_limit.log(
+                logging.INFO,
+                "broker-unregistered",
+                "broker unregistered: name %s, address %s",
+                header.broker_name,
+                header.broker_addr,
+            )
         return request.response(ResponseCode.SUCCESS)
 
     async def query_data_version(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -178,8 +252,10 @@ class NamesrvHandlers:
     async def get_route_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """GET_ROUTEINFO_BY_TOPIC (105): the topic's queues and brokers, or TOPIC_NOT_EXIST."""
         header = _header(GetRouteInfoRequestHeader, request)
-        _check_topic(header.topic)
         route = self.route_table.topic_route(header.topic)
+        order_conf = self.kv_config.get(ORDER_TOPIC_CONFIG, header.topic)
+        if route is not None and order_conf is not None:
+            route.order_topic_conf = order_conf
         if route is None:
             return request.response(
                 ResponseCode.TOPIC_NOT_EXIST, f"no route info in the name server for topic {header.topic!r}"
@@ -199,15 +275,53 @@ class NamesrvHandlers:
     async def delete_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """DELETE_TOPIC_IN_NAMESRV (216): drop the topic's routes (optionally on one cluster)."""
         header = _header(DeleteTopicFromNamesrvRequestHeader, request)
-        _check_topic(header.topic)
         if self.route_table.delete_topic(header.topic, header.cluster_name or None):
-            logger.info("topic %s deleted (cluster %s)", header.topic, header.cluster_name or "all")
+            _log_limit.log(
+                logging.INFO,
+                "topic-deleted",
+                "topic %s deleted (cluster %s)",
+                header.topic,
+                header.cluster_name or "all",
+            )
         return request.response(ResponseCode.SUCCESS)
 
     async def get_kv_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        """GET_KV_CONFIG (101): OrbitMQ keeps no KV configuration, so every key is not found."""
+        """GET_KV_CONFIG (101): one configured value, or QUERY_NOT_FOUND."""
         header = _header(GetKVConfigRequestHeader, request)
-        return request.response(
-            ResponseCode.QUERY_NOT_FOUND,
-            f"no config item in namespace {header.namespace!r} for key {header.key!r}",
-        )
+        value = self.kv_config.get(header.namespace, header.key)
+        if value is None:
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND,
+                f"No config item, Namespace: {header.namespace} Key: {header.key}",
+            )
+        return request.response(ResponseCode.SUCCESS, None, GetKVConfigResponseHeader(value).to_ext())
+
+    async def put_kv_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """PUT_KV_CONFIG (100)."""
+        header = _header(PutKVConfigRequestHeader, request)
+        if not header.namespace or not header.key:
+            return request.response(ResponseCode.SYSTEM_ERROR, "namespace and key must not be empty")
+        self.kv_config.put(header.namespace, header.key, header.value)
+        self._on_kv_changed()
+        logger.info("KV config %s/%s set", header.namespace, header.key)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def delete_kv_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_KV_CONFIG (102); deleting a missing key succeeds, as in RocketMQ."""
+        header = _header(DeleteKVConfigRequestHeader, request)
+        if self.kv_config.delete(header.namespace, header.key):
+            self._on_kv_changed()
+            logger.info("KV config %s/%s deleted", header.namespace, header.key)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def get_kv_list_by_namespace(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        """GET_KVLIST_BY_NAMESPACE (219): every key of a namespace, or QUERY_NOT_FOUND."""
+        header = _header(GetKVListByNamespaceRequestHeader, request)
+        items = self.kv_config.namespace(header.namespace)
+        if not items:
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {header.namespace}"
+            )
+        return request.response(ResponseCode.SUCCESS, None, None, encode_kv_table(items))

@@ -118,14 +118,20 @@ class RouteTable:
         return self._register_result(broker_data, broker_id)
 
     def _replace_queue_data(self, broker_name: str, topic_config_table: Mapping[str, TopicConfig]) -> None:
+        # QueueData is frozen: topics with the same layout share one (a broker's 100,000
+        # topics have a handful of layouts, and this runs on the event loop).
+        shared: dict[tuple[int, int, int, int], QueueData] = {}
+        table = self.topic_queue_table
         for topic, config in topic_config_table.items():
-            self.topic_queue_table.setdefault(topic, {})[broker_name] = QueueData(
-                broker_name=broker_name,
-                read_queue_nums=config.read_queue_nums,
-                write_queue_nums=config.write_queue_nums,
-                perm=config.perm,
-                topic_sys_flag=config.topic_sys_flag,
-            )
+            layout = (config.read_queue_nums, config.write_queue_nums, config.perm, config.topic_sys_flag)
+            queue_data = shared.get(layout)
+            if queue_data is None:
+                queue_data = shared[layout] = QueueData(broker_name, *layout)
+            by_broker = table.get(topic)
+            if by_broker is None:
+                table[topic] = {broker_name: queue_data}
+            else:
+                by_broker[broker_name] = queue_data
         # A topic the master no longer lists (deleted on the broker) loses this broker's queues.
         for topic in [t for t, by_broker in self.topic_queue_table.items() if broker_name in by_broker]:
             if topic not in topic_config_table:

@@ -48,6 +48,8 @@ from orbitmq.model.heartbeat import (
 from orbitmq.model.message import MessageQueue
 from orbitmq.model.route import BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig, TopicRouteData
 from orbitmq.protocol.frame import MAX_FRAME_BYTES
+from orbitmq.protocol.headers import QUEUE_NUMS_MAX
+from orbitmq.protocol.names import shorten, topic_name_problem
 from orbitmq.protocol.tags import SUB_ALL, TagFilter, java_string_hash
 
 _E = TypeVar("_E", bound=IntEnum)
@@ -319,6 +321,9 @@ class RegisterBrokerBody:
     filter_server_list: list[str] = field(default_factory=list)
 
 
+TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+
+
 def _topic_config_json(config: TopicConfig) -> dict[str, Any]:
     return {
         "order": config.order,
@@ -341,6 +346,40 @@ def _topic_config(obj: dict[str, Any], what: str) -> TopicConfig:
         topic_sys_flag=_int(obj, "topicSysFlag", what, 0),
         order=_bool(obj, "order", what),
     )
+
+
+def decode_topic_config(obj: Any, what: str = "TopicConfig") -> TopicConfig:
+    """One TopicConfig JSON object (an entry of topics.json or of a REGISTER_BROKER body).
+
+    Raises:
+        RemoteProtocolError: a field is missing or has the wrong type; names ``what``.
+    """
+    return _topic_config(_obj(obj, what), what)
+
+
+def topic_config_problem(config: TopicConfig) -> str | None:
+    """Why ``config`` is not a topic a broker may host (None when it is).
+
+    The same rules as UPDATE_AND_CREATE_TOPIC's header: a legal topic name, 1..1024 read and
+    write queues, permission bits 0..15, a known filter type and a non-negative topic sysFlag.
+    """
+    problem = topic_name_problem(config.topic_name)
+    if problem is not None:
+        return problem
+    name = shorten(config.topic_name)
+    for field_name, count in (
+        ("readQueueNums", config.read_queue_nums),
+        ("writeQueueNums", config.write_queue_nums),
+    ):
+        if not 1 <= count <= QUEUE_NUMS_MAX:
+            return f"topic {name}: {field_name} {count} is not 1..{QUEUE_NUMS_MAX}"
+    if not 0 <= config.perm <= 15:
+        return f"topic {name}: perm {config.perm} is not 0..15"
+    if config.topic_filter_type not in TOPIC_FILTER_TYPES:
+        return f"topic {name}: topicFilterType {shorten(config.topic_filter_type)} is not one of {TOPIC_FILTER_TYPES}"
+    if not 0 <= config.topic_sys_flag <= (1 << 31) - 1:
+        return f"topic {name}: topicSysFlag {config.topic_sys_flag} is not a non-negative int"
+    return None
 
 
 def _data_version_json(version: DataVersion) -> dict[str, Any]:

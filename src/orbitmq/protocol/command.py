@@ -28,6 +28,7 @@ JSON strings, since the C++ client ignores a response field that is not a string
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,10 +43,15 @@ from orbitmq.protocol.codes import (
     LanguageCode,
     SerializeType,
 )
+from orbitmq.protocol.names import shorten
 
 _INT = struct.Struct(">i")
 _BINARY_FIXED = struct.Struct(">hBhiii")  # code, language, version, opaque, flag, remark_len
 _SHORT = struct.Struct(">h")
+
+_DECIMAL_INT = re.compile(r"[+-]?[0-9]{1,10}")
+_INT32_MIN = -(1 << 31)
+_INT32_MAX = (1 << 31) - 1
 
 _LANGUAGE_BY_CODE = {member.value: member.name for member in LanguageCode}
 _LANGUAGE_CODE_BY_NAME = {member.name: member.value for member in LanguageCode}
@@ -187,7 +193,7 @@ def _lenient_str(key: str, value: object) -> str:
         return str(int(value)) if value.is_integer() else repr(value)
     if value is None:
         return ""
-    raise RemoteProtocolError(f"ext field {key!r} has a value of type {type(value).__name__}")
+    raise RemoteProtocolError(f"ext field {shorten(key)!r} has a value of type {type(value).__name__}")
 
 
 def decode_command(frame: bytes | bytearray | memoryview) -> RemotingCommand:
@@ -219,16 +225,21 @@ def decode_command(frame: bytes | bytearray | memoryview) -> RemotingCommand:
 
 
 def _int_field(header: dict[str, Any], name: str, default: int) -> int:
+    """A 32-bit integer field of the JSON header (Java declares them ``int``).
+
+    A value that is not one cannot be echoed back (an opaque) or answered in either layout, so
+    the frame is refused as a whole and its connection closed.
+    """
     value = header.get(name, default)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str):
-            try:
-                return int(value)
-            except ValueError:
-                pass
-        raise RemoteProtocolError(f"header field {name!r} is not an integer: {value!r}")
+        if isinstance(value, str) and _DECIMAL_INT.fullmatch(value.strip()):
+            value = int(value)
+        else:
+            raise RemoteProtocolError(f"header field {name!r} is not an integer: {shorten(repr(value))}")
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        raise RemoteProtocolError(f"header field {name!r} is {shorten(str(value))}, not a 32-bit integer")
     return value
 
 

@@ -46,6 +46,15 @@ class FrameDecoder:
         """Bytes held back because they do not make a whole frame yet."""
         return len(self._buffer)
 
+    @property
+    def header_buffered(self) -> bool:
+        """Whether the buffered partial frame's length, header word and header have all arrived."""
+        buffer = self._buffer
+        if len(buffer) < 8:
+            return False
+        header_word: int = _LENGTH.unpack_from(buffer, 4)[0]
+        return len(buffer) >= 8 + (header_word & 0xFFFFFF)
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """Add bytes from the stream and return every frame they complete, in order."""
         if self._broken:

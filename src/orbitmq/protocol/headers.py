@@ -2,17 +2,26 @@
 
 A command's "custom header" travels as ``extFields``, a flat string-to-string map whose keys
 are RocketMQ's camelCase field names. Each class here declares its fields once, in snake_case;
-:class:`_Header` derives the wire name (``queue_id`` -> ``queueId``) unless a field overrides
-it with :func:`wire` (``commit_log_offset`` travels as ``offset``, ``client_id`` as ``clientID``).
+:class:`HeaderBase` (``header_fields``) derives the wire name (``queue_id`` -> ``queueId``)
+unless a field overrides it with :func:`wire` (``commit_log_offset`` travels as ``offset``,
+``client_id`` as ``clientID``).
 
-Reading (``from_ext``) follows what real clients send (§1.3):
+Reading (``from_ext``) follows what real clients send (§1.3), then checks every field:
 
 * integers are decimal text with an optional sign (the command decoder has already turned the
-  C++ client's JSON numbers into such text); anything else raises ``RemoteProtocolError``;
+  C++ client's JSON numbers into such text);
 * booleans ``"true"``/``"1"`` (any case) are true, ``"false"``/``"0"``/``""`` are false;
 * an absent field, or an empty string for a numeric field, takes the declared default; a
-  field without a default is required and its absence raises ``RemoteProtocolError``;
-* unknown keys (``AccessKey``, ``Signature``, ``OnsChannel``, ...) are ignored.
+  field without a default is required;
+* unknown keys (``AccessKey``, ``Signature``, ``OnsChannel``, ...) are ignored;
+* each field's type carries its :class:`Rule` (``Annotated``): 32-bit ranges for what Java
+  declares ``int``, non-negative offsets, queue counts, allowed values, text lengths, and the
+  topic and group naming rules. These are the boundary checks of every request: a handler
+  gets a header whose every value it can store, persist and reload.
+
+A missing, unparsable or rule-breaking field raises ``BadRequestError`` carrying the response
+code to answer (SYSTEM_ERROR, or MESSAGE_ILLEGAL for a message's own fields) and a short remark
+naming the header and the wire field; a long value is shown only by its start and length.
 
 Writing (``to_ext``) renders every value as a string, because the C++ client ignores a
 response field that is not a JSON string; ``None`` fields are left out.
@@ -20,141 +29,48 @@ response field that is not a JSON string; ``None`` fields are left out.
 
 from __future__ import annotations
 
-import dataclasses
-import typing
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import Annotated, Self
 
-from orbitmq.errors import RemoteProtocolError
+from orbitmq.protocol.header_fields import (
+    INT32_MAX,
+    INT32_MIN,
+    QUERY_KEY_MAX_CHARS,
+    QUEUE_NUMS_MAX,
+    SUBSCRIPTION_MAX_CHARS,
+    TEXT_MAX_CHARS,
+    FieldSpec,
+    Group,
+    HeaderBase,
+    Int32,
+    MessageInt32,
+    NonNegativeInt32,
+    NonNegativeInt64,
+    OptionalGroup,
+    OptionalTopic,
+    PropertyString,
+    QueueNums,
+    ReconsumeTimes,
+    Rule,
+    Text,
+    Topic,
+    wire,
+)
 
-_LONG_MIN = -(1 << 63)
-_LONG_MAX = (1 << 63) - 1
-_TRUE_TEXT = frozenset({"true", "1"})
-_FALSE_TEXT = frozenset({"false", "0", ""})
+RECALL_HANDLE_MAX_CHARS = 1024
+"""Longest RECALL_MESSAGE handle (base64 of five short fields)."""
 
-
-def wire(name: str, default: Any = dataclasses.MISSING) -> Any:
-    """Declare a header field whose wire name is not the camelCase of its Python name."""
-    return dataclasses.field(default=default, metadata={"wire": name})
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def _parse_int(text: str) -> int:
-    stripped = text.strip()
-    # Python's int() also takes "1_000" and non-ASCII digits; Java's parseLong takes neither.
-    if not stripped.isascii() or "_" in stripped:
-        raise ValueError("not a decimal integer")
-    value = int(stripped, 10)
-    if not _LONG_MIN <= value <= _LONG_MAX:
-        raise ValueError("outside the signed 64-bit range")
-    return value
-
-
-def _parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in _TRUE_TEXT:
-        return True
-    if lowered in _FALSE_TEXT:
-        return False
-    raise ValueError("not a boolean")
-
-
-def _parse_str(text: str) -> str:
-    return text
-
-
-_PARSERS: dict[type, Callable[[str], Any]] = {int: _parse_int, bool: _parse_bool, str: _parse_str}
-
-
-def _render(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-@dataclass(frozen=True, slots=True)
-class _FieldSpec:
-    attr: str
-    wire_name: str
-    parse: Callable[[str], Any]
-    is_numeric: bool
-    required: bool
-
-
-def _base_type(hint: Any) -> type:
-    """``int`` for ``int`` and ``int | None``; the scalar type a field parses to."""
-    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-    base = args[0] if args else hint
-    if base not in _PARSERS:
-        raise TypeError(f"header field type {hint!r} is not str, int or bool")
-    return typing.cast(type, base)
-
-
-class _Header:
-    """Shared ``from_ext``/``to_ext`` driven by each subclass's dataclass fields."""
-
-    __slots__ = ()
-    _specs_cache: ClassVar[dict[type, tuple[_FieldSpec, ...]]] = {}
-
-    @classmethod
-    def _specs(cls) -> tuple[_FieldSpec, ...]:
-        specs = _Header._specs_cache.get(cls)
-        if specs is None:
-            hints = typing.get_type_hints(cls)
-            built = []
-            for item in dataclasses.fields(cls):  # type: ignore[arg-type]
-                base = _base_type(hints[item.name])
-                required = item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING
-                built.append(
-                    _FieldSpec(
-                        attr=item.name,
-                        wire_name=item.metadata.get("wire", _camel(item.name)),
-                        parse=_PARSERS[base],
-                        is_numeric=base is int,
-                        required=required,
-                    )
-                )
-            specs = tuple(built)
-            _Header._specs_cache[cls] = specs
-        return specs
-
-    @classmethod
-    def from_ext(cls, ext: dict[str, str]) -> Self:
-        """Build the header from a command's ext fields.
-
-        Raises:
-            RemoteProtocolError: a required field is missing or a value does not parse;
-                the message names the header and the wire field.
-        """
-        values: dict[str, Any] = {}
-        for spec in cls._specs():
-            text = ext.get(spec.wire_name)
-            if text is None or (spec.is_numeric and text.strip() == ""):
-                if spec.required:
-                    raise RemoteProtocolError(f"{cls.__name__}: required field {spec.wire_name!r} is missing")
-                continue
-            try:
-                values[spec.attr] = spec.parse(text)
-            except (ValueError, TypeError) as exc:
-                raise RemoteProtocolError(
-                    f"{cls.__name__}: field {spec.wire_name!r} has unparsable value {text!r}"
-                ) from exc
-        return cls(**values)
-
-    def to_ext(self) -> dict[str, str]:
-        """The ext fields of this header, every value a string, ``None`` fields omitted."""
-        ext: dict[str, str] = {}
-        for spec in self._specs():
-            value = getattr(self, spec.attr)
-            if value is not None:
-                ext[spec.wire_name] = _render(value)
-        return ext
-
+__all__ = [
+    "INT32_MAX",
+    "INT32_MIN",
+    "QUERY_KEY_MAX_CHARS",
+    "QUEUE_NUMS_MAX",
+    "SUBSCRIPTION_MAX_CHARS",
+    "TEXT_MAX_CHARS",
+    "FieldSpec",
+    "HeaderBase",
+    "Rule",
+]
 
 # -- producer ------------------------------------------------------------------------------------
 
@@ -179,23 +95,23 @@ _SEND_V1_TO_V2 = {long_name: letter for letter, long_name in SEND_V2_WIRE_NAMES.
 
 
 @dataclass(frozen=True, slots=True)
-class SendMessageRequestHeader(_Header):
+class SendMessageRequestHeader(HeaderBase):
     """SEND_MESSAGE (10); also SEND_MESSAGE_V2/SEND_BATCH_MESSAGE through :meth:`from_v2_ext`."""
 
-    producer_group: str
-    topic: str
-    queue_id: int
-    default_topic: str = "TBW102"
-    default_topic_queue_nums: int = 4
-    sys_flag: int = 0
+    producer_group: Group
+    topic: Topic
+    queue_id: Int32
+    default_topic: OptionalTopic = "TBW102"
+    default_topic_queue_nums: Int32 = 4
+    sys_flag: MessageInt32 = 0
     born_timestamp: int = 0
-    flag: int = 0
-    properties: str | None = None
-    reconsume_times: int = 0
+    flag: MessageInt32 = 0
+    properties: PropertyString | None = None
+    reconsume_times: ReconsumeTimes = 0
     unit_mode: bool = False
-    max_reconsume_times: int | None = None
+    max_reconsume_times: Int32 | None = None
     batch: bool = False
-    broker_name: str | None = wire("bname", None)
+    broker_name: Text | None = wire("bname", None)
 
     @classmethod
     def from_v2_ext(cls, ext: dict[str, str]) -> Self:
@@ -208,7 +124,7 @@ class SendMessageRequestHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class SendMessageResponseHeader(_Header):
+class SendMessageResponseHeader(HeaderBase):
     """Answer to a send. ``msg_id`` is the offsetMsgId (comma-joined for a batch)."""
 
     msg_id: str
@@ -220,20 +136,20 @@ class SendMessageResponseHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class EndTransactionRequestHeader(_Header):
+class EndTransactionRequestHeader(HeaderBase):
     """END_TRANSACTION (37). ``commit_or_rollback`` is 0, 8 (commit) or 12 (rollback)."""
 
-    producer_group: str
-    tran_state_table_offset: int
-    commit_log_offset: int
-    commit_or_rollback: int
-    msg_id: str = ""
+    producer_group: Group
+    tran_state_table_offset: NonNegativeInt64
+    commit_log_offset: NonNegativeInt64
+    commit_or_rollback: Annotated[int, Rule(choices=(0, 8, 12))]
+    msg_id: Text = ""
     from_transaction_check: bool = False
-    transaction_id: str | None = None
+    transaction_id: Text | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class CheckTransactionStateRequestHeader(_Header):
+class CheckTransactionStateRequestHeader(HeaderBase):
     """CHECK_TRANSACTION_STATE (39), broker to producer."""
 
     tran_state_table_offset: int
@@ -247,25 +163,25 @@ class CheckTransactionStateRequestHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class PullMessageRequestHeader(_Header):
+class PullMessageRequestHeader(HeaderBase):
     """PULL_MESSAGE (11). ``sys_flag`` bits: commit offset, suspend, subscription, class filter."""
 
-    consumer_group: str
-    topic: str
-    queue_id: int
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
     queue_offset: int
-    max_msg_nums: int = 32
-    sys_flag: int = 0
+    max_msg_nums: Int32 = 32
+    sys_flag: Int32 = 0
     commit_offset: int = 0
     suspend_timeout_millis: int = 0
     sub_version: int = 0
-    subscription: str | None = None
-    expression_type: str | None = None
-    broker_name: str | None = wire("bname", None)
+    subscription: Annotated[str, Rule(max_chars=SUBSCRIPTION_MAX_CHARS)] | None = None
+    expression_type: Text | None = None
+    broker_name: Text | None = wire("bname", None)
 
 
 @dataclass(frozen=True, slots=True)
-class PullMessageResponseHeader(_Header):
+class PullMessageResponseHeader(HeaderBase):
     """Answer to a pull; the Java client needs all four fields."""
 
     next_begin_offset: int
@@ -275,7 +191,7 @@ class PullMessageResponseHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class QueryConsumerOffsetRequestHeader(_Header):
+class QueryConsumerOffsetRequestHeader(HeaderBase):
     """QUERY_CONSUMER_OFFSET (14).
 
     ``set_zero_if_not_found`` (RocketMQ 5's ``setZeroIfNotFound``): absent or true keeps the 4.x
@@ -283,77 +199,82 @@ class QueryConsumerOffsetRequestHeader(_Header):
     QUERY_NOT_FOUND instead, so the consumer's own start policy (e.g. from a timestamp) applies.
     """
 
-    consumer_group: str
-    topic: str
-    queue_id: int
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
     set_zero_if_not_found: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class QueryConsumerOffsetResponseHeader(_Header):
+class QueryConsumerOffsetResponseHeader(HeaderBase):
     """The committed queue offset of a group."""
 
     queue_offset: int = wire("offset")
 
 
 @dataclass(frozen=True, slots=True)
-class UpdateConsumerOffsetRequestHeader(_Header):
+class UpdateConsumerOffsetRequestHeader(HeaderBase):
     """UPDATE_CONSUMER_OFFSET (15)."""
 
-    consumer_group: str
-    topic: str
-    queue_id: int
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
     commit_offset: int
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerSendMsgBackRequestHeader(_Header):
+class ConsumerSendMsgBackRequestHeader(HeaderBase):
     """CONSUMER_SEND_MSG_BACK (36). ``commit_log_offset`` locates the failed message."""
 
-    commit_log_offset: int = wire("offset")
-    group: str = wire("group")
-    delay_level: int = 0
-    origin_msg_id: str | None = None
-    origin_topic: str | None = None
+    commit_log_offset: NonNegativeInt64 = wire("offset")
+    group: Group = wire("group")
+    delay_level: Int32 = 0
+    origin_msg_id: Text | None = None
+    origin_topic: OptionalTopic | None = None
     unit_mode: bool = False
-    max_reconsume_times: int | None = None
+    max_reconsume_times: Int32 | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class NotifyConsumerIdsChangedRequestHeader(_Header):
+class NotifyConsumerIdsChangedRequestHeader(HeaderBase):
     """NOTIFY_CONSUMER_IDS_CHANGED (40), broker to consumer."""
 
-    consumer_group: str
+    consumer_group: Group
 
 
 @dataclass(frozen=True, slots=True)
-class UnregisterClientRequestHeader(_Header):
+class UnregisterClientRequestHeader(HeaderBase):
     """UNREGISTER_CLIENT (35). The C++ client sends ``""`` for the group it does not have."""
 
-    client_id: str = wire("clientID")
-    producer_group: str | None = None
-    consumer_group: str | None = None
+    client_id: Text = wire("clientID")
+    producer_group: OptionalGroup | None = None
+    consumer_group: OptionalGroup | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class GetConsumerListByGroupRequestHeader(_Header):
+class GetConsumerListByGroupRequestHeader(HeaderBase):
     """GET_CONSUMER_LIST_BY_GROUP (38)."""
 
-    consumer_group: str
+    consumer_group: Group
 
 
 @dataclass(frozen=True, slots=True)
-class ResetOffsetRequestHeader(_Header):
-    """RESET_CONSUMER_CLIENT_OFFSET (220), broker to consumer."""
+class ResetOffsetRequestHeader(HeaderBase):
+    """RESET_CONSUMER_CLIENT_OFFSET (220), broker to consumer; also INVOKE_BROKER_TO_RESET_OFFSET
+    (222), admin to broker, where ``timestamp`` -1 means the max offset (skip accumulated
+    messages) and RocketMQ 5's ``queue_id``/``offset`` reset one queue to an exact offset.
+    """
 
     topic: str
     group: str
     timestamp: int
     is_force: bool = False
+    queue_id: int | None = None
+    offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class GetConsumerRunningInfoRequestHeader(_Header):
+class GetConsumerRunningInfoRequestHeader(HeaderBase):
     """GET_CONSUMER_RUNNING_INFO (307), broker to consumer."""
 
     consumer_group: str
@@ -365,87 +286,87 @@ class GetConsumerRunningInfoRequestHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class GetMaxOffsetRequestHeader(_Header):
+class GetMaxOffsetRequestHeader(HeaderBase):
     """GET_MAX_OFFSET (30)."""
 
-    topic: str
-    queue_id: int
+    topic: Topic
+    queue_id: Int32
 
 
 @dataclass(frozen=True, slots=True)
-class GetMaxOffsetResponseHeader(_Header):
+class GetMaxOffsetResponseHeader(HeaderBase):
     """The next queue offset to be written."""
 
     queue_offset: int = wire("offset")
 
 
 @dataclass(frozen=True, slots=True)
-class GetMinOffsetRequestHeader(_Header):
+class GetMinOffsetRequestHeader(HeaderBase):
     """GET_MIN_OFFSET (31)."""
 
-    topic: str
-    queue_id: int
+    topic: Topic
+    queue_id: Int32
 
 
 @dataclass(frozen=True, slots=True)
-class GetMinOffsetResponseHeader(_Header):
+class GetMinOffsetResponseHeader(HeaderBase):
     """The oldest queue offset still stored."""
 
     queue_offset: int = wire("offset")
 
 
 @dataclass(frozen=True, slots=True)
-class GetEarliestMsgStoretimeRequestHeader(_Header):
+class GetEarliestMsgStoretimeRequestHeader(HeaderBase):
     """GET_EARLIEST_MSG_STORETIME (32)."""
 
-    topic: str
-    queue_id: int
+    topic: Topic
+    queue_id: Int32
 
 
 @dataclass(frozen=True, slots=True)
-class GetEarliestMsgStoretimeResponseHeader(_Header):
+class GetEarliestMsgStoretimeResponseHeader(HeaderBase):
     """Store time (ms since epoch) of the message at the queue's min offset."""
 
     timestamp: int
 
 
 @dataclass(frozen=True, slots=True)
-class SearchOffsetRequestHeader(_Header):
+class SearchOffsetRequestHeader(HeaderBase):
     """SEARCH_OFFSET_BY_TIMESTAMP (29). ``timestamp`` is ms since epoch."""
 
-    topic: str
-    queue_id: int
+    topic: Topic
+    queue_id: Int32
     timestamp: int
 
 
 @dataclass(frozen=True, slots=True)
-class SearchOffsetResponseHeader(_Header):
+class SearchOffsetResponseHeader(HeaderBase):
     """The queue offset found for a timestamp."""
 
     queue_offset: int = wire("offset")
 
 
 @dataclass(frozen=True, slots=True)
-class ViewMessageRequestHeader(_Header):
+class ViewMessageRequestHeader(HeaderBase):
     """VIEW_MESSAGE_BY_ID (33); the offset is decoded from an offsetMsgId."""
 
-    commit_log_offset: int = wire("offset")
+    commit_log_offset: NonNegativeInt64 = wire("offset")
 
 
 @dataclass(frozen=True, slots=True)
-class QueryMessageRequestHeader(_Header):
+class QueryMessageRequestHeader(HeaderBase):
     """QUERY_MESSAGE (12): messages of ``topic`` indexed under ``key`` in a time range."""
 
-    topic: str
-    key: str
-    max_num: int
+    topic: Topic
+    key: Annotated[str, Rule(max_chars=QUERY_KEY_MAX_CHARS)]
+    max_num: Int32
     begin_timestamp: int
     end_timestamp: int
     unique_key_query: bool | None = wire("_UNIQUE_KEY_QUERY", None)
 
 
 @dataclass(frozen=True, slots=True)
-class QueryMessageResponseHeader(_Header):
+class QueryMessageResponseHeader(HeaderBase):
     """Answer to QUERY_MESSAGE."""
 
     index_last_update_timestamp: int
@@ -456,60 +377,60 @@ class QueryMessageResponseHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class CreateTopicRequestHeader(_Header):
+class CreateTopicRequestHeader(HeaderBase):
     """UPDATE_AND_CREATE_TOPIC (17)."""
 
-    topic: str
-    default_topic: str = "TBW102"
-    read_queue_nums: int = 8
-    write_queue_nums: int = 8
-    perm: int = 6
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
+    topic: Topic
+    default_topic: Topic = "TBW102"
+    read_queue_nums: QueueNums = 8
+    write_queue_nums: QueueNums = 8
+    perm: Annotated[int, Rule(low=0, high=15)] = 6
+    topic_filter_type: Annotated[str, Rule(choices=("SINGLE_TAG", "MULTI_TAG"))] = "SINGLE_TAG"
+    topic_sys_flag: NonNegativeInt32 = 0
     order: bool = False
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteTopicRequestHeader(_Header):
+class DeleteTopicRequestHeader(HeaderBase):
     """DELETE_TOPIC_IN_BROKER (215)."""
 
-    topic: str
+    topic: Topic
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteTopicFromNamesrvRequestHeader(_Header):
+class DeleteTopicFromNamesrvRequestHeader(HeaderBase):
     """DELETE_TOPIC_IN_NAMESRV (216)."""
 
-    topic: str
-    cluster_name: str | None = None
+    topic: Topic
+    cluster_name: OptionalTopic | None = None
 
 
 # -- name server ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class GetRouteInfoRequestHeader(_Header):
+class GetRouteInfoRequestHeader(HeaderBase):
     """GET_ROUTEINFO_BY_TOPIC (105)."""
 
-    topic: str
+    topic: Topic
     accept_standard_json_only: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class RegisterBrokerRequestHeader(_Header):
+class RegisterBrokerRequestHeader(HeaderBase):
     """REGISTER_BROKER (103). ``body_crc32`` is 0 or the masked CRC32 of the body."""
 
-    broker_name: str
-    broker_addr: str
-    cluster_name: str
-    broker_id: int
-    ha_server_addr: str = ""
+    broker_name: Topic
+    broker_addr: Text
+    cluster_name: Topic
+    broker_id: NonNegativeInt64
+    ha_server_addr: Text = ""
     compressed: bool = False
-    body_crc32: int = 0
+    body_crc32: Int32 = 0
 
 
 @dataclass(frozen=True, slots=True)
-class RegisterBrokerResponseHeader(_Header):
+class RegisterBrokerResponseHeader(HeaderBase):
     """Answer to REGISTER_BROKER; filled for slaves only."""
 
     ha_server_addr: str | None = None
@@ -517,42 +438,61 @@ class RegisterBrokerResponseHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class UnregisterBrokerRequestHeader(_Header):
+class UnregisterBrokerRequestHeader(HeaderBase):
     """UNREGISTER_BROKER (104)."""
 
-    broker_name: str
-    broker_addr: str
-    cluster_name: str
-    broker_id: int
+    broker_name: Topic
+    broker_addr: Text
+    cluster_name: Topic
+    broker_id: NonNegativeInt64
 
 
 @dataclass(frozen=True, slots=True)
-class QueryDataVersionRequestHeader(_Header):
+class QueryDataVersionRequestHeader(HeaderBase):
     """QUERY_DATA_VERSION (322); the body carries the broker's DataVersion."""
 
-    broker_name: str
-    broker_addr: str
-    cluster_name: str
-    broker_id: int
+    broker_name: Topic
+    broker_addr: Text
+    cluster_name: Topic
+    broker_id: NonNegativeInt64
 
 
 @dataclass(frozen=True, slots=True)
-class QueryDataVersionResponseHeader(_Header):
+class QueryDataVersionResponseHeader(HeaderBase):
     """Whether the name server's view of the broker differs from the one sent."""
 
     changed: bool
 
 
 @dataclass(frozen=True, slots=True)
-class GetKVConfigRequestHeader(_Header):
+class GetKVConfigRequestHeader(HeaderBase):
     """GET_KV_CONFIG (101)."""
 
-    namespace: str
-    key: str
+    namespace: Text
+    key: Text
 
 
 @dataclass(frozen=True, slots=True)
-class GetKVConfigResponseHeader(_Header):
+class GetKVConfigResponseHeader(HeaderBase):
     """The configured value, absent when not found."""
 
     value: str | None = None
+
+
+# -- consumer groups and recall ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GetSubscriptionGroupConfigRequestHeader(HeaderBase):
+    """GET_SUBSCRIPTIONGROUP_CONFIG (352)."""
+
+    group: Group
+
+
+@dataclass(frozen=True, slots=True)
+class RecallMessageRequestHeader(HeaderBase):
+    """RECALL_MESSAGE (370): ``recall_handle`` names a timed message of ``topic``."""
+
+    topic: Topic
+    recall_handle: Annotated[str, Rule(max_chars=RECALL_HANDLE_MAX_CHARS)]
+    producer_group: OptionalGroup | None = None

@@ -101,11 +101,18 @@ def stored_message_size(body_len: int, topic_len: int, properties_len: int, sys_
 
 @lru_cache(maxsize=1024)
 def host_bytes(host: str) -> bytes:
-    """The 4 (IPv4) or 16 (IPv6) address bytes of a numeric host string."""
+    """The 4 (IPv4) or 16 (IPv6) address bytes of a numeric host string.
+
+    An IPv4-mapped IPv6 address (``::ffff:10.0.0.1``, how a dual-stack socket reports an IPv4
+    peer) is written as IPv4: it is one, and clients that read only IPv4 hosts can decode it.
+    """
     try:
-        return ipaddress.ip_address(host).packed
+        address = ipaddress.ip_address(host)
     except ValueError as exc:
-        raise LocalProtocolError(f"host {host!r} is not a numeric IPv4/IPv6 address") from exc
+        raise LocalProtocolError(f"host {host[:64]!r} is not a numeric IPv4/IPv6 address") from exc
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.packed
+    return address.packed
 
 
 def host_flags(born_host: str, store_host: str) -> int:
@@ -209,6 +216,10 @@ def body_length_position(sys_flag: int) -> int:
     if sys_flag & SysFlag.STOREHOST_V6:
         position += _IPV6_EXTRA_BYTES
     return position
+
+
+# body_length_position by the two host bits (sysFlag 0x10, 0x20), for per-record loops.
+_BODY_LENGTH_POSITIONS = tuple(body_length_position(host_bits << 4) for host_bits in range(4))
 
 
 def with_reconsume_times(record: bytes | memoryview, reconsume_times: int) -> bytes:
@@ -395,3 +406,32 @@ def decode_stored_messages(
         )
         messages.append(message)
     return messages
+
+
+def stored_message_property_bytes(record: bytes) -> bytes:
+    """The raw property string of one stored record (UTF-8, undecoded); filters read it.
+
+    Raises:
+        RemoteProtocolError: the record is truncated before the end of its properties.
+    """
+    try:
+        # The host bits (0x10, 0x20) are in the last byte of the big-endian SYSFLAG.
+        position = _BODY_LENGTH_POSITIONS[(record[SYSFLAG_POSITION + 3] >> 4) & 3]
+        (body_len,) = _INT.unpack_from(record, position)
+        position += 5 + body_len + record[position + 4 + body_len]
+        (properties_len,) = _SHORT.unpack_from(record, position)
+    except (struct.error, IndexError) as exc:
+        raise RemoteProtocolError(f"stored message is truncated before its properties: {exc}") from exc
+    end = position + 2 + properties_len
+    if body_len < 0 or properties_len < 0 or end > len(record):
+        raise RemoteProtocolError("stored message is truncated before the end of its properties")
+    return bytes(record[position + 2 : end])
+
+
+def stored_message_properties(record: bytes) -> dict[str, str]:
+    """The properties of one stored record, read without decoding the rest.
+
+    Raises:
+        RemoteProtocolError: the record is truncated or its properties are not UTF-8.
+    """
+    return decode_properties_bytes(stored_message_property_bytes(record))

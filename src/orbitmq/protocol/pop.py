@@ -35,9 +35,10 @@ the proxy, which alone sees its gRPC clients' liveness.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from orbitmq.errors import RemoteProtocolError
-from orbitmq.protocol.headers import _Header
+from orbitmq.protocol.header_fields import SUBSCRIPTION_MAX_CHARS, Group, HeaderBase, Int32, Rule, Text, Topic
 
 __all__ = [
     "AckMessageRequestHeader",
@@ -57,25 +58,25 @@ INIT_MODE_MAX = 1
 
 
 @dataclass(frozen=True, slots=True)
-class PopMessageRequestHeader(_Header):
+class PopMessageRequestHeader(HeaderBase):
     """POP_MESSAGE (200050). ``queue_id`` -1 pops from every readable queue of the topic."""
 
-    consumer_group: str
-    topic: str
-    queue_id: int
-    max_msg_nums: int
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
+    max_msg_nums: Int32
     invisible_time: int
     poll_time: int
     born_time: int
-    init_mode: int
-    exp_type: str | None = None
-    exp: str | None = None
+    init_mode: Int32
+    exp_type: Text | None = None
+    exp: Annotated[str, Rule(max_chars=SUBSCRIPTION_MAX_CHARS)] | None = None
     order: bool = False
-    attempt_id: str | None = None
+    attempt_id: Text | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class PopMessageResponseHeader(_Header):
+class PopMessageResponseHeader(HeaderBase):
     """Answer to POP_MESSAGE; offsets infos are ``retry queueId value`` entries joined by ``;``."""
 
     pop_time: int
@@ -88,30 +89,30 @@ class PopMessageResponseHeader(_Header):
 
 
 @dataclass(frozen=True, slots=True)
-class AckMessageRequestHeader(_Header):
+class AckMessageRequestHeader(HeaderBase):
     """ACK_MESSAGE (200051). ``offset`` is the message's queue offset."""
 
-    consumer_group: str
-    topic: str
-    queue_id: int
-    extra_info: str
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
+    extra_info: Text
     offset: int
 
 
 @dataclass(frozen=True, slots=True)
-class ChangeInvisibleTimeRequestHeader(_Header):
+class ChangeInvisibleTimeRequestHeader(HeaderBase):
     """CHANGE_MESSAGE_INVISIBLETIME (200053): visible again ``invisible_time`` ms from now."""
 
-    consumer_group: str
-    topic: str
-    queue_id: int
-    extra_info: str
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
+    extra_info: Text
     offset: int
     invisible_time: int
 
 
 @dataclass(frozen=True, slots=True)
-class ChangeInvisibleTimeResponseHeader(_Header):
+class ChangeInvisibleTimeResponseHeader(HeaderBase):
     """The delivery's new deadline is ``pop_time + invisible_time``."""
 
     pop_time: int

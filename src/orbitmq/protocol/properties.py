@@ -16,6 +16,17 @@ PROPERTY_SEPARATOR = "\x02"
 MAX_PROPERTIES_BYTES = 32767
 
 
+def decimal_value(text: str, max_digits: int = 19) -> int | None:
+    """A property value as a non-negative decimal: ASCII digits only, at most ``max_digits``.
+
+    None for anything else. ``str.isdigit`` alone is not enough: it accepts superscripts that
+    ``int`` refuses, and ``int`` refuses more than 4300 digits; a property comes from a client.
+    """
+    if 0 < len(text) <= max_digits and text.isascii() and text.isdigit():
+        return int(text)
+    return None
+
+
 def encode_properties(properties: Mapping[str, str]) -> str:
     """The property string for a mapping, without a trailing separator."""
     parts = []

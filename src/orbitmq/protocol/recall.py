@@ -41,6 +41,7 @@ class RecallHandle:
         except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
             raise RemoteProtocolError("recall handle is invalid: not base64") from exc
         parts = raw.split(" ")
-        if len(parts) < 5 or parts[0] != "v1" or not parts[3].isdigit():
+        due = parts[3] if len(parts) >= 5 else ""
+        if parts[0] != "v1" or not (0 < len(due) <= 19 and due.isascii() and due.isdigit()):
             raise RemoteProtocolError("recall handle is invalid")
         return cls(parts[1], parts[2], int(parts[3]), parts[4])

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from orbitmq.errors import RemoteProtocolError
-from orbitmq.protocol.headers import _Header
+from orbitmq.protocol.header_fields import HeaderBase, Int32, Text
 
 STAGED_WRITE_PROPERTY = "ORBIT_STAGED_WRITE"
 """On a staged record: ``<write id>:<batch id>``, checked when the record is committed."""
@@ -39,24 +39,28 @@ STAGED_COUNT_PROPERTY = "ORBIT_STAGED_COUNT"
 
 
 @dataclass(frozen=True, slots=True)
-class StageMessagesRequestHeader(_Header):
-    """STAGE_MESSAGES (40001): where the messages go once committed, and whose write they are."""
+class StageMessagesRequestHeader(HeaderBase):
+    """STAGE_MESSAGES (40001): where the messages go once committed, and whose write they are.
 
-    producer_group: str
-    topic: str
-    queue_id: int
-    write_id: str
+    The group, topic, write id and batch id are checked by the handler (a send's checks and
+    codes, and the key's own shape); the header bounds every field's size.
+    """
+
+    producer_group: Text
+    topic: Text
+    queue_id: Int32
+    write_id: Text
     batch_id: int
     born_timestamp: int = 0
-    default_topic: str = "TBW102"
-    default_topic_queue_nums: int = 4
+    default_topic: Text = "TBW102"
+    default_topic_queue_nums: Int32 = 4
 
 
 @dataclass(frozen=True, slots=True)
-class CommitStagedRequestHeader(_Header):
+class CommitStagedRequestHeader(HeaderBase):
     """COMMIT_STAGED (40002): the ledger key."""
 
-    write_id: str
+    write_id: Text
     batch_id: int
 
 

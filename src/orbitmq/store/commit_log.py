@@ -334,12 +334,19 @@ class CommitLog:
         return segment.buffer[file_position:end]
 
     def read_record(self, commit_log_offset: int) -> bytes | None:
-        """The whole message record at ``commit_log_offset`` (its size read from TOTALSIZE)."""
-        head = self.read(commit_log_offset, BLANK_RECORD_MIN_BYTES)
+        """The whole message record at ``commit_log_offset`` (its size read from TOTALSIZE).
+
+        None unless a record starts there: its magic code, size and PHYSICALOFFSET (which the
+        store wrote as the record's own offset) must all agree, so an offset pointing into a
+        record's body does not read the bytes there as a record.
+        """
+        head = self.read(commit_log_offset, PHYSICALOFFSET_POSITION + 8)
         if head is None:
             return None
-        total_size, magic = _SIZE_MAGIC.unpack(head)
-        if magic != MESSAGE_MAGIC_CODE or total_size < STORED_FIXED_BYTES_IPV4:
+        total_size, magic = _SIZE_MAGIC.unpack_from(head)
+        if magic != MESSAGE_MAGIC_CODE or total_size < STORED_FIXED_BYTES_IPV4 + 3:
+            return None
+        if _LONG.unpack_from(head, PHYSICALOFFSET_POSITION)[0] != commit_log_offset:
             return None
         return self.read(commit_log_offset, total_size)
 

@@ -35,6 +35,7 @@ structural changes (truncate, delete) take both.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import struct
@@ -42,11 +43,16 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from orbitmq.errors import StoreError
+from orbitmq.protocol.names import is_legal_name, shorten
 from orbitmq.store._fs import list_segments, parse_segment_name
 from orbitmq.store._queue_files import ENTRY as ENTRY
 from orbitmq.store._queue_files import ENTRY_BYTES as ENTRY_BYTES
 from orbitmq.store._queue_files import FileHandles
 from orbitmq.store._queue_writeout import DEFAULT_THREAD_COUNT, QueueWriter
+
+_log = logging.getLogger(__name__)
+_QUEUE_ID_MAX = (1 << 31) - 1
 
 # A tail buffer grows by this much (zeros, never read) when a put finds it full; a written
 # buffer larger than _PENDING_KEEP_BYTES_MAX (a burst's) is released rather than kept.
@@ -374,6 +380,11 @@ class ConsumeQueue:
         return data
 
 
+def queue_is_legal(topic: str, queue_id: int) -> bool:
+    """Whether ``consumequeue/<topic>/<queue_id>`` is a safe path: a legal topic name, a 32-bit id."""
+    return 0 <= queue_id <= _QUEUE_ID_MAX and is_legal_name(topic)
+
+
 class ConsumeQueueTable:
     """Every ConsumeQueue of the store, loaded lazily from ``consumequeue/``."""
 
@@ -410,9 +421,15 @@ class ConsumeQueueTable:
         for topic_entry in topic_entries:
             if not topic_entry.is_dir():
                 continue
+            if not is_legal_name(topic_entry.name):
+                _log.warning("ignoring %s: not a legal topic name", topic_entry.path)
+                continue
             for queue_entry in os.scandir(topic_entry.path):
                 if queue_entry.is_dir() and queue_entry.name.isdigit():
-                    self._on_disk.add((topic_entry.name, int(queue_entry.name)))
+                    if queue_is_legal(topic_entry.name, int(queue_entry.name)):
+                        self._on_disk.add((topic_entry.name, int(queue_entry.name)))
+                    else:
+                        _log.warning("ignoring %s: not a legal queue id", queue_entry.path)
 
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         """The queue, loading it from disk on first use; None when it does not exist."""
@@ -436,6 +453,9 @@ class ConsumeQueueTable:
         return queue
 
     def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
+        # Callers check names (put, recovery); this is the last line before a path is made.
+        if not queue_is_legal(topic, queue_id):
+            raise StoreError(f"{shorten(topic)!r}/{queue_id} is not a legal queue name")
         queue = ConsumeQueue(
             topic, queue_id, f"{self._root_text}/{topic}/{queue_id}", self.entries_per_file, self.files
         )
@@ -444,6 +464,8 @@ class ConsumeQueueTable:
 
     def drop(self, topic: str, queue_id: int) -> None:
         """Forget one queue and delete its files (recovery rebuilds it; flush_lock held)."""
+        if not queue_is_legal(topic, queue_id):
+            return
         queue = self._queues.pop((topic, queue_id), None)
         self._on_disk.discard((topic, queue_id))
         self.known_bounds.pop((topic, queue_id), None)
@@ -462,10 +484,28 @@ class ConsumeQueueTable:
         return sorted(self._on_disk.union(self._queues))
 
     def delete_topic(self, topic: str) -> None:
-        """Forget and delete every queue of ``topic`` (flush_lock and store lock held)."""
-        for key in [key for key in self._queues if key[0] == topic]:
-            queue = self._queues.pop(key)
-            self.dirty.discard(queue)
+        """Delete every queue file of ``topic``; each queue stays, empty at its old end (locks held).
+
+        The records stay in the commit log until retention, with their queue offsets. A queue
+        that started again at 0 would give a re-created topic's messages the same queue
+        offsets as the deleted ones: recovery, which replays the log, could not tell them
+        apart, nor could a consumer's committed offset. So, as after retention emptied it, the
+        queue keeps counting: it is empty at its old end, the manifest lists it so, and a
+        re-created topic continues from there. A name that is not a legal topic deletes
+        nothing: it could name a path outside the store.
+        """
+        if not is_legal_name(topic):
+            return
+        keys = {key for key in self._queues if key[0] == topic} | {
+            key for key in self._on_disk if key[0] == topic
+        }
+        ends = {}
+        for key in keys:
+            queue = self.get(*key)
+            if queue is not None:
+                ends[key] = queue.max_queue_offset
+                self.dirty.discard(queue)
+            self._queues.pop(key, None)
         self._on_disk = {key for key in self._on_disk if key[0] != topic}
         self.known_bounds = {key: bounds for key, bounds in self.known_bounds.items() if key[0] != topic}
         directory = self.root / topic
@@ -473,6 +513,15 @@ class ConsumeQueueTable:
             for _, path in self._all_files(directory):
                 self.files.forget(str(path))
             shutil.rmtree(directory, ignore_errors=True)
+        for (_, queue_id), end in ends.items():
+            if end:
+                self.restore_empty(topic, queue_id, end)
+
+    def restore_empty(self, topic: str, queue_id: int, end: int) -> ConsumeQueue:
+        """A queue with no entries whose next queue offset is ``end`` (deleted or emptied before)."""
+        queue = self._new(topic, queue_id)
+        queue.min_queue_offset = queue.max_queue_offset = queue.written_queue_offset = end
+        return queue
 
     @staticmethod
     def _all_files(directory: Path) -> Iterator[tuple[int, Path]]:

@@ -18,8 +18,10 @@ from enum import Enum
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
 from orbitmq.protocol.message_codec import decode_stored_message
+from orbitmq.protocol.names import shorten
+from orbitmq.protocol.properties import decimal_value
 from orbitmq.protocol.tags import tags_code
-from orbitmq.store.consume_queue import ConsumeQueueTable
+from orbitmq.store.consume_queue import ConsumeQueueTable, queue_is_legal
 from orbitmq.store.index_service import IndexService
 
 _log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ class Dispatcher:
         self.index = index
         self._delay_levels_ms = delay_levels_ms
         self._tag_codes: dict[str, int] = {}  # Java hashCode is a Python loop: remember it
+        self._illegal_seen: set[tuple[str, int]] = set()  # queues refused by redispatch (logged once)
 
     def tags_code_for(self, topic: str, properties: dict[str, str], store_timestamp_ms: int) -> int:
         """The consume-queue tags code: the TAGS hash, or the delivery time for delayed messages.
@@ -89,9 +92,9 @@ class Dispatcher:
         to the configured range; rebuilding from the log recomputes exactly this.
         """
         if topic == SCHEDULE_TOPIC:
-            level_text = properties.get(MessageConst.DELAY_TIME_LEVEL, "")
-            if level_text.isdigit() and int(level_text) > 0 and self._delay_levels_ms:
-                level = min(int(level_text), len(self._delay_levels_ms))
+            level_value = decimal_value(properties.get(MessageConst.DELAY_TIME_LEVEL, ""), 9)
+            if level_value and self._delay_levels_ms:
+                level = min(level_value, len(self._delay_levels_ms))
                 return store_timestamp_ms + self._delay_levels_ms[level - 1]
             return store_timestamp_ms
         tag = properties.get(MessageConst.TAGS)
@@ -126,6 +129,18 @@ class Dispatcher:
                 index.put_keys(message.topic, keys, commit_log_offset, message.store_timestamp)
 
     def _redispatch_queue(self, message: MessageExt, commit_log_offset: int, size: int) -> Redispatch:
+        if not queue_is_legal(message.topic, message.queue_id):
+            # Written by a store that did not check names: the name could be a path. Its
+            # record stays in the log; it gets no queue.
+            if (message.topic, message.queue_id) not in self._illegal_seen:
+                self._illegal_seen.add((message.topic, message.queue_id))
+                _log.warning(
+                    "record at commit-log offset %d names queue %r/%d, not a legal queue; not dispatched",
+                    commit_log_offset,
+                    shorten(message.topic),
+                    message.queue_id,
+                )
+            return Redispatch.PRESENT
         queue = self.queues.get_or_create(message.topic, message.queue_id)
         queue_offset = message.queue_offset
         if queue_offset < queue.max_queue_offset:

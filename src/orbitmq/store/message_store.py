@@ -340,11 +340,14 @@ class MessageStore:
         max_msg_nums: int,
         max_total_bytes: int = 256 * 1024,
         tag_filter: Callable[[int], bool] | None = None,
+        record_filter: Callable[[bytes], bool] | None = None,
     ) -> GetResult:
         """Up to ``max_msg_nums`` raw records of a queue from ``queue_offset`` (remoting-protocol §2.5).
 
-        ``tag_filter`` receives each entry's tags code; ``next_begin_offset`` is
-        ``queue_offset`` plus the entries scanned, matched or not.
+        ``tag_filter`` receives each entry's tags code, ``record_filter`` each raw record that
+        passed it (a property filter; it runs under the store lock, so it must be pure and
+        quick); ``next_begin_offset`` is ``queue_offset`` plus the entries scanned, matched or
+        not.
 
         Raises:
             StoreClosedError: the store is not open.
@@ -363,9 +366,8 @@ class MessageStore:
                 return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, queue_offset, min_offset, max_offset)
             if queue_offset > max_offset:
                 return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
-            scan_max = (
-                max_msg_nums if tag_filter is None else max(max_msg_nums, self.config.max_filter_scan_entries)
-            )
+            filtering = tag_filter is not None or record_filter is not None
+            scan_max = max(max_msg_nums, self.config.max_filter_scan_entries) if filtering else max_msg_nums
             entries = queue.read_entries(queue_offset, scan_max)
             result = GetResult(GetStatus.FOUND, queue_offset, min_offset, max_offset)
             if not entries:
@@ -373,7 +375,14 @@ class MessageStore:
                 result.next_begin_offset = queue_offset + 1
                 return result
             collect_records(
-                self._commit_log, result, entries, queue_offset, max_msg_nums, max_total_bytes, tag_filter
+                self._commit_log,
+                result,
+                entries,
+                queue_offset,
+                max_msg_nums,
+                max_total_bytes,
+                tag_filter,
+                record_filter,
             )
             return result
 
@@ -464,7 +473,12 @@ class MessageStore:
         return iter(names)
 
     def delete_topic(self, topic: str) -> None:
-        """Drop every ConsumeQueue of ``topic`` (its records stay in the log until retention)."""
+        """Empty every ConsumeQueue of ``topic`` (its records stay in the log until retention).
+
+        Each queue keeps its next queue offset (see ``ConsumeQueueTable.delete_topic``); the
+        manifest says so from the next thorough flush on. A crash before it brings the queues
+        back from the log, numbered as they were, never mixed with a re-created topic's.
+        """
         self._require_open()
         with self._queues.flush_lock, self._lock:
             self._queues.delete_topic(topic)

@@ -4,6 +4,12 @@ A put runs in two steps so that the store lock covers memory work only:
 
 1. :meth:`RecordBuilder.prepare` (no lock) checks sizes and names and encodes what does not
    depend on offsets: each record's length, sysFlag and tail (topic + property string).
+   Every size and flag it writes is derived from the bytes it writes: the IPv6 host bits of
+   sysFlag come from the width of the address bytes, never from the caller's sysFlag, so
+   TOTALSIZE always agrees with the record. A value the record's fixed-width fields cannot
+   hold, or a topic or queue id that is not a safe directory name, is refused
+   (MESSAGE_ILLEGAL) before anything is written: the store defends its files itself, whatever
+   its caller checked.
 2. :meth:`RecordBuilder.pack` (store lock held) writes every record of the batch straight into
    the mapped segment, in one pass, patching in the offsets and the store time.
 
@@ -29,11 +35,15 @@ from orbitmq.protocol.message_codec import (
     host_bytes,
     stored_message_size,
 )
+from orbitmq.protocol.names import NAME_CHARSET, is_legal_name, shorten
 from orbitmq.protocol.properties import MAX_PROPERTIES_BYTES, encode_properties
 from orbitmq.store._fs import failpoints
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import KEYS, ROLLBACK, TRANSACTION_MASK, UNIQ_KEY, Dispatcher, add_key_tokens
 from orbitmq.store.results import PutMessageRequest, PutResult, PutStatus, failed_put
+
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 # PREPARED (0x4) and ROLLBACK (0xC) share bit 0x4; NOT (0) and COMMIT (0x8) lack it.
 PREPARED_OR_ROLLBACK = SysFlag.TRANSACTION_PREPARED_TYPE
@@ -62,10 +72,17 @@ class RecordBuilder:
         """The batch encoded up to its offsets, or a refusal (MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED)."""
         first = requests[0]
         topic, queue_id = first.topic, first.queue_id
-        topic_bytes = topic.encode("utf-8")
+        if not is_legal_name(topic, MAX_TOPIC_BYTES):
+            return failed_put(
+                PutStatus.MESSAGE_ILLEGAL,
+                f"topic {shorten(topic)!r} must be 1..127 characters from {NAME_CHARSET}",
+            )
+        if not 0 <= queue_id <= _INT_MAX:
+            return failed_put(
+                PutStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} of {topic} is not 0..{_INT_MAX}"
+            )
+        topic_bytes = topic.encode("ascii")
         topic_len = len(topic_bytes)
-        if topic_len > MAX_TOPIC_BYTES or not topic_bytes:
-            return failed_put(PutStatus.MESSAGE_ILLEGAL, f"topic {topic!r} must be 1..127 bytes")
         topic_head = bytes((topic_len,)) + topic_bytes
         # Record size without IPv6 hosts: the fixed part, then the body and the tail (the
         # tail's own length fields included).
@@ -85,6 +102,15 @@ class RecordBuilder:
                     PutStatus.MESSAGE_ILLEGAL,
                     f"body of {body_len} bytes exceeds {body_max} ({topic}/{queue_id})",
                 )
+            if not (
+                _INT_MIN <= request.flag <= _INT_MAX
+                and _INT_MIN <= request.sys_flag <= _INT_MAX
+                and _INT_MIN <= request.reconsume_times <= _INT_MAX
+                and _LONG_MIN <= request.born_timestamp <= _LONG_MAX
+                and _LONG_MIN <= request.prepared_transaction_offset <= _LONG_MAX
+                and (request.tags_code is None or _LONG_MIN <= request.tags_code <= _LONG_MAX)
+            ):
+                return failed_put(PutStatus.MESSAGE_ILLEGAL, f"{topic}/{queue_id}: {_range_problem(request)}")
             try:
                 properties_bytes = encode_properties(request.properties).encode("utf-8")
                 pair = (request.born_host, request.store_host)
@@ -93,15 +119,16 @@ class RecordBuilder:
                     hosts = self._hosts.get(pair)
                     if hosts is None:
                         hosts = self._resolve_hosts(request.born_host, request.store_host)
-            except LocalProtocolError as exc:
-                return failed_put(PutStatus.MESSAGE_ILLEGAL, f"{topic}: {exc}")
+            except (LocalProtocolError, UnicodeEncodeError) as exc:
+                return failed_put(PutStatus.MESSAGE_ILLEGAL, f"{topic}: {shorten(str(exc))}")
             properties_len = len(properties_bytes)
             if properties_len > MAX_PROPERTIES_BYTES:
                 return failed_put(
                     PutStatus.PROPERTIES_SIZE_EXCEEDED,
                     f"properties of {properties_len} bytes exceed {MAX_PROPERTIES_BYTES} ({topic})",
                 )
-            sys_flag = request.sys_flag | hosts[2]
+            # The host bits describe the address bytes written below, whatever the caller said.
+            sys_flag = (request.sys_flag & ~_HOST_V6_FLAGS) | hosts[2]
             append(
                 (
                     request,
@@ -116,6 +143,9 @@ class RecordBuilder:
         return prepared
 
     def _resolve_hosts(self, born_host: tuple[str, int], store_host: tuple[str, int]) -> Hosts:
+        for _, port in (born_host, store_host):
+            if not 0 <= port <= 0xFFFF:
+                raise LocalProtocolError(f"port {port} is not 0..65535")
         born_bytes, store_bytes = host_bytes(born_host[0]), host_bytes(store_host[0])
         flags = (SysFlag.BORNHOST_V6 if len(born_bytes) == 16 else 0) | (
             SysFlag.STOREHOST_V6 if len(store_bytes) == 16 else 0
@@ -125,6 +155,21 @@ class RecordBuilder:
             self._hosts.clear()
         self._hosts[(born_host, store_host)] = hosts
         return hosts
+
+
+def _range_problem(request: PutMessageRequest) -> str:
+    """Which numeric field of ``request`` does not fit its fixed-width record field."""
+    for name, value, low, high in (
+        ("flag", request.flag, _INT_MIN, _INT_MAX),
+        ("sysFlag", request.sys_flag, _INT_MIN, _INT_MAX),
+        ("reconsumeTimes", request.reconsume_times, _INT_MIN, _INT_MAX),
+        ("bornTimestamp", request.born_timestamp, _LONG_MIN, _LONG_MAX),
+        ("preparedTransactionOffset", request.prepared_transaction_offset, _LONG_MIN, _LONG_MAX),
+        ("tagsCode", request.tags_code or 0, _LONG_MIN, _LONG_MAX),
+    ):
+        if not low <= value <= high:
+            return f"{name} {value} does not fit [{low}, {high}]"
+    return "a field is out of range"
 
 
 def pack_one(

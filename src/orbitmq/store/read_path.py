@@ -17,12 +17,14 @@ def collect_records(
     max_msg_nums: int,
     max_total_bytes: int,
     tag_filter: Callable[[int], bool] | None,
+    record_filter: Callable[[bytes], bool] | None = None,
 ) -> None:
     """Fill ``result`` with the records that consume-queue ``entries`` point at (store lock held).
 
     Stops at ``max_msg_nums`` records or before passing ``max_total_bytes`` (the first record
-    always fits); entries below the commit-log minimum count as removed, and ``tag_filter``
-    sees each entry's tags code.
+    always fits); entries below the commit-log minimum count as removed, ``tag_filter``
+    sees each entry's tags code, and ``record_filter`` each record that passed it (a property
+    filter: the records it refuses are skipped like the tag filter's).
     """
     commit_log_min = commit_log.min_offset
     buffers, queue_offsets, commit_log_offsets = (
@@ -45,6 +47,9 @@ def collect_records(
         record = commit_log.read(commit_log_offset, size)
         if record is None:
             removed += 1
+            continue
+        if record_filter is not None and not record_filter(record):
+            filtered += 1
             continue
         buffers.append(record)
         queue_offsets.append(queue_offset + scanned - 1)

@@ -87,8 +87,16 @@ def recover(
         # A crash may have indexed only some keys of the newest record: drop it and redo it.
         index.truncate_after(index.max_commit_log_offset)
     dispatch_from = _dispatch_from(commit_log, index, checkpoint, rebuild_all_queues)
+    if manifest is not None:
+        # Empty queues (emptied by retention or by a topic deletion) come back at their end
+        # before the walk, so deleted records it meets (below that end) are not dispatched again.
+        restored = _restore_empty(dispatcher.queues, manifest, missing, holding=False)
+        # An empty queue's directory holds nothing to lose: restored, it is not a loss.
+        missing -= restored
+    else:
+        restored = set()
     gaps = _recover_log(commit_log, dispatcher, checkpoint, dispatch_from, report)
-    _recover_lost_files(commit_log, dispatcher, manifest, missing, gaps, index_lost, report)
+    _recover_lost_files(commit_log, dispatcher, manifest, missing, gaps, index_lost, report, restored)
     _log.info("store recovery: %s", report)
     return report
 
@@ -222,8 +230,12 @@ def _recover_lost_files(
     gaps: set[tuple[str, int]],
     index_lost: bool,
     report: RecoveryReport,
+    restored: set[tuple[str, int]],
 ) -> None:
-    """Step 5, after the log's end is known: rebuild lost queues, queues with a gap, a lost index."""
+    """Step 5, after the log's end is known: rebuild lost queues, queues with a gap, a lost index.
+
+    ``restored``: empty queues already restored before the walk (counted once).
+    """
     lost = set(missing)
     # A manifest counting entries past the recovered end predates a lost log tail: its
     # counts no longer hold, only its list of queues does.
@@ -236,7 +248,8 @@ def _recover_lost_files(
     elif gaps:
         _rebuild_from_log(commit_log, dispatcher, gaps, set(), False, report)
     if manifest is not None and counts_hold:
-        report.restored_empty_queues = _restore_empty(dispatcher.queues, manifest, lost)
+        restored |= _restore_empty(dispatcher.queues, manifest, lost)
+    report.restored_empty_queues = len(restored)
     if report.corrupt_offset is not None or (manifest is not None and not counts_hold):
         # The log lost records that queues not loaded yet may still point at; loading cuts
         # them now, before a later session's records reuse those commit-log offsets.
@@ -337,21 +350,25 @@ def _rebuild_from_log(
     )
 
 
-def _restore_empty(table: ConsumeQueueTable, manifest: QueueManifest, lost: set[tuple[str, int]]) -> int:
-    """Recreate lost queues none of whose records survive, empty at their old end; return how many.
+def _restore_empty(
+    table: ConsumeQueueTable, manifest: QueueManifest, lost: set[tuple[str, int]], holding: bool = True
+) -> set[tuple[str, int]]:
+    """Recreate lost queues none of whose records survive, empty at their old end; return which.
 
-    Retention can take every record of a queue; the queue still counts its history, so that
-    consumers' offsets stay valid and the next put continues the numbering.
+    Retention can take every record of a queue, and deleting a topic empties its queues; the
+    queue still counts its history, so that consumers' offsets stay valid and the next put
+    continues the numbering. ``holding=False`` restores only queues the manifest lists as
+    empty (the ones that need no walk of the log).
     """
-    restored = 0
+    restored: set[tuple[str, int]] = set()
     for topic, queue_id in sorted(lost):
         bounds = manifest.queues.get((topic, queue_id))
         if bounds is None or bounds.max_queue_offset == 0 or table.get(topic, queue_id) is not None:
             continue
-        queue = table.get_or_create(topic, queue_id)
-        queue.min_queue_offset = queue.max_queue_offset = bounds.max_queue_offset
-        queue.written_queue_offset = bounds.max_queue_offset
-        restored += 1
+        if not holding and bounds.holds_entries:
+            continue
+        table.restore_empty(topic, queue_id, bounds.max_queue_offset)
+        restored.add((topic, queue_id))
         _log.warning(
             "consume queue %s/%d has no record left in the commit log; restored empty at queue offset %d",
             topic,

@@ -69,12 +69,21 @@ class FrameWriter:
     are, so a large body is not copied (uvloop hands the buffers to ``writev``).
     """
 
-    __slots__ = ("_transport", "_buffers", "_scheduled")
+    __slots__ = ("_transport", "_buffers", "_scheduled", "_buffered_max", "_on_overflow")
 
-    def __init__(self, transport: asyncio.Transport) -> None:
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        buffered_max_bytes: int = 0,
+        on_overflow: Callable[[int], None] | None = None,
+    ) -> None:
         self._transport = transport
         self._buffers: list[bytes] = []
         self._scheduled = False
+        # When the transport holds more than this many unsent bytes after a flush,
+        # ``on_overflow(bytes held)`` runs (the server aborts a client that does not read).
+        self._buffered_max = buffered_max_bytes
+        self._on_overflow = on_overflow
 
     def write(self, command: RemotingCommand) -> None:
         """Queue one command's frame; it is sent at the end of this loop turn."""
@@ -92,6 +101,10 @@ class FrameWriter:
         buffers, self._buffers = self._buffers, []
         if buffers and not self._transport.is_closing():
             self._transport.writelines(buffers)
+            if self._buffered_max and self._on_overflow is not None:
+                held = self._transport.get_write_buffer_size()
+                if held > self._buffered_max:
+                    self._on_overflow(held)
 
 
 class _ClientProtocol(asyncio.Protocol):

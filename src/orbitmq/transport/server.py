@@ -1,8 +1,9 @@
 """The server side of the remoting protocol: accept connections, dispatch requests by code.
 
 Theory of operation. Each accepted socket gets a :class:`_ServerProtocol` (an
-``asyncio.Protocol``) and a :class:`ServerConnection`. ``data_received`` feeds the bytes to a
-:class:`FrameDecoder` and decodes every complete frame; nothing else runs on the read path.
+``asyncio.Protocol``) and a :class:`ServerConnection` (``server_connection``).
+``data_received`` feeds the bytes to a :class:`FrameDecoder` and decodes every complete
+frame; nothing else runs on the read path.
 
 - A request is handled in its own task, so a handler parked for seconds (a long-polling pull)
   never delays other replies on the same connection. Responses go out in completion order and
@@ -13,14 +14,31 @@ Theory of operation. Each accepted socket gets a :class:`_ServerProtocol` (an
   connection only: its stream has lost its framing.
 
 Errors map to wire codes here and nowhere else: ``BrokerResponseError`` -> its code and remark;
-any other exception -> ``SYSTEM_ERROR`` with the exception text, logged with its traceback; an
-unregistered code -> ``REQUEST_CODE_NOT_SUPPORTED``. Oneway requests (flag bit 1) get no answer.
+``BadRequestError`` (a header field or body breaking a rule) -> its code and short remark,
+logged as one rate-limited warning line; any other ``RemoteProtocolError`` raised by a handler
+(an undecodable body) -> ``SYSTEM_ERROR``, likewise; any other exception -> ``SYSTEM_ERROR``
+with the exception's type, logged with its traceback (also rate-limited: a bug that every
+request hits must not flood the log); an unregistered code -> ``REQUEST_CODE_NOT_SUPPORTED``.
+Oneway requests (flag bit 1) get no answer. Remarks are cut to ``REMARK_MAX_CHARS``, so an
+answer never echoes a huge value. A response that cannot be encoded becomes a SYSTEM_ERROR;
+if even that fails the connection closes: a request is answered or its connection closes,
+never left waiting.
 
 Frames written during one loop turn go to the socket together (:class:`FrameWriter`), so
 a burst of responses costs one send system call, and bodies are never copied.
 
-Back-pressure: when the transport's write buffer passes its high-water mark the connection
-stops reading until it drains, so a slow reader cannot make the server buffer without bound.
+Limits (:class:`ServerLimits`, each a config key of both servers, see docs/limits.md):
+
+- at most ``max_connections`` open connections; one more is closed as soon as it is accepted;
+- back-pressure: past ``write_buffer_high_bytes`` of unsent responses a connection stops
+  reading requests until it drains; past ``write_buffer_max_bytes`` (responses already in
+  flight kept coming) it is aborted, so a client that never reads cannot make the server
+  buffer without bound;
+- a frame's length is checked as soon as its 4 bytes arrive (``max_frame_bytes``), before
+  anything of the frame is buffered beyond what the socket delivered;
+- a partial frame must have its header within ``header_read_timeout_ms`` and be complete
+  within ``frame_read_timeout_ms`` of its first byte, else the connection closes (a client
+  trickling bytes holds a connection only that long).
 """
 
 from __future__ import annotations
@@ -35,25 +53,43 @@ from dataclasses import dataclass
 from typing import Any
 
 from orbitmq.errors import (
+    BadRequestError,
     BrokerResponseError,
-    ConnectionClosedError,
-    LocalProtocolError,
     ProtocolError,
-    RequestTimeoutError,
+    RemoteProtocolError,
 )
-from orbitmq.protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, RequestCode, ResponseCode, SerializeType
+from orbitmq.protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, decode_command
 from orbitmq.protocol.frame import MAX_FRAME_BYTES, FrameDecoder
+from orbitmq.protocol.names import shorten
 from orbitmq.transport.connection import FrameWriter
+from orbitmq.transport.log_limit import LogLimiter
+from orbitmq.transport.server_connection import ServerConnection
 
-__all__ = ["Handler", "RemotingServer", "RequestContext", "ServerConnection"]
+__all__ = ["Handler", "RemotingServer", "RequestContext", "ServerConnection", "ServerLimits"]
 
 logger = logging.getLogger(__name__)
 
 WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024
 """Above this many unsent bytes a connection stops reading requests until it drains."""
+REMARK_MAX_CHARS = 512
+"""Longest remark a response carries; a handler's longer remark is cut."""
 
-_OPAQUE_MASK = 0x7FFFFFFF  # opaque is a signed 32-bit int in the binary header
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """Per-server resource limits (see the module docstring and docs/limits.md)."""
+
+    # Open connections; one more is closed at once.
+    max_connections: int = 10_000
+    # Unsent response bytes above which a connection stops reading requests.
+    write_buffer_high_bytes: int = WRITE_BUFFER_HIGH_BYTES
+    # Unsent response bytes above which a connection is aborted.
+    write_buffer_max_bytes: int = 64 * 1024 * 1024
+    # Time from a frame's first byte until its header must have arrived.
+    header_read_timeout_ms: int = 10_000
+    # Time from a frame's first byte until all of it must have arrived.
+    frame_read_timeout_ms: int = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,121 +112,6 @@ Handler = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand 
 """``async def handler(ctx, request) -> response | None``; ``None`` sends nothing."""
 
 
-class ServerConnection:
-    """One accepted client connection, as handlers and server-side services see it."""
-
-    def __init__(self, connection_id: int, transport: asyncio.Transport, peer: tuple[str, int]) -> None:
-        self.id = connection_id
-        self.peer_host, self.peer_port = peer
-        self.last_active_monotonic = time.monotonic()
-        self._transport = transport
-        self._writer = FrameWriter(transport)
-        self._closed = False
-        self._opaques = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
-        self._close_callbacks: list[Callable[[ServerConnection], None]] = []
-        self._inflight_requests = 0
-
-    def __repr__(self) -> str:
-        return f"ServerConnection(id={self.id}, peer={self.peer_address})"
-
-    @property
-    def peer_address(self) -> str:
-        """``host:port`` of the client."""
-        return f"{self.peer_host}:{self.peer_port}"
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def add_close_callback(self, callback: Callable[[ServerConnection], None]) -> None:
-        """Call ``callback(connection)`` once when the connection closes (at once if already closed)."""
-        if self._closed:
-            callback(self)
-        else:
-            self._close_callbacks.append(callback)
-
-    def close(self) -> None:
-        """Close the connection after sending what is queued; in-flight server requests fail."""
-        self._writer.flush()
-        self._transport.close()
-
-    async def send_request(self, request: RemotingCommand, timeout_ms: int = 3000) -> RemotingCommand:
-        """Send a request to the client and wait for its response.
-
-        Raises:
-            ConnectionClosedError: the connection is closed or closes before the response.
-            RequestTimeoutError: no response within ``timeout_ms`` (the connection stays open).
-        """
-        opaque = self._next_opaque()
-        request.opaque = opaque
-        request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
-        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-        self._pending[opaque] = future
-        try:
-            self._write_command(request)
-            return await asyncio.wait_for(future, timeout_ms / 1000)
-        except TimeoutError:
-            raise RequestTimeoutError(
-                f"client {self.peer_address} did not answer request code {request.code} "
-                f"(opaque {opaque}) within {timeout_ms} ms"
-            ) from None
-        finally:
-            self._pending.pop(opaque, None)
-
-    def send_oneway(self, request: RemotingCommand) -> None:
-        """Send a request the client must not answer.
-
-        Raises:
-            ConnectionClosedError: the connection is closed.
-        """
-        request.opaque = self._next_opaque()
-        request.flag = (request.flag | FLAG_ONEWAY) & ~FLAG_RESPONSE
-        self._write_command(request)
-
-    # -- internals used by the protocol and the server ------------------------------------
-
-    def _next_opaque(self) -> int:
-        return next(self._opaques) & _OPAQUE_MASK
-
-    def _write_command(self, command: RemotingCommand) -> None:
-        if self._closed:
-            raise ConnectionClosedError(f"connection to client {self.peer_address} is closed")
-        # Requests this server originates always use JSON: the C++ client parses nothing else.
-        command.serialize_type = SerializeType.JSON
-        self._write(command)
-
-    def _write(self, command: RemotingCommand) -> None:
-        self._writer.write(command)
-        self.last_active_monotonic = time.monotonic()
-
-    def _complete(self, response: RemotingCommand) -> None:
-        future = self._pending.pop(response.opaque, None)
-        if future is None or future.done():
-            logger.debug("unmatched response opaque %d from %s", response.opaque, self.peer_address)
-            return
-        future.set_result(response)
-
-    def _on_closed(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        pending, self._pending = self._pending, {}
-        for opaque, future in pending.items():
-            if not future.done():
-                future.set_exception(
-                    ConnectionClosedError(
-                        f"connection to client {self.peer_address} closed before opaque {opaque} was answered"
-                    )
-                )
-        callbacks, self._close_callbacks = self._close_callbacks, []
-        for callback in callbacks:
-            try:
-                callback(self)
-            except Exception:
-                logger.exception("close callback failed for connection %s", self.peer_address)
-
-
 class _ServerProtocol(asyncio.Protocol):
     """Bytes in, requests dispatched, responses out: one instance per accepted socket."""
 
@@ -205,13 +126,41 @@ class _ServerProtocol(asyncio.Protocol):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         transport = typing.cast(asyncio.Transport, transport)
         self._transport = transport
+        server = self._server
         peer = _host_port(transport.get_extra_info("peername"))
+        if len(server._connections) >= server.limits.max_connections:
+            server._log.warning(
+                "connection-limit",
+                "refusing connection from %s:%d: %d connections open (limit serverMaxConnections)",
+                peer[0],
+                peer[1],
+                len(server._connections),
+            )
+            transport.abort()
+            return
         local = _host_port(transport.get_extra_info("sockname"))
-        connection = ServerConnection(self._server._new_connection_id(), transport, peer)
+        connection = ServerConnection(server._new_connection_id(), transport, peer)
+        limits = server.limits
+        connection._writer = FrameWriter(
+            transport, limits.write_buffer_max_bytes, lambda held: self._on_write_overflow(held)
+        )
         self._connection = connection
         self._context = RequestContext(connection, peer[0], peer[1], local[0], local[1])
-        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
-        self._server._connections[connection.id] = connection
+        transport.set_write_buffer_limits(high=limits.write_buffer_high_bytes)
+        server._connections[connection.id] = connection
+
+    def _on_write_overflow(self, held_bytes: int) -> None:
+        connection = self._connection
+        if connection is None or self._transport is None:
+            return
+        self._server._log.warning(
+            "write-buffer-limit",
+            "aborting connection from %s: %d unsent response bytes (limit writeBufferMaxBytes %d)",
+            connection.peer_address,
+            held_bytes,
+            self._server.limits.write_buffer_max_bytes,
+        )
+        self._transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         connection = self._connection
@@ -236,15 +185,33 @@ class _ServerProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         connection = self._connection
-        assert connection is not None and self._transport is not None
-        connection.last_active_monotonic = time.monotonic()
+        if connection is None or self._transport is None:
+            return
+        now = time.monotonic()
+        connection.last_active_monotonic = now
+        decoder = self._decoder
+        had_partial = decoder.buffered_bytes > 0
         try:
-            frames = self._decoder.feed(data)
+            frames = decoder.feed(data)
             for frame in frames:
                 self._on_command(connection, decode_command(frame))
         except ProtocolError as exc:
-            logger.warning("closing connection from %s: %s", connection.peer_address, exc)
+            self._server._log.warning(
+                f"bad-frame:{type(exc).__name__}",
+                "closing connection from %s: %s",
+                connection.peer_address,
+                shorten(str(exc), REMARK_MAX_CHARS),
+            )
             self._transport.close()
+            return
+        # Time a partial frame from its first byte (see ServerLimits' read timeouts).
+        if not decoder.buffered_bytes:
+            connection.partial_frame_since = connection.partial_header_since = None
+            return
+        if frames or not had_partial:
+            connection.partial_frame_since = connection.partial_header_since = now
+        if connection.partial_header_since is not None and decoder.header_buffered:
+            connection.partial_header_since = None
 
     def _on_command(self, connection: ServerConnection, command: RemotingCommand) -> None:
         if connection.closed:
@@ -280,13 +247,38 @@ class _ServerProtocol(asyncio.Protocol):
     async def _handle(self, handler: Handler, connection: ServerConnection, request: RemotingCommand) -> None:
         context = self._context
         assert context is not None
+        log = self._server._log
         connection._inflight_requests += 1
         try:
             response = await handler(context, request)
         except BrokerResponseError as exc:
             response = request.response(exc.code, exc.remark)
+        except BadRequestError as exc:
+            log.warning(
+                f"bad-request:{request.code}:{exc.field}",
+                "refused request code %d from %s: %s",
+                request.code,
+                context.peer_address,
+                shorten(exc.remark, REMARK_MAX_CHARS),
+            )
+            response = request.response(exc.code, exc.remark)
+        except RemoteProtocolError as exc:
+            log.warning(
+                f"bad-body:{request.code}",
+                "refused request code %d from %s: %s",
+                request.code,
+                context.peer_address,
+                shorten(str(exc), REMARK_MAX_CHARS),
+            )
+            response = request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         except Exception as exc:
-            logger.exception("handler for request code %d from %s failed", request.code, context.peer_address)
+            log.error(
+                f"handler-failed:{request.code}:{type(exc).__name__}",
+                "handler for request code %d from %s failed",
+                request.code,
+                context.peer_address,
+                exc_info=True,
+            )
             response = request.response(ResponseCode.SYSTEM_ERROR, str(exc) or type(exc).__name__)
         finally:
             connection._inflight_requests -= 1
@@ -301,11 +293,24 @@ class _ServerProtocol(asyncio.Protocol):
         # The opaque and flag are the transport's business, whatever the handler built.
         response.opaque = request.opaque
         response.flag = (response.flag | FLAG_RESPONSE) & ~FLAG_ONEWAY
+        if response.remark is not None and len(response.remark) > REMARK_MAX_CHARS:
+            response.remark = shorten(response.remark, REMARK_MAX_CHARS)
         try:
             connection._write(response)
-        except LocalProtocolError as exc:
-            logger.error("cannot encode response to request code %d: %s", request.code, exc)
-            connection._write(request.response(ResponseCode.SYSTEM_ERROR, f"cannot encode response: {exc}"))
+        except Exception as exc:
+            # The handler built something the header cannot carry: answer that instead.
+            self._server._log.error(
+                f"unencodable-response:{request.code}",
+                "cannot encode the response to request code %d: %s",
+                request.code,
+                shorten(str(exc), REMARK_MAX_CHARS),
+            )
+            fallback = request.response(ResponseCode.SYSTEM_ERROR, "the response could not be encoded")
+            fallback.opaque = request.opaque
+            try:
+                connection._write(fallback)
+            except Exception:
+                connection.close()
 
 
 def _code_name(command: RemotingCommand) -> str:
@@ -329,6 +334,9 @@ class RemotingServer:
         max_frame_bytes: larger frames close their connection.
         idle_timeout_s: a connection with no traffic and no request in flight for this long is closed.
         on_connection_closed: called with each connection that closes.
+        limits: connection count, write buffer and partial-frame limits.
+        bad_request_log_interval_s: the shortest time between two log lines of one kind of
+            bad input (a refused field, an undecodable frame, a limit reached).
     """
 
     def __init__(
@@ -340,10 +348,14 @@ class RemotingServer:
         max_frame_bytes: int = MAX_FRAME_BYTES,
         idle_timeout_s: float = 120.0,
         on_connection_closed: Callable[[ServerConnection], None] | None = None,
+        limits: ServerLimits | None = None,
+        bad_request_log_interval_s: float = 10.0,
     ) -> None:
         self.host = host
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout_s = idle_timeout_s
+        self.limits = limits if limits is not None else ServerLimits()
+        self._log = LogLimiter(logger, bad_request_log_interval_s)
         self._requested_port = port
         self._handlers: dict[int, Handler] = {int(code): h for code, h in (handlers or {}).items()}
         self._on_connection_closed = on_connection_closed
@@ -420,11 +432,30 @@ class RemotingServer:
         task.add_done_callback(self._inflight.discard)
 
     async def _close_idle_connections(self) -> None:
-        interval_s = min(max(self.idle_timeout_s / 4, 0.05), 5.0)
+        limits = self.limits
+        read_timeout_s = min(limits.header_read_timeout_ms, limits.frame_read_timeout_ms) / 1000
+        interval_s = min(max(min(self.idle_timeout_s, read_timeout_s) / 4, 0.05), 5.0)
         while True:
             await asyncio.sleep(interval_s)
-            deadline = time.monotonic() - self.idle_timeout_s
+            now = time.monotonic()
+            deadline = now - self.idle_timeout_s
+            header_deadline = now - limits.header_read_timeout_ms / 1000
+            frame_deadline = now - limits.frame_read_timeout_ms / 1000
             for connection in list(self._connections.values()):
-                if connection.last_active_monotonic < deadline and not connection._inflight_requests:
+                header_since = connection.partial_header_since
+                frame_since = connection.partial_frame_since
+                if (header_since is not None and header_since < header_deadline) or (
+                    frame_since is not None and frame_since < frame_deadline
+                ):
+                    self._log.warning(
+                        "slow-frame",
+                        "closing connection from %s: a frame still incomplete after its read "
+                        "timeout (headerReadTimeoutMillis %d, frameReadTimeoutMillis %d)",
+                        connection.peer_address,
+                        limits.header_read_timeout_ms,
+                        limits.frame_read_timeout_ms,
+                    )
+                    connection.close()
+                elif connection.last_active_monotonic < deadline and not connection._inflight_requests:
                     logger.info("closing idle connection from %s", connection.peer_address)
                     connection.close()

@@ -191,8 +191,11 @@ async def test_slave_copies_metadata_on_change_and_every_interval(tmp_path: Path
         await _until(lambda: _has_topic(on_change.addr, "HaAutoCreated"), 5, "the topic copied on change")
 
         # Every interval: offsets, groups, delay and timer progress, transaction progress.
-        await _invoke(master.addr, RequestCode.UPDATE_CONSUMER_OFFSET,
-                      UpdateConsumerOffsetRequestHeader("CG_HA_META", TOPIC, 0, 42).to_ext())  # fmt: skip
+        # An offset is stored only for a queue the broker hosts (TOPIC_NOT_EXIST otherwise).
+        await create_topic(group.namesrv_addr, TOPIC, 1)
+        committed = await _invoke(master.addr, RequestCode.UPDATE_CONSUMER_OFFSET,
+                                  UpdateConsumerOffsetRequestHeader("CG_HA_META", TOPIC, 0, 42).to_ext())  # fmt: skip
+        assert committed.code == ResponseCode.SUCCESS, committed.remark
         async with TransactionProducer(
             "PG_HA_TX", group.namesrv_addr, execute_local_transaction=_commit, check_local_transaction=_check
         ) as tx_producer:

@@ -2,7 +2,7 @@
 
 The standalone runs with short timings so that each behaviour shows in seconds: transaction
 checks every second, receives may ask for 1 s of invisibility and poll for as little as 1 s,
-push consumers' deliveries are renewed every second.
+push consumers' deliveries are renewed every second; SQL92 filters are on.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ FAST_CONF: dict[str, object] = {
     "grpcClientConsumerMinLongPollingTimeoutMillis": 1000,
     "renewSchedulePeriodMillis": 1000,
     "grpcBindAddress": "127.0.0.1",
+    "enablePropertyFilter": "true",  # SQL92 subscriptions (off by default, as in RocketMQ)
 }
 
 

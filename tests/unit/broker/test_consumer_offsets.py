@@ -59,9 +59,29 @@ def test_offset_table_remove_topic_forgets_its_offsets() -> None:
     assert table.groups_of_topic("U") == {"G1"}
 
 
-@pytest.mark.parametrize(
-    "data", [b"{", b"[]", b'{"offsetTable": {"noseparator": {}}}', b'{"offsetTable": {"T@G": {"x": 1}}}']
-)
+@pytest.mark.parametrize("data", [b"{", b"[]", b'{"offsetTable": []}'])
 def test_offset_table_decode_rejects_malformed_documents(data: bytes) -> None:
     with pytest.raises(ConfigError, match="consumerOffset.json"):
         ConsumerOffsetTable.decode(data)
+
+
+def test_offset_table_decode_skips_damaged_entries_and_keeps_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    data = (
+        b'{"offsetTable": {"noseparator": {"0": 1}, "@G": {"0": 1}, "T@": {"0": 1}, "../x@G": {"0": 1},'
+        b' "T@G": {"x": 1, "-1": 2, "0": 7, "1": "y", "2": 9}, "U@G": [1]}}'
+    )
+    table = ConsumerOffsetTable.decode(data)
+    assert sorted(table) == [("G", "T", 0, 7), ("G", "T", 2, 9)]
+    assert "skipped" in caplog.text
+
+
+def test_offset_table_holds_only_what_its_loader_accepts() -> None:
+    table = ConsumerOffsetTable()
+    assert not table.commit("G", "", 0, 1)
+    assert not table.commit("", "T", 0, 1)
+    assert not table.commit("G", "T", -1, 1)
+    assert not table.commit("G", "a/b", 0, 1)
+    assert table.commit("G", "T", 0, 1)
+    assert sorted(ConsumerOffsetTable.decode(table.encode())) == [("G", "T", 0, 1)]

@@ -2,7 +2,7 @@
 
 Goal: each refusal answers its RocketMQ code with a remark naming what was wrong, and the
 engine's promises hold over the wire: a pop hides what it returns, an ack finishes it (a second
-ack is refused), a nack brings it back as the next attempt, tags filter, a group new to a queue
+ack is refused), a nack brings it back as the next attempt, tags and SQL92 expressions filter, a group new to a queue
 starts at its first message, a repeated attempt id gets the same messages, and the state
 survives a clean restart (the snapshot) with nothing redelivered.
 """
@@ -50,14 +50,17 @@ async def _call(
     return await client.invoke(f"127.0.0.1:{app.port}", RemotingCommand.request(code, ext, body), 10_000)
 
 
-async def _setup(client: RemotingClient, app: BrokerApp, tags: list[str]) -> None:
+async def _setup(
+    client: RemotingClient, app: BrokerApp, tags: list[str], properties: list[dict[str, str]] | None = None
+) -> None:
     create = CreateTopicRequestHeader(topic=TOPIC, read_queue_nums=1, write_queue_nums=1, perm=6)
     assert (
         await _call(client, app, RequestCode.UPDATE_AND_CREATE_TOPIC, create.to_ext())
     ).code == ResponseCode.SUCCESS
     for index, tag in enumerate(tags):
+        user = properties[index] if properties else {}
         header = SendMessageRequestHeader(
-            "PG", TOPIC, 0, properties=encode_properties({"TAGS": tag, "UNIQ_KEY": f"U{index}"})
+            "PG", TOPIC, 0, properties=encode_properties({**user, "TAGS": tag, "UNIQ_KEY": f"U{index}"})
         )
         response = await _call(client, app, RequestCode.SEND_MESSAGE, header.to_ext(), f"m{index}".encode())
         assert response.code == ResponseCode.SUCCESS
@@ -90,7 +93,9 @@ async def test_pop_handlers_refuse_bad_requests_with_rocketmq_codes(
         ({"max_msg_nums": 33}, ResponseCode.INVALID_PARAMETER, "maxMsgNums 33"),
         ({"queue_id": 5}, ResponseCode.INVALID_PARAMETER, "queueId[5]"),
         ({"topic": "NoSuchTopic"}, ResponseCode.TOPIC_NOT_EXIST, "NoSuchTopic"),
-        ({"exp_type": "SQL92", "exp": "a > 1"}, ResponseCode.SUBSCRIPTION_PARSE_FAILED, "SQL92"),
+        # enablePropertyFilter is off by default, as in RocketMQ: SQL92 is refused as on the pull path.
+        ({"exp_type": "SQL92", "exp": "a > 1"}, ResponseCode.SYSTEM_ERROR, "enablePropertyFilter=false"),
+        ({"exp_type": "XPATH", "exp": "a"}, ResponseCode.SUBSCRIPTION_PARSE_FAILED, "XPATH"),
         ({"consumer_group": "bad group"}, ResponseCode.SYSTEM_ERROR, "bad group"),
     ]
     for changes, code, named in cases:
@@ -157,3 +162,23 @@ async def test_pop_handlers_state_survives_a_clean_restart(tmp_path: Path, clien
     finally:
         await fresh.close()
         await restarted.shutdown()
+
+
+async def test_pop_handlers_filter_by_sql92_when_property_filters_are_enabled(
+    tmp_path: Path, client: RemotingClient
+) -> None:
+    app = await start_broker_app(tmp_path, enablePropertyFilter="true")
+    try:
+        amounts = [{"amount": "3"}, {"amount": "12"}, {}, {"amount": "40", "region": "eu"}]
+        await _setup(client, app, ["a", "b", "a", "a"], amounts)
+        response, messages = await _pop(
+            client, app, exp_type="SQL92", exp="amount > 5 AND TAGS = 'a' OR region IS NOT NULL"
+        )
+        assert response.code == ResponseCode.SUCCESS and [m.body for m in messages] == [b"m3"]
+        # The three before it were filtered out, so done for the group; m3 is in flight.
+        assert app.state.offsets.query(GROUP, TOPIC, 0) == 3
+        bad, _ = await _pop(client, app, exp_type="SQL92", exp="amount >")
+        assert bad.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        assert "line 1, column" in (bad.remark or "") and GROUP in (bad.remark or "")
+    finally:
+        await app.shutdown()

@@ -76,14 +76,15 @@ async def send_half(client: RemotingClient, app: BrokerApp, topic: str, body: by
 
 
 def end_command(
-    queue_offset: int, commit_log_offset: int, decision: int, group: str = GROUP
+    queue_offset: int, commit_log_offset: int, decision: int, group: str = GROUP, msg_id: str = ""
 ) -> RemotingCommand:
+    """END_TRANSACTION as a client sends it; ``msg_id`` (the UNIQ_KEY) is left out unless given."""
     header = EndTransactionRequestHeader(
         producer_group=group,
         tran_state_table_offset=queue_offset,
         commit_log_offset=commit_log_offset,
         commit_or_rollback=decision,
-        msg_id="m",
+        msg_id=msg_id,
     )
     return RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext())
 
@@ -148,7 +149,16 @@ async def test_transaction_end_verifies_group_and_offsets(broker: BrokerApp, cli
     assert wrong_queue.code == ResponseCode.SYSTEM_ERROR
     wrong_offset = await client.invoke(broker.address, end_command(queue_offset, offset + 1, COMMIT))
     assert wrong_offset.code == ResponseCode.SYSTEM_ERROR
+    wrong_id = await client.invoke(broker.address, end_command(queue_offset, offset, COMMIT, msg_id="other"))
+    assert wrong_id.code == ResponseCode.SYSTEM_ERROR
+    assert "other" in (wrong_id.remark or "")
     assert messages(broker, "TxVerify", 1) == []
+    (half,) = messages(broker, TRANS_HALF_TOPIC)
+    right_id = await client.invoke(
+        broker.address, end_command(queue_offset, offset, COMMIT, msg_id=half.uniq_key or "")
+    )
+    assert right_id.code == ResponseCode.SUCCESS, right_id.remark
+    assert len(messages(broker, "TxVerify", 1)) == 1
 
 
 async def test_transaction_unknown_decision_gets_no_answer(broker: BrokerApp) -> None:
@@ -185,7 +195,9 @@ def checking_client(
         seen.append((dict(request.ext_fields), message))
         decision = await answer(header, message)
         if decision is not None:
-            end = end_command(header.tran_state_table_offset, header.commit_log_offset, decision)
+            end = end_command(
+                header.tran_state_table_offset, header.commit_log_offset, decision, msg_id=header.msg_id or ""
+            )
             end.ext_fields["fromTransactionCheck"] = "true"
             await remoting.invoke_oneway(addr, end)
         return None

@@ -209,19 +209,37 @@ def test_end_transaction_header_reads_cpp_from_transaction_check() -> None:
 
 
 _long = st.integers(min_value=-(2**63), max_value=2**63 - 1)
-_SCALARS: dict[type, st.SearchStrategy[Any]] = {int: _long, bool: st.booleans(), str: st.text(max_size=16)}
+_name = st.from_regex(r"[%|a-zA-Z0-9_-]{1,40}", fullmatch=True)
 
 
-def _field_strategy(hint: Any) -> st.SearchStrategy[Any]:
-    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-    if args:
-        return st.none() | _SCALARS[args[0]]
-    return _SCALARS[hint]
+def _value_strategy(spec: headers.FieldSpec) -> st.SearchStrategy[Any]:
+    """Values that satisfy the field's declared rule (the round trip is about legal headers)."""
+    rule = spec.rule
+    if spec.base is bool:
+        return st.booleans()
+    if spec.base is int:
+        if rule is not None and rule.choices is not None:
+            return st.sampled_from(rule.choices)
+        low = rule.low if rule is not None and rule.low is not None else -(2**63)
+        high = rule.high if rule is not None and rule.high is not None else 2**63 - 1
+        return st.integers(min_value=low, max_value=high)
+    if rule is not None and rule.choices is not None:
+        return st.sampled_from(rule.choices)
+    if rule is not None and rule.name is not None:
+        return (_name | st.just("")) if rule.allow_empty else _name
+    return st.text(max_size=16)
 
 
 def _header_strategy(cls: type) -> st.SearchStrategy[Any]:
+    fields = {}
+    for spec in cls.field_specs():  # type: ignore[attr-defined]
+        value = _value_strategy(spec)
+        fields[spec.attr] = value if spec.required else st.none() | value
     hints = typing.get_type_hints(cls)
-    fields = {item.name: _field_strategy(hints[item.name]) for item in dataclasses.fields(cls)}
+    for spec in cls.field_specs():  # type: ignore[attr-defined]
+        if spec.required or type(None) in typing.get_args(hints[spec.attr]):
+            continue
+        fields[spec.attr] = _value_strategy(spec)  # not Optional: the default, never None
     return st.builds(cls, **fields)
 
 

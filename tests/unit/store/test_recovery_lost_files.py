@@ -195,17 +195,41 @@ def test_recovery_lost_files_rebuilds_a_topic_lost_after_a_crash(
 
 
 def test_recovery_lost_files_deleted_topic_stays_deleted(open_store: OpenStore) -> None:
-    """A topic deleted before a clean close leaves the manifest too: its records do not bring it back."""
-    store = open_store(verify=False)  # the log keeps records no queue points at
+    """A deleted topic's records do not bring its queues back after a clean close.
+
+    Its queues stay listed in the manifest, empty at their old end, so the records the log
+    keeps (below that end) are neither re-dispatched nor counted missing by the verifier,
+    and a re-created topic continues the numbering.
+    """
+    store = open_store()
     _fill(store, 300)
     store.close()
-    reopened = open_store(verify=False)
+    reopened = open_store()
     reopened.delete_topic("TopicB")  # its queues were never loaded in this session
     reopened.close()
-    again = open_store(verify=False)
+    again = open_store()
     assert (_report(again).lost_queues, _report(again).rebuild_records_scanned) == (0, 0)
-    assert again.get_max_queue_offset("TopicB", 0) == 0
+    assert again.get_max_queue_offset("TopicB", 0) == again.get_min_queue_offset("TopicB", 0) == 50
+    assert again.get_messages("TopicB", 0, 0, 32).buffers == []
+    assert _put(again, "TopicB", 0, b"re-created") == 50
     assert _bodies(again, "TopicA", 0) == [f"message-{i}".encode() * 20 for i in range(0, 300, 6)]
+
+
+def test_recovery_lost_files_topic_deleted_just_before_a_crash_keeps_its_numbering(
+    open_store: OpenStore, store_root: Path
+) -> None:
+    """Deleted, re-created, crashed before the manifest was rewritten: the queue comes back from
+    the log with the old records, numbered as they were, then the new ones after them."""
+    store = open_store()
+    _fill(store, 300)
+    store.delete_topic("TopicB")
+    assert _put(store, "TopicB", 0, b"re-created") == 50
+    # The process dies: the bytes written so far (page cache) survive, nothing else runs.
+    shutil.copytree(store_root, store_root.parent / "crashed")
+    crashed = open_store(root=store_root.parent / "crashed")
+    got = crashed.get_messages("TopicB", 0, 0, 64)
+    assert got.queue_offsets == list(range(51))
+    assert decode_stored_messages(got.body())[-1].body == b"re-created"
 
 
 # -- a lost index -----------------------------------------------------------------------------
@@ -358,7 +382,8 @@ def test_recovery_lost_files_trimmed_queue_keeps_its_min_queue_offset(open_store
     shutil.rmtree(store.store_path / "consumequeue" / "TopicC")
     reopened = open_store(**_RETENTION)
     report = _report(reopened)
-    assert (report.lost_queues, report.rebuilt_queues, report.restored_empty_queues) == (2, 2, 1)
+    # TopicC was empty: restored at its end before the walk, it lost nothing.
+    assert (report.lost_queues, report.rebuilt_queues, report.restored_empty_queues) == (1, 1, 1)
     assert reopened.get_min_queue_offset("TopicB", 0) == min_offset
     assert reopened.get_max_queue_offset("TopicB", 0) == 30
     assert _bodies(reopened, "TopicB", 0) == expected
@@ -384,7 +409,7 @@ def test_recovery_lost_files_emptied_queue_alone_is_restored_without_a_walk(open
     shutil.rmtree(store.store_path / "consumequeue" / "TopicC")
     reopened = open_store(**_RETENTION)
     report = _report(reopened)
-    assert (report.lost_queues, report.restored_empty_queues, report.rebuild_records_scanned) == (1, 1, 0)
+    assert (report.lost_queues, report.restored_empty_queues, report.rebuild_records_scanned) == (0, 1, 0)
     got = reopened.get_messages("TopicC", 0, 0, 8)
     assert (got.status, got.next_begin_offset) == (GetStatus.OFFSET_TOO_SMALL, 2)
 

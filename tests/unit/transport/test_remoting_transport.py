@@ -25,9 +25,8 @@ from orbitmq.errors import (
 from orbitmq.protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode, SerializeType
 from orbitmq.protocol.command import RemotingCommand, decode_command
 from orbitmq.protocol.frame import FrameDecoder
-from orbitmq.transport import server as server_module
 from orbitmq.transport.connection import RemotingClient
-from orbitmq.transport.server import RemotingServer, RequestContext, ServerConnection
+from orbitmq.transport.server import RemotingServer, RequestContext, ServerConnection, ServerLimits
 
 ECHO, SLOW, FAIL, REFUSE, CAPTURE, CLOSE = 1001, 1002, 1003, 1004, 1005, 1006
 
@@ -383,11 +382,8 @@ async def test_server_stop_cancels_handlers_after_grace(
         await call
 
 
-async def test_server_pauses_reading_while_client_does_not_read(
-    make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(server_module, "WRITE_BUFFER_HIGH_BYTES", 64 * 1024)
-    server = await make_server()
+async def test_server_pauses_reading_while_client_does_not_read(make_server: ServerFactory) -> None:
+    server = await make_server(limits=ServerLimits(write_buffer_high_bytes=64 * 1024))
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
     sock.setblocking(False)

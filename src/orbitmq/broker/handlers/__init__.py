@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from orbitmq.broker.clients import ConsumerTable, ProducerTable
@@ -19,6 +19,7 @@ from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.locks import QueueLockTable
 from orbitmq.broker.long_polling import LongPollingService
 from orbitmq.broker.offsets import ConsumerOffsetTable
+from orbitmq.broker.stats import BrokerStats
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.store.config import StoreConfig
@@ -65,6 +66,12 @@ class BrokerState:
     """Timed messages (None when timerWheelEnable is false)."""
     transactions: TransactionService | None = None
     """Half-message decisions and check-backs."""
+    stats: BrokerStats = field(default_factory=lambda: BrokerStats("DefaultCluster", now_ms()))
+    """Put/get counters behind VIEW_BROKER_STATS_DATA and GET_BROKER_RUNTIME_INFO."""
+    config_version: tuple[int, int] = field(default_factory=lambda: (now_ms(), 0))
+    """DataVersion of the broker config (timestamp ms, counter), bumped by UPDATE_BROKER_CONFIG."""
+    on_config_changed: Callable[[BrokerConfig], None] | None = None
+    """Swaps in a new BrokerConfig (UPDATE_BROKER_CONFIG): the app updates what captured the old one."""
     replication: ReplicationService | None = None
     """The HA port, and for a slave its HA client and metadata copy (None until startup)."""
     pop: PopService | None = None

@@ -4,9 +4,9 @@ A created or deleted topic is persisted by the persistence service (the table is
 published at once: the registration service re-registers with every name server. Reserved
 names (TBW102 and the system topics) cannot be created or deleted.
 
-Consumer groups: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200; body: RocketMQ's
-SubscriptionGroupConfig JSON) and GET_SUBSCRIPTIONGROUP_CONFIG (352; header ``group``). The
-gRPC proxy reads a group's ``consumeMessageOrderly`` and ``retryMaxTimes`` this way.
+Consumer groups: GET_SUBSCRIPTIONGROUP_CONFIG (352; header ``group``). The gRPC proxy reads a
+group's ``consumeMessageOrderly`` and ``retryMaxTimes`` this way (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
+and the other group codes are in :mod:`orbitmq.broker.handlers.group_admin`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,16 @@ from __future__ import annotations
 import orjson
 
 from orbitmq.broker.handlers import BrokerState
-from orbitmq.broker.subscriptions import SubscriptionGroupConfig
-from orbitmq.broker.validation import check_admin_topic, check_group_name
+from orbitmq.broker.validation import check_admin_topic
 from orbitmq.model.route import TopicConfig
 from orbitmq.protocol.bodies import encode_topic_config_wrapper
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+from orbitmq.protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
+)
 from orbitmq.transport.server import RequestContext
 
 
@@ -69,27 +72,10 @@ class AdminHandlers:
         body = encode_topic_config_wrapper(self._state.topics.snapshot())
         return request.response(ResponseCode.SUCCESS, None, {}, body)
 
-    async def update_and_create_subscription_group(
-        self, ctx: RequestContext, request: RemotingCommand
-    ) -> RemotingCommand:
-        try:
-            raw = orjson.loads(request.body)
-            group = str(raw["groupName"])
-            config = SubscriptionGroupConfig.from_json(group, raw)
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-            return request.response(
-                ResponseCode.SYSTEM_ERROR, f"malformed subscription group config body: {exc}"
-            )
-        rejection = check_group_name(group)
-        if rejection is not None:
-            return rejection.response(request)
-        self._state.groups.put(config)
-        return request.response(ResponseCode.SUCCESS, None, {})
-
     async def get_subscription_group_config(
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand:
-        group = request.ext_fields.get("group", "")
+        group = GetSubscriptionGroupConfigRequestHeader.from_ext(request.ext_fields).group
         config = self._state.groups.get(group)
         if config is None:
             return request.response(

@@ -60,11 +60,35 @@ class OffsetHandlers:
         )
 
     async def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """Store a group's offset, for a queue this broker hosts (RocketMQ 5 checks the same)."""
         header = UpdateConsumerOffsetRequestHeader.from_ext(request.ext_fields)
         illegal_group = check_group_name(header.consumer_group)
         if illegal_group is not None:
             return illegal_group.response(request)
-        self._state.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        state = self._state
+        topic_config = state.topics.get(header.topic)
+        if topic_config is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {header.topic} does not exist", {})
+        queue_count = max(topic_config.read_queue_nums, topic_config.write_queue_nums)
+        if not 0 <= header.queue_id < queue_count:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic[{header.topic}] has {queue_count} queues",
+                {},
+            )
+        if (
+            state.groups.find_or_create(header.consumer_group, state.config.auto_create_subscription_group)
+            is None
+        ):
+            return request.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.consumer_group}] does not exist",
+                {},
+            )
+        # Ignored (but acknowledged) while an admin reset of the queue waits for the group's pull.
+        state.offsets.commit_unless_reset(
+            header.consumer_group, header.topic, header.queue_id, header.commit_offset
+        )
         return request.response(ResponseCode.SUCCESS, None, {})
 
     async def get_max_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

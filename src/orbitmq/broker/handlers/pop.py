@@ -11,7 +11,8 @@ formats are in ``protocol.pop``.
 | unknown topic | TOPIC_NOT_EXIST |
 | unknown group with autoCreateSubscriptionGroup off, or consumption disabled | SUBSCRIPTION_GROUP_NOT_EXIST / NO_PERMISSION |
 | queue id outside the topic, more than 32 messages, negative times | INVALID_PARAMETER |
-| an expression type without a filter (SQL92 for now) | SUBSCRIPTION_PARSE_FAILED |
+| a SQL92 subscription while ``enablePropertyFilter`` is off (as on the pull path) | SYSTEM_ERROR |
+| an unknown expression type, or an expression that does not compile (position named) | SUBSCRIPTION_PARSE_FAILED |
 | malformed receipt handle (``extraInfo``) | MESSAGE_ILLEGAL |
 | receipt handle expired, or of a delivery already finished or replaced | NO_MESSAGE |
 
@@ -87,6 +88,13 @@ class PopHandlers:
             return request.response(
                 ResponseCode.INVALID_PARAMETER,
                 f"invisibleTime {header.invisible_time} and pollTime {header.poll_time} must not be negative",
+            )
+        expression_type = (header.exp_type or "TAG").strip().upper()
+        if expression_type == "SQL92" and not self._state.config.enable_property_filter:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {expression_type} "
+                f"(enablePropertyFilter=false; group {header.consumer_group})",
             )
         try:
             message_filter = build_filter(header.exp_type, header.exp)

@@ -6,12 +6,20 @@ subscription: from the request when sysFlag has the SUBSCRIPTION bit, else the o
 last heartbeat registered (SUBSCRIPTION_NOT_EXIST when none, SUBSCRIPTION_NOT_LATEST when the
 registered version is older than the request's).
 
+Filters (``orbitmq.filter``): a TAG subscription is decided on the consume-queue tags hash; a
+SQL92 subscription (only with ``enablePropertyFilter=true``, else SYSTEM_ERROR as in RocketMQ)
+on each stored record's properties. Expressions are compiled once per subscription (cached by
+text); one that does not compile answers SUBSCRIPTION_PARSE_FAILED with its position.
+
 The read's status maps to a response code in ``status_map``. PULL_NOT_FOUND with the SUSPEND bit
 parks the pull in ``long_polling`` for ``suspendTimeoutMillis`` (``shortPollingTimeMills`` when
 long polling is off) and re-reads once when woken or expired; the re-read never parks again, so
-an expired poll answers PULL_NOT_FOUND. The hold is capped below the clients' 30 s request
-timeout. When sysFlag bit 0 is set the consumer's ``commitOffset`` is stored before reading.
-The response body is the stored records, concatenated, exactly as the commit log holds them.
+an expired poll answers PULL_NOT_FOUND. The hold is capped at ``longPollingSuspendMaxMillis``
+(25 s, below the clients' 30 s request timeout), and one connection may have at most
+``maxParkedPullsPerConnection`` pulls parked: one more answers SYSTEM_BUSY at once (clients back
+off and pull again). When sysFlag bit 0 is set the consumer's ``commitOffset`` is stored before
+reading. A pull reads at most ``PULL_MSG_NUMS_MAX`` messages whatever its ``maxMsgNums``. The
+response body is the stored records, concatenated, exactly as the commit log holds them.
 
 Reads from slaves (ha-replication §4.1). ``suggestWhichBrokerId`` tells the client where to
 pull next: 0 unless ``slaveReadEnable``; with it, the group's ``whichBrokerWhenConsumeSlowly``
@@ -25,6 +33,7 @@ at the same offset) and ignores the piggy-backed commit offset (the master's cop
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import cache
 
 from orbitmq.broker.clients import GroupSubscription
@@ -32,12 +41,13 @@ from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState
 from orbitmq.broker.status_map import is_long_poll_candidate, pull_response_code
 from orbitmq.broker.validation import check_group_name
-from orbitmq.model.heartbeat import EXPRESSION_TYPE_TAG
+from orbitmq.errors import FilterExpressionError, RemoteProtocolError
+from orbitmq.filter import EXPRESSION_TYPE_TAG, MessageFilter, compiled_filter
 from orbitmq.model.route import PERM_READ, TopicConfig
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader
-from orbitmq.protocol.tags import TagFilter
+from orbitmq.protocol.message_codec import stored_message_property_bytes
 from orbitmq.store.message_store import GetResult
 from orbitmq.transport.server import RequestContext
 
@@ -45,8 +55,8 @@ FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
 
-HOLD_MAX_MS = 25_000
-"""Longest park: clients time a pull out after 30 s and must get an answer first."""
+PULL_MSG_NUMS_MAX = 32 * 1024
+"""Most messages one pull reads (the 256 KiB transfer cap usually stops it first)."""
 
 MAX_TRANSFER_BYTES = 256 * 1024
 
@@ -56,32 +66,81 @@ class PullHandlers:
 
     def __init__(self, state: BrokerState) -> None:
         self._state = state
+        # connection id -> pulls of that connection parked now
+        self._parked: dict[int, int] = {}
 
     async def pull_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = PullMessageRequestHeader.from_ext(request.ext_fields)
         rejection = self._check(request, header)
         if rejection is not None:
             return rejection
-        tag_filter = self._tag_filter(request, header)
-        if isinstance(tag_filter, RemotingCommand):
-            return tag_filter
+        message_filter = self._message_filter(request, header)
+        if isinstance(message_filter, RemotingCommand):
+            return message_filter
         is_slave = self._state.config.broker_role is BrokerRole.SLAVE
         if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0 and not is_slave:
-            self._state.offsets.commit(
+            self._state.offsets.commit_unless_reset(
                 header.consumer_group, header.topic, header.queue_id, header.commit_offset
             )
-        response = self._read(request, header, tag_filter)
+        moved = self._offset_reset(request, header)
+        if moved is not None:
+            return moved
+        response = self._read(request, header, message_filter)
         if header.sys_flag & FLAG_SUSPEND and is_long_poll_candidate(ResponseCode(response.code)):
+            config = self._state.config
+            connection_id = ctx.connection.id
+            parked = self._parked.get(connection_id, 0)
+            if parked >= config.parked_pulls_per_connection_max:
+                return request.response(
+                    ResponseCode.SYSTEM_BUSY,
+                    f"{parked} pulls of this connection are parked already "
+                    f"(maxParkedPullsPerConnection={config.parked_pulls_per_connection_max})",
+                    response.ext_fields,
+                )
             hold_ms = (
-                header.suspend_timeout_millis
-                if self._state.config.long_polling_enable
-                else (self._state.config.short_polling_time_ms)
+                header.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_ms
             )
-            await self._state.long_polling.hold(
-                header.topic, header.queue_id, header.queue_offset, min(max(hold_ms, 0), HOLD_MAX_MS)
-            )
-            response = self._read(request, header, tag_filter)
+            self._parked[connection_id] = parked + 1
+            try:
+                await self._state.long_polling.hold(
+                    header.topic,
+                    header.queue_id,
+                    header.queue_offset,
+                    min(max(hold_ms, 0), config.long_polling_suspend_max_ms),
+                )
+            finally:
+                remaining = self._parked[connection_id] - 1
+                if remaining:
+                    self._parked[connection_id] = remaining
+                else:
+                    del self._parked[connection_id]
+            response = self._offset_reset(request, header) or self._read(request, header, message_filter)
+        if response.code != ResponseCode.SUCCESS:
+            self._state.stats.on_get(header.consumer_group, header.topic, 0, 0)
         return response
+
+    def _offset_reset(
+        self, request: RemotingCommand, header: PullMessageRequestHeader
+    ) -> RemotingCommand | None:
+        """PULL_OFFSET_MOVED to a pending admin reset of this queue (taken once), else None.
+
+        A pull already at the reset offset (the consumer applied RESET_CONSUMER_CLIENT_OFFSET)
+        just takes the reset and reads.
+        """
+        offsets = self._state.offsets
+        reset = offsets.take_reset(header.consumer_group, header.topic, header.queue_id)
+        if reset is None or reset == header.queue_offset:
+            return None
+        store = self._state.store
+        ext = {
+            "nextBeginOffset": str(reset),
+            "minOffset": str(store.get_min_queue_offset(header.topic, header.queue_id)),
+            "maxOffset": str(store.get_max_queue_offset(header.topic, header.queue_id)),
+            "suggestWhichBrokerId": "0",
+        }
+        return request.response(
+            ResponseCode.PULL_OFFSET_MOVED, f"OFFSET_RESET: the group's offset was reset to {reset}", ext
+        )
 
     def _check(self, request: RemotingCommand, header: PullMessageRequestHeader) -> RemotingCommand | None:
         state = self._state
@@ -129,18 +188,23 @@ class PullHandlers:
             f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] consumer:[{header.consumer_group}]",
         )
 
-    def _tag_filter(
+    def _message_filter(
         self, request: RemotingCommand, header: PullMessageRequestHeader
-    ) -> TagFilter | RemotingCommand:
+    ) -> MessageFilter | RemotingCommand:
         """The filter to apply, or the error response when there is no usable subscription."""
         if header.sys_flag & FLAG_SUBSCRIPTION:
             expression_type = header.expression_type or EXPRESSION_TYPE_TAG
-            if expression_type != EXPRESSION_TYPE_TAG:
+            refused = self._check_expression_type(request, expression_type)
+            if refused is not None:
+                return refused
+            try:
+                return compiled_filter(expression_type, header.subscription)
+            except FilterExpressionError as exc:
                 return request.response(
                     ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                    f"expression type {expression_type} of group [{header.consumer_group}] is not supported",
+                    f"parse the consumer's subscription [{header.subscription}] of group "
+                    f"[{header.consumer_group}] failed: {exc}",
                 )
-            return TagFilter.parse(header.subscription)
         consumer_group = self._state.consumers.get(header.consumer_group)
         if consumer_group is None:
             return request.response(
@@ -158,18 +222,41 @@ class PullHandlers:
                 ResponseCode.SUBSCRIPTION_NOT_LATEST,
                 f"the consumer's subscription of topic [{header.topic}] is not latest",
             )
-        return registered.tag_filter
+        refused = self._check_expression_type(request, registered.expression_type)
+        if refused is not None:
+            return refused
+        if registered.message_filter is None:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"parse the consumer's subscription [{registered.expression}] of group "
+                f"[{header.consumer_group}] failed: {registered.parse_error}",
+            )
+        return registered.message_filter
+
+    def _check_expression_type(
+        self, request: RemotingCommand, expression_type: str
+    ) -> RemotingCommand | None:
+        if expression_type.upper() == EXPRESSION_TYPE_TAG or self._state.config.enable_property_filter:
+            return None
+        return request.response(
+            ResponseCode.SYSTEM_ERROR,
+            f"The broker does not support consumer to filter message by {expression_type} "
+            "(enablePropertyFilter=false)",
+        )
 
     def _read(
-        self, request: RemotingCommand, header: PullMessageRequestHeader, tag_filter: TagFilter
+        self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: MessageFilter
     ) -> RemotingCommand:
+        # A property filter (SQL92) decides on properties alone: its tags-code check passes all.
+        by_properties = message_filter.needs_properties
         result = self._state.store.get_messages(
             header.topic,
             header.queue_id,
             header.queue_offset,
-            max(header.max_msg_nums, 1),
+            min(max(header.max_msg_nums, 1), PULL_MSG_NUMS_MAX),
             MAX_TRANSFER_BYTES,
-            None if tag_filter.matches_all else tag_filter.matches_code,
+            None if message_filter.matches_all or by_properties else message_filter.matches_tags_code,
+            _record_filter(message_filter) if by_properties else None,
         )
         code = pull_response_code(result.status, header.queue_offset)
         suggested = self._suggest(header.consumer_group, result)
@@ -186,6 +273,8 @@ class PullHandlers:
             "suggestWhichBrokerId": str(suggested),
         }
         body = result.body() if code is ResponseCode.SUCCESS else b""
+        if body:
+            self._state.stats.on_get(header.consumer_group, header.topic, result.message_count, len(body))
         remark = None if code is ResponseCode.SUCCESS else result.status.name
         return request.response(code, remark, ext, body)
 
@@ -211,3 +300,17 @@ def memory_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 8 << 30
+
+
+def _record_filter(message_filter: MessageFilter) -> Callable[[bytes], bool]:
+    """The store-side check of a property filter: look the record's properties up and ask."""
+    matches = message_filter.property_bytes_matcher()
+    extract = stored_message_property_bytes
+
+    def record_matches(record: bytes) -> bool:
+        try:
+            return matches(extract(record))
+        except RemoteProtocolError:
+            return False  # a record we cannot read never matches a property filter
+
+    return record_matches

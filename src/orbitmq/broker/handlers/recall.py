@@ -24,6 +24,7 @@ from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.route import PERM_WRITE
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import RecallMessageRequestHeader
 from orbitmq.protocol.recall import RecallHandle
 from orbitmq.transport.server import RequestContext
 
@@ -36,7 +37,8 @@ class RecallHandlers:
 
     async def recall_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         state = self._state
-        topic = request.ext_fields.get("topic", "")
+        header = RecallMessageRequestHeader.from_ext(request.ext_fields)
+        topic = header.topic
         if state.config.broker_role is BrokerRole.SLAVE:
             # A slave runs no timer of its own; the marker must go to the master's log.
             return request.response(
@@ -52,7 +54,7 @@ class RecallHandlers:
                 ResponseCode.TOPIC_NOT_EXIST, f"recall failed, the topic[{topic}] not exist"
             )
         try:
-            handle = RecallHandle.decode(request.ext_fields.get("recallHandle", ""))
+            handle = RecallHandle.decode(header.recall_handle)
         except RemoteProtocolError as exc:
             return request.response(ResponseCode.ILLEGAL_OPERATION, str(exc))
         if handle.topic != topic:

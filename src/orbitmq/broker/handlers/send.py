@@ -51,15 +51,16 @@ from orbitmq.broker.validation import (
     dlq_topic,
     retry_topic,
 )
-from orbitmq.errors import RemoteProtocolError
+from orbitmq.errors import BadRequestError, RemoteProtocolError
 from orbitmq.model.message import MessageConst, SysFlag
 from orbitmq.model.route import PERM_READ_WRITE, PERM_WRITE, TopicConfig
 from orbitmq.protocol.batch import decode_batch
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from orbitmq.protocol.headers import INT32_MAX, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from orbitmq.protocol.message_codec import decode_stored_message
 from orbitmq.protocol.message_id import encode_offset_msg_id
+from orbitmq.protocol.names import group_name_problem
 from orbitmq.protocol.properties import decode_properties
 from orbitmq.store.config import FlushDiskType
 from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
@@ -179,7 +180,11 @@ class SendHandlers:
         )
         if rejection is not None:
             return rejection.response(request)
-        properties[MessageConst.CLUSTER] = self._state.config.broker_cluster_name
+        config = self._state.config
+        properties[MessageConst.CLUSTER] = config.broker_cluster_name
+        # Trace stamps (operations-features §1.2): consumers' trace hooks read them.
+        properties[MessageConst.MSG_REGION] = config.region_id
+        properties[MessageConst.TRACE_SWITCH] = "true" if config.trace_on else "false"
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= SysFlag.MULTI_TAGS
@@ -199,7 +204,7 @@ class SendHandlers:
         if rejection is not None:
             return rejection.response(request)
         result = self._state.store.put_message(put)
-        return await self._answer_put(request, result, queue_id, _wait_store_ok(properties))
+        return await self._answer_put(request, result, queue_id, _wait_store_ok(properties), topic)
 
     def _route(self, put: PutMessageRequest) -> Rejection | None:
         """Rewrite a transactional, timed or delayed message for its holding topic (see module doc)."""
@@ -243,6 +248,9 @@ class SendHandlers:
     ) -> str | None:
         """``%DLQ%<group>`` when a re-sent retry message has used up its reconsume attempts."""
         group = retry_topic_name[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        problem = group_name_problem(group)
+        if problem is not None:
+            raise BadRequestError(f"retry topic {retry_topic_name}: {problem}", field="topic")
         group_config = self._state.groups.find_or_create(
             group, self._state.config.auto_create_subscription_group
         )
@@ -283,6 +291,8 @@ class SendHandlers:
             return request.response(ResponseCode.MESSAGE_ILLEGAL, f"empty batch for topic[{topic}]")
         max_bytes = self._state.store_config.max_message_size_bytes
         cluster = self._state.config.broker_cluster_name
+        region = self._state.config.region_id
+        trace_on = "true" if self._state.config.trace_on else "false"
         requests: list[PutMessageRequest] = []
         add_request = requests.append
         wait_store_ok = False
@@ -312,6 +322,8 @@ class SendHandlers:
             if not wait_store_ok:
                 wait_store_ok = _wait_store_ok(properties)
             properties[MessageConst.CLUSTER] = cluster
+            properties[MessageConst.MSG_REGION] = region
+            properties[MessageConst.TRACE_SWITCH] = trace_on
             add_request(
                 PutMessageRequest(
                     topic,
@@ -329,7 +341,7 @@ class SendHandlers:
         if rejection is not None:
             return rejection.response(request)
         result = self._state.store.put_messages(requests)
-        return await self._answer_put(request, result, queue_id, wait_store_ok)
+        return await self._answer_put(request, result, queue_id, wait_store_ok, topic)
 
     def _route_timed_batch(self, requests: list[PutMessageRequest]) -> Rejection | None:
         """A batch with any timed message goes whole to the timer topic (the store puts one queue).
@@ -357,7 +369,7 @@ class SendHandlers:
         return None
 
     async def _answer_put(
-        self, request: RemotingCommand, result: PutResult, queue_id: int, wait_store_ok: bool
+        self, request: RemotingCommand, result: PutResult, queue_id: int, wait_store_ok: bool, topic: str
     ) -> RemotingCommand:
         status = result.status
         sync_flush = self._state.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
@@ -377,14 +389,16 @@ class SendHandlers:
             status = await replication.wait_replicated(result.commit_log_offsets[0] + result.wrote_bytes)
         code, remark = put_response_code(status, result.remark)
         if code not in _STORED_CODES:
+            self._state.stats.on_put_failed()
             return request.response(code, remark, {})
+        self._state.stats.on_put(topic, len(result.commit_log_offsets), result.wrote_bytes)
         prefix = _offset_msg_id_prefix(*self._state.store_host)
         ext = {
             "msgId": ",".join([f"{prefix}{offset:016X}" for offset in result.commit_log_offsets]),
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
-            MessageConst.MSG_REGION: MSG_REGION_DEFAULT,
-            MessageConst.TRACE_SWITCH: "true",
+            MessageConst.MSG_REGION: self._state.config.region_id,
+            MessageConst.TRACE_SWITCH: "true" if self._state.config.trace_on else "false",
         }
         return request.response(code, remark, ext)
 
@@ -454,12 +468,15 @@ class SendHandlers:
             born_timestamp=original.born_timestamp,
             born_host=original.born_host,
             store_host=state.store_host,
-            reconsume_times=original.reconsume_times + 1,
+            # Saturates: a record's count is a 32-bit int, and past the group's maximum it is DLQ'd.
+            reconsume_times=min(original.reconsume_times + 1, INT32_MAX),
         )
         if delay_level > 0 and state.schedule is not None:
             to_schedule(put, delay_level, state.schedule.level_count)
         result = state.store.put_message(put)
         code, remark = put_response_code(result.status, result.remark)
+        if code == ResponseCode.SUCCESS:
+            state.stats.on_send_back(header.group, original.topic)
         return request.response(code, remark, {})
 
 

@@ -1,9 +1,9 @@
 """What a slave asks its master for (SlaveSynchronize, ha-replication §3) and the HA status.
 
-GET_ALL_TOPIC_CONFIG (21) lives in ``admin.py``; here: GET_ALL_CONSUMER_OFFSET (43) with the
+GET_ALL_TOPIC_CONFIG (21) lives in ``admin.py`` and GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) in
+``group_admin.py`` (RocketMQ's tools ask for it too); here: GET_ALL_CONSUMER_OFFSET (43) with the
 transaction check progress as RocketMQ keeps it (the half topic's offset of group
-``CID_RMQ_SYS_TRANS``), GET_ALL_DELAY_OFFSET (45), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
-GET_TIMER_CHECK_POINT (60, OrbitMQ's JSON body) and GET_BROKER_HA_STATUS (907: RocketMQ's
+``CID_RMQ_SYS_TRANS``), GET_ALL_DELAY_OFFSET (45), GET_TIMER_CHECK_POINT (60, OrbitMQ's JSON body) and GET_BROKER_HA_STATUS (907: RocketMQ's
 HARuntimeInfo JSON, read by ``orbitmq admin cluster list``). Every broker answers them, a
 slave too (a slave of a slave copies from it). Reading never clears a table's dirty flag.
 """
@@ -38,11 +38,6 @@ class SyncHandlers:
         if schedule is None:
             return request.response(ResponseCode.SYSTEM_ERROR, "no delay-level service on this broker", {})
         return request.response(ResponseCode.SUCCESS, None, {}, schedule.offsets.encode())
-
-    async def get_all_subscription_group_config(
-        self, ctx: RequestContext, request: RemotingCommand
-    ) -> RemotingCommand:
-        return request.response(ResponseCode.SUCCESS, None, {}, self._state.groups.snapshot())
 
     async def get_timer_check_point(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         timer = self._state.timer

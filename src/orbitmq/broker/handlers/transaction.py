@@ -16,9 +16,12 @@ from orbitmq.model.message import SysFlag
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import EndTransactionRequestHeader
+from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server import RequestContext
 
 logger = logging.getLogger(__name__)
+# A producer (or anyone) can send failing decisions at any rate: one line per interval.
+_log_limit = LogLimiter(logger)
 
 _DECISIONS = (SysFlag.TRANSACTION_COMMIT_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE)
 
@@ -50,7 +53,8 @@ class TransactionHandlers:
             )
         outcome = service.end_transaction(header)
         if outcome.code != ResponseCode.SUCCESS:
-            logger.warning(
+            _log_limit.warning(
+                "end-transaction-failed",
                 "END_TRANSACTION from %s for %s (commit-log offset %d) failed: %s",
                 ctx.peer_address, header.msg_id, header.commit_log_offset, outcome.remark,
             )  # fmt: skip

@@ -5,11 +5,13 @@ A pop checks a message twice: first the consume-queue entry's tags code
 message (:meth:`MessageFilter.matches`). A message that fails either is filtered out: done
 for the group without being delivered.
 
-TAG expressions (``*``, ``a||b``) are built in. Other expression types (SQL92) are looked up
-in :data:`EXPRESSION_FILTERS`: a module that implements one registers a factory
-``expression text -> MessageFilter`` under its type name there (its ``matches_code`` answers
-True, since a consume-queue entry holds no properties); until one is registered such a
-subscription is refused with :class:`FilterExpressionError`.
+TAG expressions (``*``, ``a||b``) are built in. Other expression types are looked up in
+:data:`EXPRESSION_FILTERS`, factories ``expression text -> MessageFilter`` by type name. SQL92
+is registered here over ``orbitmq.filter`` (the grammar the pull path evaluates, compiled once
+per expression and cached there); its ``matches_code`` answers True, since a consume-queue
+entry holds no properties. A type with no factory, or an expression that does not compile, is
+refused with :class:`FilterExpressionError` (its text names the position). Whether the broker
+accepts SQL92 at all (``enablePropertyFilter``) is the handler's decision, as on the pull path.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from orbitmq import errors
+from orbitmq.filter import EXPRESSION_TYPE_SQL92, compiled_filter
+from orbitmq.filter import MessageFilter as ExpressionFilter
 from orbitmq.protocol.tags import TagFilter
 
 
@@ -58,7 +63,34 @@ def _tag_filter(expression: str) -> MessageFilter:
     return TagMessageFilter(TagFilter.parse(expression))
 
 
-EXPRESSION_FILTERS: dict[str, Callable[[str], MessageFilter]] = {"TAG": _tag_filter}
+@dataclass(frozen=True, slots=True)
+class Sql92MessageFilter:
+    """A SQL92 expression over the decoded message's properties (TAGS among them)."""
+
+    expression_filter: ExpressionFilter
+
+    def matches_code(self, tags_code: int) -> bool:
+        return True
+
+    def matches(self, tags: str | None, properties: dict[str, str]) -> bool:
+        return self.expression_filter.matches_properties(properties)
+
+    @property
+    def matches_all(self) -> bool:
+        return False
+
+
+def _sql92_filter(expression: str) -> MessageFilter:
+    try:
+        return Sql92MessageFilter(compiled_filter(EXPRESSION_TYPE_SQL92, expression))
+    except errors.FilterExpressionError as exc:
+        raise FilterExpressionError(f"SQL92 expression {expression!r}: {exc}") from exc
+
+
+EXPRESSION_FILTERS: dict[str, Callable[[str], MessageFilter]] = {
+    "TAG": _tag_filter,
+    EXPRESSION_TYPE_SQL92: _sql92_filter,
+}
 """Factories by expression type (upper case); see the module docstring."""
 
 

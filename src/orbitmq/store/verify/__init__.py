@@ -29,7 +29,8 @@ ConsumeQueue (``consumequeue/<topic>/<queue id>/<20-digit byte offset>``, 20-byt
     ``SCHEDULE_TOPIC_XXXX`` hold a delivery time and are not compared);
   * entries end at the first zero entry and nothing but zero entries follows it;
   * every dispatchable record (transaction type NOT or COMMIT) has its entry, and no queue offset
-    is used by two records.
+    is used by two records; a record below its queue's minimum in the queue manifest (written
+    by close) needs none: its topic was deleted, and the queue kept counting from its end.
 
 Index (``index/<yyyyMMddHHmmssSSS>``):
   * every used entry (all, or an even sample per file) points at a valid record one of whose keys
@@ -46,6 +47,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from orbitmq.store.queue_manifest import MANIFEST_FILE_NAME, read_manifest
 from orbitmq.store.verify._commit_log import scan_commit_log
 from orbitmq.store.verify._common import (
     ABORT_MARKER,
@@ -93,7 +95,13 @@ def verify_store(
     queue_entries = scan_consume_queues(
         root / CONSUME_QUEUE_DIR, consume_queue_entries_per_file, commit_log, report
     )
-    check_dispatch_complete(commit_log, queue_entries, report)
+    manifest = read_manifest(root / MANIFEST_FILE_NAME)
+    queue_mins = {
+        key: bounds.min_queue_offset
+        for key, bounds in (manifest.queues.items() if manifest is not None else ())
+        if bounds is not None
+    }
+    check_dispatch_complete(commit_log, queue_entries, report, queue_mins)
     geometry = IndexGeometry(index_hash_slot_num, index_num, index_sample_per_file)
     scan_index(root / INDEX_DIR, commit_log, geometry, report)
     return report

@@ -129,12 +129,22 @@ def _check_entry(
 
 
 def check_dispatch_complete(
-    commit_log: CommitLogScan, queue_entries: _QueueEntries, report: VerifyReport
+    commit_log: CommitLogScan,
+    queue_entries: _QueueEntries,
+    report: VerifyReport,
+    queue_mins: dict[tuple[str, int], int] | None = None,
 ) -> None:
-    """Every dispatchable record has its entry, and no two records share a queue offset."""
+    """Every dispatchable record has its entry, and no two records share a queue offset.
+
+    ``queue_mins`` (from the queue manifest) excuses records below a queue's minimum: they
+    belong to a deleted topic whose queue kept counting.
+    """
     seen: dict[tuple[str, int, int], int] = {}
+    mins = queue_mins or {}
     for record in commit_log.records.values():
         if not record.dispatchable:
+            continue
+        if record.queue_offset < mins.get((record.topic, record.queue_id), 0):
             continue
         key = (record.topic, record.queue_id, record.queue_offset)
         if key in seen:

@@ -1,0 +1,266 @@
+"""Broker statistics: what VIEW_BROKER_STATS_DATA and GET_BROKER_RUNTIME_INFO report (pure state).
+
+Theory of operation (RocketMQ's ``StatsItem`` and ``StoreStatsService``). Every counter is a
+pair of running totals, ``value`` and ``times`` (calls): a put of 3 messages of 300 bytes adds
+3 to TOPIC_PUT_NUMS (1 time) and 300 to TOPIC_PUT_SIZE. :meth:`BrokerStats.sample` snapshots
+the totals: every 10 s into a minute ring, every 10 min into an hour ring, every hour into a day
+ring, and every second into the 10-minute ring behind the ``putTps``-style runtime figures. A
+window's figures are the difference between the newest total and the oldest snapshot in it:
+``sum``, ``tps`` (sum per second of the window actually covered) and ``avgpt`` (sum per call).
+
+Items are keyed like RocketMQ's: ``TOPIC_PUT_NUMS``/``TOPIC_PUT_SIZE`` by topic,
+``GROUP_GET_NUMS``/``GROUP_GET_SIZE`` and ``SNDBCK_PUT_NUMS`` by ``topic@group``,
+``BROKER_PUT_NUMS``/``BROKER_GET_NUMS`` by cluster name. Time is passed in (ms); nothing here
+reads a clock or does I/O.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+__all__ = ["BrokerStats", "RuntimeCounters", "WindowFigures"]
+
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
+TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
+GROUP_GET_NUMS = "GROUP_GET_NUMS"
+GROUP_GET_SIZE = "GROUP_GET_SIZE"
+SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
+BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
+BROKER_GET_NUMS = "BROKER_GET_NUMS"
+STATS_NAMES = frozenset(
+    {
+        TOPIC_PUT_NUMS,
+        TOPIC_PUT_SIZE,
+        GROUP_GET_NUMS,
+        GROUP_GET_SIZE,
+        SNDBCK_PUT_NUMS,
+        BROKER_PUT_NUMS,
+        BROKER_GET_NUMS,
+    }
+)
+
+_MINUTE_STEP_MS = 10_000
+_HOUR_STEP_MS = 600_000
+_DAY_STEP_MS = 3_600_000
+_SECOND_STEP_MS = 1_000
+# Ring lengths: one more snapshot than the window has steps, so the window is fully covered.
+_MINUTE_RING, _HOUR_RING, _DAY_RING, _SECOND_RING = 7, 7, 25, 601
+
+
+@dataclass(frozen=True, slots=True)
+class WindowFigures:
+    """One window of one item (RocketMQ's StatsSnapshot)."""
+
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+
+@dataclass(slots=True)
+class _Ring:
+    step_ms: int
+    length: int
+    snapshots: deque[tuple[int, int, int]] = field(default_factory=deque)  # (ms, value, times)
+    last_ms: int = -(1 << 62)
+
+    def offer(self, now_ms: int, value: int, times: int) -> None:
+        if now_ms - self.last_ms < self.step_ms:
+            return
+        self.last_ms = now_ms
+        self.snapshots.append((now_ms, value, times))
+        while len(self.snapshots) > self.length:
+            self.snapshots.popleft()
+
+    def figures(self, now_ms: int, value: int, times: int) -> WindowFigures:
+        if not self.snapshots:
+            return WindowFigures()
+        first_ms, first_value, first_times = self.snapshots[0]
+        total = value - first_value
+        calls = times - first_times
+        # At least a second: a window that just began must not report one put as 1000/s.
+        elapsed_ms = max(now_ms - first_ms, 1000)
+        return WindowFigures(total, total * 1000 / elapsed_ms, total / calls if calls else 0.0)
+
+
+@dataclass(slots=True)
+class _Item:
+    value: int = 0
+    times: int = 0
+    minute: _Ring = field(default_factory=lambda: _Ring(_MINUTE_STEP_MS, _MINUTE_RING))
+    hour: _Ring = field(default_factory=lambda: _Ring(_HOUR_STEP_MS, _HOUR_RING))
+    day: _Ring = field(default_factory=lambda: _Ring(_DAY_STEP_MS, _DAY_RING))
+
+    def sample(self, now_ms: int) -> None:
+        for ring in (self.minute, self.hour, self.day):
+            if not ring.snapshots:
+                # A new item starts from zero: its first puts count in every window.
+                ring.snapshots.append((now_ms, 0, 0))
+                ring.last_ms = now_ms
+                continue
+            ring.offer(now_ms, self.value, self.times)
+
+
+@dataclass(slots=True)
+class RuntimeCounters:
+    """Store-wide running totals behind GET_BROKER_RUNTIME_INFO's rate figures."""
+
+    put: int = 0
+    get_found: int = 0
+    get_miss: int = 0
+    get_transferred: int = 0
+    put_times: int = 0
+    put_failed: int = 0
+    put_bytes: int = 0
+    put_time_max_ms: float = 0.0
+    get_time_max_ms: float = 0.0
+    # RocketMQ's putMessageDistributeTime buckets: <=0ms, 0~10ms, 10~50ms, 50~100ms,
+    # 100~200ms, 200~500ms, 500ms~1s, 1~2s, 2~3s, 3~4s, 4~5s, 5~10s, 10s~.
+    put_latency_buckets: list[int] = field(default_factory=lambda: [0] * 13)
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return self.put, self.get_found, self.get_miss, self.get_transferred
+
+
+_LATENCY_BOUNDS_MS = (0, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
+LATENCY_BUCKET_NAMES = (
+    "<=0ms",
+    "0~10ms",
+    "10~50ms",
+    "50~100ms",
+    "100~200ms",
+    "200~500ms",
+    "500ms~1s",
+    "1~2s",
+    "2~3s",
+    "3~4s",
+    "4~5s",
+    "5~10s",
+    "10s~",
+)
+
+
+class BrokerStats:
+    """Every stats item of one broker, plus the runtime counters (thread-safe, time injected)."""
+
+    def __init__(self, cluster_name: str, now_ms: int) -> None:
+        self._cluster = cluster_name
+        self._items: dict[tuple[str, str], _Item] = {}
+        self._lock = threading.Lock()
+        self.runtime = RuntimeCounters()
+        self._seconds: deque[tuple[int, tuple[int, int, int, int]]] = deque()
+        self._last_second_ms = -(1 << 62)
+        self.boot_ms = now_ms
+        # Midnight snapshots of the put/get totals (msgPutTotalTodayMorning and friends).
+        self._day_of: int = _day(now_ms)
+        self.today_morning = (0, 0)
+        self.yesterday_morning = (0, 0)
+
+    # -- recording ------------------------------------------------------------------------------
+
+    def _add(self, name: str, key: str, value: int, times: int = 1) -> None:
+        item = self._items.get((name, key))
+        if item is None:
+            item = self._items.setdefault((name, key), _Item())
+        item.value += value
+        item.times += times
+
+    def on_put(self, topic: str, count: int, size_bytes: int, latency_ms: float = 0.0) -> None:
+        """A put of ``count`` messages (``size_bytes`` written) to ``topic`` succeeded."""
+        with self._lock:
+            self._add(TOPIC_PUT_NUMS, topic, count)
+            self._add(TOPIC_PUT_SIZE, topic, size_bytes)
+            self._add(BROKER_PUT_NUMS, self._cluster, count)
+            counters = self.runtime
+            counters.put += count
+            counters.put_times += 1
+            counters.put_bytes += size_bytes
+            counters.put_time_max_ms = max(counters.put_time_max_ms, latency_ms)
+            bucket = next(
+                (index for index, bound in enumerate(_LATENCY_BOUNDS_MS) if latency_ms <= bound),
+                len(_LATENCY_BOUNDS_MS),
+            )
+            counters.put_latency_buckets[bucket] += 1
+
+    def on_put_failed(self) -> None:
+        with self._lock:
+            self.runtime.put_failed += 1
+
+    def on_get(self, group: str, topic: str, count: int, size_bytes: int) -> None:
+        """A pull of ``group`` on ``topic`` returned ``count`` messages (``count`` 0: a miss)."""
+        with self._lock:
+            if count:
+                self._add(GROUP_GET_NUMS, f"{topic}@{group}", count)
+                self._add(GROUP_GET_SIZE, f"{topic}@{group}", size_bytes)
+                self._add(BROKER_GET_NUMS, self._cluster, count)
+                self.runtime.get_found += 1
+                self.runtime.get_transferred += count
+            else:
+                self.runtime.get_miss += 1
+
+    def on_send_back(self, group: str, topic: str) -> None:
+        with self._lock:
+            self._add(SNDBCK_PUT_NUMS, f"{topic}@{group}", 1)
+
+    # -- sampling and reading ---------------------------------------------------------------------
+
+    def sample(self, now_ms: int) -> None:
+        """Snapshot every item's totals into the rings that are due (call about once a second)."""
+        with self._lock:
+            for item in self._items.values():
+                item.sample(now_ms)
+            if now_ms - self._last_second_ms >= _SECOND_STEP_MS:
+                self._last_second_ms = now_ms
+                self._seconds.append((now_ms, self.runtime.as_tuple()))
+                while len(self._seconds) > _SECOND_RING:
+                    self._seconds.popleft()
+            day = _day(now_ms)
+            if day != self._day_of:
+                self._day_of = day
+                self.yesterday_morning = self.today_morning
+                self.today_morning = (self.runtime.put, self.runtime.get_transferred)
+
+    def figures(
+        self, name: str, key: str, now_ms: int
+    ) -> tuple[WindowFigures, WindowFigures, WindowFigures] | None:
+        """Minute, hour and day figures of one item; None when it was never recorded."""
+        with self._lock:
+            item = self._items.get((name, key))
+            if item is None:
+                return None
+            value, times = item.value, item.times
+            return (
+                item.minute.figures(now_ms, value, times),
+                item.hour.figures(now_ms, value, times),
+                item.day.figures(now_ms, value, times),
+            )
+
+    def minute_tps(self, name: str, key: str, now_ms: int) -> float:
+        found = self.figures(name, key, now_ms)
+        return found[0].tps if found is not None else 0.0
+
+    def rates(self, now_ms: int, window_s: int) -> tuple[float, float, float, float]:
+        """Per-second put, get-found, get-miss and get-transferred over the last ``window_s``."""
+        with self._lock:
+            current = self.runtime.as_tuple()
+            older = [entry for entry in self._seconds if now_ms - entry[0] <= window_s * 1000 + 500]
+            if not older:
+                return 0.0, 0.0, 0.0, 0.0
+            first_ms, first = older[0]
+            elapsed_s = max((now_ms - first_ms) / 1000, 1.0)
+            put, found, miss, transferred = (
+                (now - then) / elapsed_s for now, then in zip(current, first, strict=True)
+            )
+            return put, found, miss, transferred
+
+    def keys_of(self, name: str) -> list[str]:
+        with self._lock:
+            return sorted(key for item_name, key in self._items if item_name == name)
+
+
+def _day(now_ms: int) -> int:
+    """Days since the epoch in local time (midnight is when the morning totals roll)."""
+    local_s = now_ms / 1000 + time.localtime(now_ms / 1000).tm_gmtoff
+    return int(local_s // 86400)

@@ -1,0 +1,240 @@
+"""The argparse side of ``mqadmin``'s verbs: ``orbitmq admin topicList``, ``consumerProgress -g G``...
+
+Verbs and option letters are ``mqadmin``'s, so a RocketMQ operator's muscle memory works; where
+a verb overlaps a noun-verb command (``topicList`` and ``topic list``) both run the same code.
+Every read verb takes ``--json`` (from the shared options).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Awaitable, Callable
+
+from orbitmq.cli import _verbs, _verbs_messages
+from orbitmq.client.admin import AdminClient
+from orbitmq.errors import ClientError
+
+__all__ = ["add_verbs"]
+
+Command = Callable[[AdminClient, argparse.Namespace], Awaitable[None]]
+
+_VERBS_HELP = "mqadmin's verbs (run 'orbitmq admin VERB --help')"
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
+def add_verbs(
+    groups: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    shared: dict[str, Command],
+    parse_time_ms: Callable[[str], int],
+    perm: Callable[[str], int],
+) -> None:
+    """Add every verb to ``groups``; ``shared`` holds the noun-verb commands verbs reuse
+    (``topic_route``, ``topic_status``, ``topic_delete``, ``topic_create``, ``topic_update``,
+    ``consumer_progress``)."""
+
+    def verb(name: str, help_text: str, command: Command) -> argparse.ArgumentParser:
+        parser = groups.add_parser(name, parents=[common], help=help_text)
+        parser.set_defaults(command=command)
+        return parser
+
+    time_help = "'now', epoch ms or ISO-8601"
+
+    parser = verb("clusterList", "brokers of every cluster, with version and TPS", _verbs.cluster_list)
+    parser.add_argument("-c", "--cluster", help="only this cluster")
+    verb("topicList", "every topic the name server knows", _verbs.topic_list)
+    verb("topicRoute", "a topic's route", shared["topic_route"]).add_argument("-t", "--topic", required=True)
+    verb("topicStatus", "min/max offset and last store time per queue", shared["topic_status"]).add_argument(
+        "-t", "--topic", required=True
+    )
+    parser = verb("updateTopic", "create a topic, or change the given settings of one", _update_topic(shared))
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-c", "--cluster", help="cluster (default: every cluster)")
+    parser.add_argument(
+        "-q", "--queues", type=int, help="read and write queues per broker (8 for a new topic)"
+    )
+    parser.add_argument("-r", "--read-queues", type=int, help="read queues (must equal write queues)")
+    parser.add_argument("-w", "--write-queues", type=int, help="write queues")
+    parser.add_argument("-p", "--perm", type=perm, help="permission: 2 write, 4 read, 6 both")
+    parser.add_argument("-o", "--order", type=_bool, help="ordered topic: true or false")
+    parser = verb("deleteTopic", "delete a topic from brokers and name servers", shared["topic_delete"])
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-c", "--cluster", help="cluster (default: every cluster)")
+
+    parser = verb("updateSubGroup", "create a consumer group config, or change it", _verbs.update_sub_group)
+    parser.add_argument("-g", "--group", required=True)
+    parser.add_argument("-c", "--cluster", help="cluster (default: every cluster)")
+    parser.add_argument("-s", "--consume-enable", type=_bool)
+    parser.add_argument("-m", "--consume-from-min-enable", type=_bool)
+    parser.add_argument("-d", "--consume-broadcast-enable", type=_bool)
+    parser.add_argument("-o", "--consume-message-orderly", type=_bool, help="FIFO for POP / 5.x consumers")
+    parser.add_argument("-q", "--retry-queue-nums", type=int)
+    parser.add_argument("-r", "--retry-max-times", type=int)
+    parser.add_argument("-i", "--broker-id", type=int)
+    parser.add_argument("-w", "--which-broker-when-consume-slowly", type=int)
+    parser.add_argument("-a", "--notify-consumer-ids-changed-enable", type=_bool)
+    parser = verb("deleteSubGroup", "delete a consumer group config", _verbs.delete_sub_group)
+    parser.add_argument("-g", "--group", required=True)
+    parser.add_argument("-c", "--cluster", help="cluster (default: every cluster)")
+    parser.add_argument("-r", "--remove-offset", action="store_true", help="also drop the group's offsets")
+
+    parser = verb(
+        "consumerProgress",
+        "lag per queue of a group (-g), or every group's totals",
+        _consumer_progress(shared),
+    )
+    parser.add_argument("-g", "--group", help="the group (default: every group)")
+    parser.add_argument("-t", "--topic", help="only this topic")
+    parser.add_argument("-c", "--cluster", help="with no group: only this cluster")
+    verb(
+        "consumerConnection", "online members of a group and what they subscribe", _verbs.consumer_connection
+    ).add_argument("-g", "--group", required=True)
+    parser = verb("producerConnection", "connections of a producer group", _verbs.producer_connection)
+    parser.add_argument("-g", "--group", required=True)
+    parser.add_argument("-t", "--topic", help="only brokers hosting this topic")
+    parser = verb("consumerStatus", "what each online member of a group is doing", _verbs.consumer_status)
+    parser.add_argument("-g", "--group", required=True)
+    parser.add_argument("-i", "--client-id", help="only this member")
+    parser.add_argument("-s", "--jstack", action="store_true", help="ask for the client's thread dump")
+    parser = verb(
+        "resetOffsetByTime", "move a group's offsets to a point in time, live", _verbs.reset_offset_by_time
+    )
+    parser.add_argument("-g", "--group", required=True)
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-s", "--timestamp", type=parse_time_ms, required=True, help=time_help)
+    parser.add_argument("-f", "--force", type=_bool, default=True, help="also move forward (default true)")
+    parser = verb(
+        "skipAccumulatedMessage", "move a group to the end of a topic, live", _verbs.skip_accumulated_message
+    )
+    parser.add_argument("-g", "--group", required=True)
+    parser.add_argument("-t", "--topic", required=True)
+    parser = verb("cloneGroupOffset", "copy a group's offsets to another group", _verbs.clone_group_offset)
+    parser.add_argument("-s", "--src-group", required=True)
+    parser.add_argument("-d", "--dest-group", required=True)
+    parser.add_argument("-t", "--topic", help="only this topic")
+    parser.add_argument(
+        "-o", "--offline", action="store_true", help="copy even topics the online source does not consume"
+    )
+
+    _add_message_verbs(verb, parse_time_ms)
+
+    parser = verb("brokerStatus", "a broker's runtime figures", _verbs.broker_status)
+    _broker_or_cluster(parser)
+    parser = verb("statsAll", "per topic and group: accumulation, TPS, messages in 24 h", _verbs.stats_all)
+    parser.add_argument("-t", "--topic", help="only this topic")
+    parser.add_argument("-a", "--active", action="store_true", help="only topics with messages in 24 h")
+    parser = verb("getBrokerConfig", "a broker's configuration", _verbs.get_broker_config)
+    _broker_or_cluster(parser)
+    parser = verb(
+        "updateBrokerConfig", "change a broker setting that can change live", _verbs.update_broker_config
+    )
+    _broker_or_cluster(parser)
+    parser.add_argument("-k", "--key", required=True)
+    parser.add_argument("-v", "--value", required=True)
+    parser = verb("updateKvConfig", "set a name server KV config item", _verbs.update_kv_config)
+    parser.add_argument("-s", "--namespace", required=True)
+    parser.add_argument("-k", "--key", required=True)
+    parser.add_argument("-v", "--value", required=True)
+
+
+def _broker_or_cluster(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-b", "--broker", help="broker address host:port")
+    parser.add_argument("-c", "--cluster", help="every master of this cluster (default: every cluster)")
+
+
+def _add_message_verbs(
+    verb: Callable[[str, str, Command], argparse.ArgumentParser], parse_time_ms: Callable[[str], int]
+) -> None:
+    parser = verb(
+        "queryMsgById", "a message by offsetMsgId or msgId (UNIQ_KEY)", _verbs_messages.query_msg_by_id
+    )
+    parser.add_argument("-i", "--msg-id", required=True)
+    parser.add_argument("-t", "--topic", help="topic of a msgId (default: search every topic)")
+    parser.add_argument("-g", "--group", help="with -d: consumer group to consume it directly")
+    parser.add_argument("-d", "--client-id", help="with -g: the online client that consumes it now")
+    parser = verb("queryMsgByKey", "messages of a topic by key", _verbs_messages.query_msg_by_key)
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-k", "--key", required=True)
+    parser.add_argument("-b", "--begin", type=parse_time_ms, help="stored at or after")
+    parser.add_argument("-e", "--end", type=parse_time_ms, help="stored at or before")
+    parser.add_argument("-c", "--max-num", type=int, default=64, help="most messages (64)")
+    parser = verb("queryMsgByOffset", "the message at a queue offset", _verbs_messages.query_msg_by_offset)
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-b", "--broker-name", required=True)
+    parser.add_argument("-i", "--queue-id", type=int, required=True)
+    parser.add_argument("-o", "--offset", type=int, required=True)
+    for name in ("queryMsgTraceById", "trace"):
+        parser = verb(
+            name, "a message's trace: its send and its consumptions", _verbs_messages.query_msg_trace_by_id
+        )
+        if name == "trace":
+            parser.add_argument("msg_id", metavar="MSG_ID")
+        else:
+            parser.add_argument("-i", "--msg-id", required=True)
+        parser.add_argument(
+            "-t", "--trace-topic", default="RMQ_SYS_TRACE_TOPIC", help="trace topic (RMQ_SYS_TRACE_TOPIC)"
+        )
+    parser = verb("sendMessage", "send one message", _verbs_messages.send_message)
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-p", "--body", required=True)
+    parser.add_argument("-k", "--keys", help="keys, space-separated")
+    parser.add_argument("-c", "--tags")
+    parser.add_argument("-b", "--broker-name", help="with -i: this queue")
+    parser.add_argument("-i", "--queue-id", type=int)
+    parser = verb(
+        "consumeMessage", "read messages of a topic (no offset committed)", _verbs_messages.consume_message
+    )
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-b", "--broker-name")
+    parser.add_argument("-i", "--queue-id", type=int)
+    parser.add_argument("-o", "--offset", type=int, help="start here (default: the queue's first)")
+    parser.add_argument("-s", "--begin", type=parse_time_ms, help="start at this time")
+    parser.add_argument("-e", "--end", type=parse_time_ms, help="stop at this time")
+    parser.add_argument("-c", "--count", type=int, default=128, help="most messages (128)")
+    parser = verb("printMsg", "every message of a topic in a time range", _verbs_messages.print_msg)
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-s", "--sub-expression", default="*", help="tag expression (*)")
+    parser.add_argument("-b", "--begin", type=parse_time_ms, help="stored at or after")
+    parser.add_argument("-e", "--end", type=parse_time_ms, help="stored before")
+    parser.add_argument("-m", "--max-count", type=int, default=1000, help="most messages per queue (1000)")
+
+
+def _update_topic(shared: dict[str, Command]) -> Command:
+    async def update_topic(admin: AdminClient, args: argparse.Namespace) -> None:
+        queues = args.queues
+        if args.read_queues is not None or args.write_queues is not None:
+            read, write = args.read_queues, args.write_queues
+            if read is not None and write is not None and read != write:
+                raise ClientError(
+                    f"topic {args.topic}: OrbitMQ topics have as many read queues as write queues"
+                )
+            queues = write if write is not None else read
+        args.queues = queues
+        exists = bool(await admin.topic_configs(args.topic, cluster=args.cluster))
+        if exists:
+            await shared["topic_update"](admin, args)
+            return
+        args.queues = 8 if queues is None else queues
+        args.perm = 6 if args.perm is None else args.perm
+        args.order = bool(args.order)
+        await shared["topic_create"](admin, args)
+
+    return update_topic
+
+
+def _consumer_progress(shared: dict[str, Command]) -> Command:
+    async def consumer_progress(admin: AdminClient, args: argparse.Namespace) -> None:
+        if args.group:
+            await shared["consumer_progress"](admin, args)
+        else:
+            await _verbs.consumer_progress_all(admin, args)
+
+    return consumer_progress
