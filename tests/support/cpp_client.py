@@ -6,10 +6,13 @@ stay out of the user's home and a crash inside the C++ library cannot take the t
 runner down. Every event is printed as one JSON line on stdout:
 
     produce:  {"event": "sent", "seq": i, "status": "OK", "msg_id": ..., "offset": n}
+    paced:    {"event": "sent" | "error", "seq": i, "t": unix seconds, ...} (never raises)
     consume:  {"event": "received", "topic", "tags", "keys", "body_hex", "msg_id", "queue_id",
                "queue_offset", "reconsume_times", "props": {...}}
 
-The C++ API passes bodies as C strings, so test bodies must not contain NUL bytes.
+The C++ API passes bodies as C strings, so test bodies must not contain NUL bytes. With
+``--access-key``/``--secret-key`` the client signs its requests (``set_session_credentials``,
+channel ``ALIYUN``), for brokers with ACL.
 """
 
 from __future__ import annotations
@@ -71,10 +74,34 @@ def send_sync_retry_client_race(producer: Producer, msg: Message, seq: int) -> o
         return producer.send_sync(msg)
 
 
+def set_credentials(client: Producer | PushConsumer, args: argparse.Namespace) -> None:
+    if args.access_key:
+        client.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
+
+
+def produce_paced(producer: Producer, args: argparse.Namespace) -> int:
+    """One sync send every ``--interval-ms`` for ``--count`` sends; failures are events, not exits."""
+    for seq in range(args.count):
+        started = time.monotonic()
+        try:
+            result = producer.send_sync(build_message(args, seq))
+            emit({"event": "sent", "seq": seq, "t": time.time(), "status": result.status.name})
+        except Exception as exc:
+            emit({"event": "error", "seq": seq, "t": time.time(), "error": str(exc)[:300]})
+        time.sleep(max(0.0, args.interval_ms / 1000 - (time.monotonic() - started)))
+    return 0
+
+
 def produce(args: argparse.Namespace) -> int:
     producer = Producer(args.group, timeout=args.timeout_ms)
     producer.set_namesrv_addr(args.namesrv)
+    set_credentials(producer, args)
     producer.start()
+    if args.mode == "paced":
+        try:
+            return produce_paced(producer, args)
+        finally:
+            producer.shutdown()
     failures = 0
     pending = threading.Semaphore(0)
     try:
@@ -154,6 +181,7 @@ def consume(args: argparse.Namespace) -> int:
     model = MessageModel.BROADCASTING if args.model == "broadcasting" else MessageModel.CLUSTERING
     consumer = PushConsumer(args.group, orderly=args.orderly, message_model=model)
     consumer.set_namesrv_addr(args.namesrv)
+    set_credentials(consumer, args)
     consumer.set_instance_name(args.instance)
     consumer.set_thread_count(args.threads)
     stop = threading.Event()
@@ -205,7 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     prod.add_argument("--namesrv", required=True)
     prod.add_argument("--topic", required=True)
     prod.add_argument("--group", default="PG_CPP")
-    prod.add_argument("--mode", choices=["sync", "async", "oneway", "orderly", "batch"], default="sync")
+    prod.add_argument(
+        "--mode", choices=["sync", "async", "oneway", "orderly", "batch", "paced"], default="sync"
+    )
+    prod.add_argument("--interval-ms", type=int, default=200, help="paced mode: time between sends")
     prod.add_argument("--count", type=int, default=10)
     prod.add_argument("--size", type=int, default=64)
     prod.add_argument("--tags", default="TagA")
@@ -224,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     cons.add_argument("--threads", type=int, default=2)
     cons.add_argument("--duration-s", type=float, default=60.0)
     cons.add_argument("--sleep-ms", type=int, default=0, help="pause after each message")
+    for sub_parser in (prod, cons):
+        sub_parser.add_argument("--access-key", help="ACL access key (set_session_credentials)")
+        sub_parser.add_argument("--secret-key", help="ACL secret key")
     args = parser.parse_args(argv)
     return produce(args) if args.command == "produce" else consume(args)
 

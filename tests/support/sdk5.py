@@ -71,10 +71,13 @@ def parse_events(text: str) -> list[Event]:
 class Sdk5:
     """Runs driver children against one gRPC endpoint, HOME in a temporary directory."""
 
-    def __init__(self, python: Path, endpoint: str, home: Path) -> None:
+    def __init__(
+        self, python: Path, endpoint: str, home: Path, credentials: tuple[str, str] | None = None
+    ) -> None:
         self.python = python
         self.endpoint = endpoint
         self.home = home
+        self.credentials = credentials
         self.home.mkdir(parents=True, exist_ok=True)
         self.children: list[subprocess.Popen[bytes]] = []
         self._count = 0
@@ -83,6 +86,8 @@ class Sdk5:
         env = dict(os.environ)
         env["HOME"] = str(self.home)
         env.pop("PYTHONPATH", None)
+        if self.credentials is not None:
+            env["SDK5_ACCESS_KEY"], env["SDK5_SECRET_KEY"] = self.credentials
         return env
 
     def command(self, command: str, *args: str) -> list[str]:
@@ -90,15 +95,21 @@ class Sdk5:
 
     def run(self, command: str, *args: str, timeout_s: float = 60.0) -> list[Event]:
         """Run one driver command to its end; fail with its stderr when it exits non-zero."""
-        done = subprocess.run(
-            self.command(command, *args), env=self.env(), capture_output=True, timeout=timeout_s
-        )
+        done = self.run_any(command, *args, timeout_s=timeout_s)
         events = parse_events(done.stdout.decode())
         if done.returncode != 0:
             raise AssertionError(
                 f"sdk5 {command} exited {done.returncode}; events {events}\n{done.stderr.decode()[-3000:]}"
             )
         return events
+
+    def run_any(
+        self, command: str, *args: str, timeout_s: float = 60.0
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run one driver command to its end, whatever its exit status."""
+        return subprocess.run(
+            self.command(command, *args), env=self.env(), capture_output=True, timeout=timeout_s
+        )
 
     def start(self, command: str, *args: str) -> Sdk5Process:
         """Start a driver command in the background (a consumer); its events go to a file."""

@@ -11,13 +11,15 @@ never share a process. It imports nothing of OrbitMQ. HOME points at a temporary
                    "attempt", "body_hex", "props"} and {"event": "acked" | "ack_failed" | ...}
     recall:       {"event": "sent" ...}, {"event": "recalled", "message_id"}
 
-Bodies are ``body_for(seq, size)``, the C++ driver's pattern, so tests compare bytes.
+Bodies are ``body_for(seq, size)``, the C++ driver's pattern, so tests compare bytes. ACL
+credentials, when a test sets them, come from ``SDK5_ACCESS_KEY`` / ``SDK5_SECRET_KEY``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -54,7 +56,9 @@ def body_for(seq: int, size: int) -> bytes:
 
 
 def config(args: argparse.Namespace) -> object:
-    return ClientConfiguration(args.endpoint, Credentials(), request_timeout=args.request_timeout)
+    # ACL credentials come from the environment, never the command line.
+    credentials = Credentials(os.environ.get("SDK5_ACCESS_KEY", ""), os.environ.get("SDK5_SECRET_KEY", ""))
+    return ClientConfiguration(args.endpoint, credentials, request_timeout=args.request_timeout)
 
 
 def build(args: argparse.Namespace, seq: int) -> object:

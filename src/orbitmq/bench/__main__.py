@@ -38,6 +38,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "produce with no slave, ASYNC_MASTER and SYNC_MASTER; replication lag under load",
     ),
     "proxy": ("orbitmq.bench.proxy", "gRPC proxy send and receive+ack msgs/s beside the remoting port"),
+    "acl": ("orbitmq.bench.acl", "producer throughput with ACL off and on, in one run"),
 }
 
 USAGE_ERROR_STATUS = 2
@@ -60,10 +61,17 @@ def _usage(prog: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m orbitmq.bench") -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    prog: str = "python -m orbitmq.bench",
+    credentials: tuple[str, str] | None = None,
+) -> int:
     """Run the benchmark named by the first argument; returns its exit status (2 on usage errors).
 
-    ``prog`` is how the command is named in help and usage lines.
+    ``prog`` is how the command is named in help and usage lines. ``credentials`` (access key,
+    secret key) stand in for ``--access-key`` / ``--secret-key`` when neither is given, for
+    benchmarks that take them (``orbitmq bench`` passes the environment's); they are applied
+    after parsing, so ``--help`` never prints them.
     """
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments or arguments[0] in ("-h", "--help"):
@@ -81,6 +89,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m orbitmq.bench
     )
     module.add_arguments(parser)
     args = parser.parse_args(arguments[1:])
+    if credentials is not None and hasattr(args, "access_key") and not (args.access_key or args.secret_key):
+        args.access_key, args.secret_key = credentials
     status: int = module.run(args)
     return status
 

@@ -9,6 +9,7 @@ creates when a consumer group first heartbeats); a topic that existed before is 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from orbitmq.client.admin import AdminClient
 from orbitmq.errors import OrbitError
@@ -17,10 +18,21 @@ __all__ = ["BenchTopic"]
 
 
 class BenchTopic:
-    """One benchmark topic (and the retry topics of ``groups``) on the cluster at ``namesrv``."""
+    """One benchmark topic (and the retry topics of ``groups``) on the cluster at ``namesrv``.
 
-    def __init__(self, namesrv: str, topic: str, queues: int, groups: tuple[str, ...] = ()) -> None:
+    ``client_options`` go to the admin client (credentials and TLS of a secured cluster).
+    """
+
+    def __init__(
+        self,
+        namesrv: str,
+        topic: str,
+        queues: int,
+        groups: tuple[str, ...] = (),
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
         self.namesrv = namesrv
+        self._options = dict(client_options or {})
         self.topic = topic
         self.queues = queues
         self._names = [topic, *(f"%RETRY%{group}" for group in groups)]
@@ -28,7 +40,7 @@ class BenchTopic:
 
     async def create(self) -> None:
         """Wait for a broker, then create the topic unless it exists (its queues are kept then)."""
-        async with AdminClient(self.namesrv) as admin:
+        async with AdminClient(self.namesrv, **self._options) as admin:
             for _ in range(200):
                 if (await admin.cluster_info()).broker_addr_table:
                     break
@@ -40,7 +52,7 @@ class BenchTopic:
     async def remove_created(self) -> list[str]:
         """Delete the topics this benchmark created; returns their names (failures are printed)."""
         removed = []
-        async with AdminClient(self.namesrv) as admin:
+        async with AdminClient(self.namesrv, **self._options) as admin:
             present = set(await admin.list_topics())
             for name in self._names:
                 if name in present and name not in self._existed:
@@ -55,7 +67,7 @@ class BenchTopic:
 
     async def write_queues(self) -> list[tuple[str, int]]:
         """``(master address, queue id)`` of every writable queue of the topic, by broker name."""
-        async with AdminClient(self.namesrv) as admin:
+        async with AdminClient(self.namesrv, **self._options) as admin:
             route = await admin.topic_route(self.topic)
         masters = {broker.broker_name: broker.master_addr for broker in route.broker_datas}
         return [

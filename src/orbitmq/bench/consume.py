@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orbitmq.bench._credentials import add_credential_arguments, client_options, request_signer
 from orbitmq.bench._report import ProgressLine, percentiles_text, verdict
 from orbitmq.bench._servers import add_namesrv_argument, start_standalone
 from orbitmq.bench._topics import BenchTopic
@@ -61,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--live-rate", type=float, default=0.0, help="msgs/s sent during the run, for delivery latency"
     )
+    add_credential_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,7 +100,9 @@ class _Stats:
 
 
 async def _run(namesrv: str, args: argparse.Namespace) -> _Stats:
-    bench_topic = BenchTopic(namesrv, args.topic, args.queues, groups=(args.group,))
+    bench_topic = BenchTopic(
+        namesrv, args.topic, args.queues, groups=(args.group,), client_options=client_options(args)
+    )
     await bench_topic.create()
     try:
         queues = await bench_topic.write_queues()
@@ -132,7 +136,7 @@ async def _bench(namesrv: str, queues: list[tuple[str, int]], args: argparse.Nam
 
 async def _prefill(queues: list[tuple[str, int]], args: argparse.Namespace) -> None:
     """``--prefill`` messages in batches of 1,000, round-robin over every queue of every broker."""
-    client = RemotingClient()
+    client = RemotingClient(signer=request_signer(args))
     try:
         body = encode_batch([(0, b"x" * args.size, {})] * 1000)
         in_flight: set[asyncio.Task[RemotingCommand]] = set()
@@ -163,7 +167,7 @@ def _check_sends(done: set[asyncio.Task[RemotingCommand]], topic: str) -> None:
 
 async def _live_sender(broker: str, args: argparse.Namespace) -> None:
     """Send ``--live-rate`` messages per second, paced by a schedule rather than by sleeps."""
-    client = RemotingClient()
+    client = RemotingClient(signer=request_signer(args))
     loop = asyncio.get_running_loop()
     started = loop.time()
     try:
@@ -185,6 +189,7 @@ async def _run_pull(namesrv: str, args: argparse.Namespace, stats: _Stats, goal:
         pull_batch_size=args.pull_batch_size,
         pull_threshold_for_queue=args.pull_batch_size * 4,
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        **client_options(args),
     )
     await consumer.subscribe(args.topic)
     await consumer.start()
@@ -247,6 +252,7 @@ async def _run_push(namesrv: str, args: argparse.Namespace, stats: _Stats, goal:
         consume_thread_max=4,
         pull_threshold_for_queue=4 * args.pull_batch_size,
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        **client_options(args),
     )
     consumer.subscribe(args.topic)
     await consumer.start()

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orbitmq.bench._credentials import add_credential_arguments, client_options, request_signer
 from orbitmq.bench._report import ProgressLine, percentiles_text, verdict
 from orbitmq.bench._servers import add_namesrv_argument, start_standalone
 from orbitmq.bench._topics import BenchTopic
@@ -68,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--flush", choices=("sync", "async"), default="async", help="flush mode of the temporary broker"
     )
+    add_credential_arguments(parser)
 
 
 @dataclass(slots=True)
@@ -148,7 +150,12 @@ class _Bench:
 
 
 async def _run_bench(namesrv_addr: str, args: argparse.Namespace) -> int:
-    bench_topic = BenchTopic(namesrv_addr, args.topic or f"OrbitBench_{os.getpid()}", args.queues)
+    bench_topic = BenchTopic(
+        namesrv_addr,
+        args.topic or f"OrbitBench_{os.getpid()}",
+        args.queues,
+        client_options=client_options(args),
+    )
     await bench_topic.create()
     try:
         return await _measure(bench_topic, args)
@@ -158,7 +165,9 @@ async def _run_bench(namesrv_addr: str, args: argparse.Namespace) -> int:
 
 async def _measure(bench_topic: BenchTopic, args: argparse.Namespace) -> int:
     topic = bench_topic.topic
-    async with Producer("PG_BENCH", bench_topic.namesrv, instance_name=f"bench-{os.getpid()}") as producer:
+    async with Producer(
+        "PG_BENCH", bench_topic.namesrv, instance_name=f"bench-{os.getpid()}", **client_options(args)
+    ) as producer:
         bench = _Bench(producer, topic, args)
         senders = [asyncio.create_task(bench.sender()) for _ in range(args.concurrency)]
         await bench.report()
@@ -191,7 +200,7 @@ async def _raw_reference(
     queues: list[tuple[str, int]], topic: str, body: bytes, args: argparse.Namespace
 ) -> float:
     """Messages/s of the same requests encoded once and sent straight over one connection per broker."""
-    client = RemotingClient()
+    client = RemotingClient(signer=request_signer(args))
     sent = 0
     deadline = time.perf_counter() + args.reference_s
 

@@ -5,6 +5,11 @@ take a while), loads the persisted tables from ``<storePathRootDir>/config``, cr
 topics, binds the remoting server with every handler in one table keyed by request code, then
 starts the services. :meth:`BrokerApp.shutdown` undoes it in reverse, one commented step each.
 
+With ``aclEnable=true`` the accounts are loaded first (a bad file stops the start), every
+handler sits behind the :class:`~orbitmq.security.AclService` check, and the service reloads
+the files when they change. The guard wraps the finished handler table: a handler must be in
+that table (not added later with ``RemotingServer.register``) to be checked. ``tls.server.mode`` decides whether the port speaks TLS.
+
 Background work uses one shape, :class:`PeriodicService` (start/stop): persisting dirty tables,
 scanning for expired clients; the long-polling, registration, delay-level (broker.schedule),
 timer (broker.timer), transaction-check (broker.transaction) and replication
@@ -21,13 +26,16 @@ import asyncio
 import inspect
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
+from orbitmq.acl.accounts import Account
+from orbitmq.acl.signature import Credentials
 from orbitmq.broker.clients import ConsumerTable, ProducerTable
 from orbitmq.broker.config import BrokerConfig, BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
+from orbitmq.broker.handlers.acl import AclHandlers
 from orbitmq.broker.handlers.admin import AdminHandlers
 from orbitmq.broker.handlers.broker_info import BrokerInfoHandlers
 from orbitmq.broker.handlers.client_manage import ClientManageHandlers
@@ -60,8 +68,10 @@ from orbitmq.broker.transaction import TransactionService
 from orbitmq.errors import ConfigError, ProtocolError
 from orbitmq.model.route import PERM_READ_WRITE
 from orbitmq.protocol.codes import RequestCode
+from orbitmq.security import AclService, ha_exposure_warning, warn_if_exposed
 from orbitmq.store.config import StoreConfig, delay_levels_ms
 from orbitmq.store.message_store import MessageStore
+from orbitmq.transport.connection import RemotingClient
 from orbitmq.transport.server import Handler, RemotingServer
 
 logger = logging.getLogger(__name__)
@@ -136,12 +146,37 @@ def _read_optional(path: Path) -> bytes | None:
         return None
 
 
-class BrokerApp:
-    """One broker process: store + tables + remoting server + services."""
+ACL_FILE = Path("conf") / "plain_acl.yml"
+"""The accounts file's place under ``storePathRootDir`` when ``aclFile`` is not set."""
 
-    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+
+class BrokerApp:
+    """One broker process: store + tables + remoting server + services.
+
+    Args:
+        broker_config: the broker's settings (``tls`` and ACL included).
+        store_config: the store's settings.
+        namesrv_credentials: what to sign name-server requests with; default
+            ``innerClientAuthenticationCredentials`` (a standalone passes its in-memory key).
+        inner_accounts: accounts this broker accepts that no file lists (a standalone's
+            in-memory key, which its embedded gRPC proxy signs with).
+    """
+
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store_config: StoreConfig,
+        *,
+        namesrv_credentials: Credentials | None = None,
+        inner_accounts: Iterable[Account] = (),
+    ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
+        self._namesrv_credentials = namesrv_credentials or broker_config.inner_credentials
+        self.acl: AclService | None = None
+        if broker_config.acl_enable:
+            acl_file = broker_config.acl_file or Path(store_config.store_path_root_dir) / ACL_FILE
+            self.acl = AclService(Path(acl_file), "broker", inner_accounts=inner_accounts)
         self._config_dir = Path(store_config.store_path_root_dir) / "config"
         # Resolved once: without brokerIP1 this looks up the host's addresses.
         self._host = broker_config.advertised_host
@@ -152,6 +187,13 @@ class BrokerApp:
         self._registration: NamesrvRegistration | None = None
         self._topics_write_lock = asyncio.Lock()
         self._background_writes: set[asyncio.Task[None]] = set()
+
+    def _inner_client(self) -> RemotingClient:
+        """A client for this broker's own requests (name servers, a slave's master): signed, TLS as set."""
+        return RemotingClient(
+            signer=self._namesrv_credentials.sign if self._namesrv_credentials else None,
+            ssl_context=self.broker_config.tls.client_context(),
+        )
 
     @property
     def port(self) -> int:
@@ -171,6 +213,10 @@ class BrokerApp:
 
     async def startup(self) -> None:
         config = self.broker_config
+        # Accounts and certificates first: a broker that cannot enforce them must not start.
+        if self.acl is not None:
+            self.acl.load()
+        ssl_context = config.tls.server_context()
         # Recovery after a crash re-scans the commit log: keep it off the event loop.
         await asyncio.to_thread(self._store.open)
         is_slave = config.broker_role is BrokerRole.SLAVE
@@ -210,15 +256,21 @@ class BrokerApp:
         self._state = state
         await self._create_message_services(state, is_slave)
         client_manage = ClientManageHandlers(state)
+        handlers = build_handler_table(state, client_manage)
+        handlers.update(AclHandlers(state, self.acl, lambda: self.address).handler_table())
+        if self.acl is not None:
+            handlers = self.acl.guard(handlers)
         self._server = RemotingServer(
             config.bind_address,
             config.listen_port,
-            build_handler_table(state, client_manage),
+            handlers,
             idle_timeout_s=config.channel_expired_timeout_ms / 1000,
             on_connection_closed=client_manage.on_connection_closed,
             max_frame_bytes=config.max_frame_bytes,
             limits=config.server_limits(),
             bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
+            tls_mode=config.tls.server_mode,
+            ssl_context=ssl_context,
         )
         await self._server.start()
         # With listenPort=0 the bound port is known only now; records must carry the real one.
@@ -228,7 +280,12 @@ class BrokerApp:
         # The HA port first: registrations carry its address.
         await replication.start()
         self._registration = NamesrvRegistration(
-            config, topics, self.address, replication.ha_address, replication.on_registered
+            config,
+            topics,
+            self.address,
+            replication.ha_address,
+            replication.on_registered,
+            client=self._inner_client(),
         )
         self._services = [
             long_polling,
@@ -241,6 +298,8 @@ class BrokerApp:
         # state follows the replicated journal (POP requests are refused on a slave).
         writers = () if is_slave else (state.schedule, state.timer, state.transactions)
         self._services += [service for service in (*writers, state.pop) if service is not None]
+        if self.acl is not None:
+            self._services.append(self.acl)
         for service in self._services:
             await service.start()
         # Stopped last (services stop in reverse): sends still waiting for a slave are answered first.
@@ -258,6 +317,13 @@ class BrokerApp:
             replication.ha_address,
             self._store.store_path,
         )
+        warn_if_exposed(
+            logger, f"broker {config.broker_name}", config.bind_address, self.port, self.acl is not None
+        )
+        if self.acl is not None and (
+            ha_warning := ha_exposure_warning(config.bind_address, replication.master.port)
+        ):
+            logger.warning("%s", ha_warning)
         if is_slave:
             logger.info(
                 "slave of %s: %s",
@@ -302,7 +368,7 @@ class BrokerApp:
         store = self._store
         replication = ReplicationService(config, store)
         state.replication = replication
-        replication.attach(state, self._host, self._config_dir, write_atomically)
+        replication.attach(state, self._host, self._config_dir, write_atomically, self._inner_client())
 
         def store_host() -> tuple[str, int]:
             return state.store_host

@@ -6,6 +6,12 @@ is defaults < file < CLI overrides. Keys RocketMQ knows but OrbitMQ does not imp
 in :data:`UNIMPLEMENTED_KEYS`) only log a warning; keys that would switch on a replication mode
 OrbitMQ lacks (DLedger, controller, quorum acks) are refused; any other unknown key is an error.
 
+The ``tls.*`` keys (``transport.tls``) are read from the same file into :class:`TlsConfig`,
+carried as ``BrokerConfig.tls``. With ``aclEnable=true`` every request is checked against the
+accounts in ``aclFile`` (default ``<storePathRootDir>/conf/plain_acl.yml``), and the broker
+signs its own requests to the name servers with ``innerClientAuthenticationCredentials``
+(RocketMQ 5's key: ``{"accessKey":"...","secretKey":"..."}``).
+
 The address clients reach (written as STOREHOST into every record, returned in routes) is
 ``brokerIP1:listenPort``. An unset ``brokerIP1`` means the bind address (``bindAddress``) when
 it names one interface; bound to every interface (the default, as in RocketMQ), the first
@@ -17,15 +23,19 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from orbitmq.acl.signature import Credentials
 from orbitmq.conf import build_configs, load_properties
 from orbitmq.errors import ConfigError
 from orbitmq.store.config import StoreConfig
 from orbitmq.transport.server import ServerLimits
+from orbitmq.transport.tls import TLS_UNIMPLEMENTED_KEYS, TlsConfig, merge_tls_config_file
 
 
 class BrokerRole(Enum):
@@ -188,6 +198,16 @@ class BrokerConfig:
     store_reply_message_enable: bool = field(default=True, metadata=_key("storeReplyMessageEnable"))
     # Period of writing the POP state snapshot (config/popState.json; OrbitMQ's own key).
     pop_snapshot_interval_ms: int = field(default=5_000, metadata=_key("popSnapshotInterval"))
+    # Check every request against the accounts file (RocketMQ's plain ACL).
+    acl_enable: bool = field(default=False, metadata=_key("aclEnable"))
+    # The main accounts file; None = <storePathRootDir>/conf/plain_acl.yml (OrbitMQ's own key).
+    acl_file: str | None = field(default=None, metadata=_key("aclFile"))
+    # JSON {"accessKey": ..., "secretKey": ...} this broker signs its name-server requests with.
+    inner_client_authentication_credentials: str | None = field(
+        default=None, repr=False, metadata=_key("innerClientAuthenticationCredentials")
+    )
+    # TLS of the listening port and of the connections to the name servers (the tls.* keys).
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -241,6 +261,14 @@ class BrokerConfig:
                 raise ConfigError(f"config key {key!r}: {value} must be positive")
         if self.write_buffer_max_bytes < self.write_buffer_high_bytes:
             raise ConfigError("config key 'writeBufferMaxBytes' must be at least 'writeBufferHighWaterMark'")
+        self.inner_credentials  # noqa: B018 - parse now, so a malformed value stops the start
+
+    @property
+    def inner_credentials(self) -> Credentials | None:
+        """The credentials of ``innerClientAuthenticationCredentials``, if set."""
+        return parse_credentials_json(
+            self.inner_client_authentication_credentials, "innerClientAuthenticationCredentials"
+        )
 
     def server_limits(self) -> ServerLimits:
         """The transport limits of the broker's remoting server."""
@@ -320,7 +348,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "dLegerGroup",
         "dLegerPeers",
         "dLegerSelfId",
-        "aclEnable",
         "sendMessageThreadPoolNums",
         "pullMessageThreadPoolNums",
         "queryMessageThreadPoolNums",
@@ -342,7 +369,6 @@ UNIMPLEMENTED_KEYS = frozenset(
         "rejectTransactionMessage",
         "clusterTopicEnable",
         "brokerTopicEnable",
-        "useTLS",
         "isEnableBatchPush",
         "offsetCheckInSlave",
         "autoDeleteUnusedStats",
@@ -413,12 +439,34 @@ def load_broker_configs(
     """
     values: dict[str, object] = dict(load_properties(path)) if path is not None else {}
     values.update(overrides or {})
+    values = merge_tls_config_file(values)
     if not values.get("storePathRootDir"):
         raise ConfigError("config key 'storePathRootDir' is required (the directory of the store)")
     check_refused_keys(values)
-    return build_configs(
-        [BrokerConfig, StoreConfig, *extra], values, UNIMPLEMENTED_KEYS | REFUSED_WHEN_ENABLED.keys()
+    broker_config, store_config, tls_config, *others = build_configs(
+        [BrokerConfig, StoreConfig, TlsConfig, *extra],
+        values,
+        UNIMPLEMENTED_KEYS | REFUSED_WHEN_ENABLED.keys() | TLS_UNIMPLEMENTED_KEYS,
     )
+    return (replace(broker_config, tls=tls_config), store_config, *others)
+
+
+def parse_credentials_json(text: str | None, key: str) -> Credentials | None:
+    """``{"accessKey": ..., "secretKey": ...}`` -> Credentials (None for an empty value).
+
+    Raises:
+        ConfigError: not such a JSON object; the message never quotes the secret.
+    """
+    if not text:
+        return None
+    try:
+        tree = orjson.loads(text)
+        access_key, secret_key = tree["accessKey"], tree["secretKey"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        raise ConfigError(f'config key {key!r} must be {{"accessKey": "...", "secretKey": "..."}}') from None
+    if not isinstance(access_key, str) or not isinstance(secret_key, str) or not access_key or not secret_key:
+        raise ConfigError(f"config key {key!r}: accessKey and secretKey must be non-empty strings")
+    return Credentials(access_key, secret_key)
 
 
 def first_non_loopback_ipv4() -> str:

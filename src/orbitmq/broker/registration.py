@@ -66,13 +66,15 @@ class NamesrvRegistration:
         broker_addr: str,
         ha_server_addr: str = "",
         on_master: Callable[[str | None, str | None], None] | None = None,
+        client: RemotingClient | None = None,
     ) -> None:
         self._config = config
         self._topics = topics
         self._broker_addr = broker_addr
         self._ha_server_addr = ha_server_addr
         self._on_master = on_master
-        self._client = RemotingClient()
+        # The caller's client signs (ACL) and speaks TLS as the name servers require.
+        self._client = client if client is not None else RemotingClient()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 

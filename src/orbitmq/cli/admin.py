@@ -13,10 +13,14 @@ Two shapes of command: ``mqadmin``'s verbs with its option letters (``orbitmq ad
     orbitmq admin consumer progress GROUP [-t TOPIC]                  [consumerProgress]
     orbitmq admin consumer reset-offset GROUP TOPIC -s TIME           [resetOffsetByTime]
     orbitmq admin cluster list                                        [clusterList]
+    orbitmq admin acl update|delete|white-list|version|list ...       (see ``cli.admin_acl``)
 
 ``-n NAMESRV`` (and ``--timeout-ms``, ``--json``) go before or after the command, as with
 ``mqadmin``; without ``-n`` the ``NAMESRV_ADDR`` environment variable is used, else
 ``127.0.0.1:9876``. Tables are drawn with rich; ``--json`` prints one JSON document instead.
+Against a cluster with ACL, ``--access-key`` / ``--secret-key`` (or ``ORBITMQ_ACCESS_KEY`` /
+``ORBITMQ_SECRET_KEY``) sign every request; ``--tls`` connects over TLS (these go before the
+command).
 """
 
 from __future__ import annotations
@@ -32,10 +36,13 @@ import orjson
 
 from orbitmq.cli import _verbs
 from orbitmq.cli._render import Output, format_ms
+from orbitmq.cli._security import add_security_arguments, security_options
 from orbitmq.cli._verb_parsers import add_verbs
+from orbitmq.cli.admin_acl import add_acl_parser
 from orbitmq.client.admin import AdminClient
 from orbitmq.errors import (
     BrokerResponseError,
+    ConfigError,
     ConsumerNotOnlineError,
     OrbitError,
     QueryNotFoundError,
@@ -292,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_security_arguments(parser)
     groups = parser.add_subparsers(dest="group", required=True)
 
     def leaf(
@@ -344,13 +352,14 @@ def build_parser() -> argparse.ArgumentParser:
         "consumer_progress": _consumer_progress,
     }
     add_verbs(groups, common, shared, parse_time_ms, _perm)
+    add_acl_parser(groups)
     return parser
 
 
-async def _run(args: argparse.Namespace, namesrv_addr: str) -> None:
+async def _run(args: argparse.Namespace, namesrv_addr: str, options: dict[str, object]) -> None:
     command: _Command = args.command
     timeout_ms = getattr(args, "timeout_ms", DEFAULT_TIMEOUT_MS)
-    async with AdminClient(namesrv_addr, request_timeout_ms=timeout_ms) as admin:
+    async with AdminClient(namesrv_addr, request_timeout_ms=timeout_ms, **options) as admin:
         await command(admin, args)
 
 
@@ -359,7 +368,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     namesrv_addr = getattr(args, "namesrv", None) or os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV_ADDR
     try:
-        asyncio.run(_run(args, namesrv_addr))
+        options = security_options(args, os.environ)
+    except ConfigError as exc:
+        print(f"orbitmq admin: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        asyncio.run(_run(args, namesrv_addr, options))
     except _NOT_FOUND as exc:
         print(f"orbitmq admin: {exc.remark}", file=sys.stderr)
         return EXIT_NOT_FOUND

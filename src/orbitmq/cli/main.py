@@ -8,19 +8,39 @@ directory, the broker registered with that nameserver. This module is where the 
 put together in one process, so it sits above all of them in the import layers.
 
 ``standalone`` listens on 127.0.0.1 unless ``--bind-address`` (or ``bindAddress`` in the
-``-c`` file) says otherwise: neither server authenticates anyone, so every interface is opt-in.
+``-c`` file) says otherwise: without ACL no server authenticates anyone, so every interface is
+opt-in.
+
+The broker.conf of a standalone also governs its name server and its proxy: ``aclEnable``
+turns ACL on for all three (accounts in ``aclFile``, default ``<data dir>/conf/plain_acl.yml``;
+the broker signs its registrations, and the gRPC proxy its calls to the broker, with a key made
+at start and known only to this process), and the ``tls.*`` keys apply to both remoting ports.
+
+The environment variables ``ORBITMQ_ACCESS_KEY`` / ``ORBITMQ_SECRET_KEY`` are read here, and
+only here, for ``bench`` (``admin`` reads them itself), so a secret need not appear on a
+command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import secrets
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from orbitmq.acl.accounts import Account
+from orbitmq.acl.signature import Credentials
 from orbitmq.errors import ConfigError
+
+if TYPE_CHECKING:
+    from orbitmq.broker.config import BrokerConfig
+    from orbitmq.namesrv.config import NamesrvConfig
 
 DEFAULT_DATA_DIR = ".orbitmq-data"
 DEFAULT_NAMESRV_PORT = 9876
@@ -128,6 +148,7 @@ def run_standalone(args: argparse.Namespace) -> int:
         broker_config, store_config, proxy_config = load_broker_configs(
             args.config_file, overrides, (ProxyConfig,)
         )
+        broker_config, namesrv_config = _standalone_security(broker_config, namesrv_config, data_dir)
     except ConfigError as exc:
         print(f"orbitmq standalone: {exc}", file=sys.stderr)
         return 2
@@ -143,16 +164,58 @@ def run_standalone(args: argparse.Namespace) -> int:
         "off" if args.no_proxy else f"on {proxy_config.grpc_bind_address}:{proxy_config.grpc_server_port}",
         data_dir,
     )
-    if not bind.startswith("127.") and bind != "::1":
+    if not broker_config.acl_enable and not bind.startswith("127.") and bind != "::1":
         log.warning(
             "standalone: listening beyond this host (%s) without authentication: whoever reaches "
             "the ports can send, read and delete messages, and create and delete topics",
             bind,
         )
-    apps: list[App] = [NamesrvApp(namesrv_config), BrokerApp(broker_config, store_config)]
+    inner = _standalone_inner_account() if broker_config.acl_enable else None
+    inner_accounts = [inner] if inner else []
+    credentials = Credentials(inner.access_key, inner.secret_key) if inner else None
+    apps: list[App] = [
+        NamesrvApp(namesrv_config, inner_accounts=inner_accounts),
+        BrokerApp(
+            broker_config, store_config, namesrv_credentials=credentials, inner_accounts=inner_accounts
+        ),
+    ]
     if not args.no_proxy:
-        apps.append(ProxyApp(proxy_config))
+        proxy_config = replace(proxy_config, acl_file=broker_config.acl_file)
+        apps.append(ProxyApp(proxy_config, credentials=credentials, tls=broker_config.tls))
     return run_apps(apps)
+
+
+def _standalone_security(
+    broker_config: BrokerConfig, namesrv_config: NamesrvConfig, data_dir: Path
+) -> tuple[BrokerConfig, NamesrvConfig]:
+    """The broker's ACL and TLS settings, extended to the embedded name server."""
+    from orbitmq.transport.tls import TlsMode
+
+    if broker_config.acl_enable and not broker_config.acl_file:
+        broker_config = replace(broker_config, acl_file=str(data_dir / "conf" / "plain_acl.yml"))
+    tls = broker_config.tls
+    if tls.server_mode is TlsMode.ENFORCING and not tls.client_enable:
+        # The broker registers with its own process over loopback: encrypt, nothing to verify;
+        # where client certificates are required, it presents the server's own certificate.
+        own_cert = tls.server_need_client_auth != "none" and not tls.client_cert_path
+        tls = replace(
+            tls,
+            client_enable=True,
+            client_auth_server=False,
+            client_cert_path=tls.server_cert_path if own_cert else tls.client_cert_path,
+            client_key_path=tls.server_key_path if own_cert else tls.client_key_path,
+            client_key_password=tls.server_key_password if own_cert else tls.client_key_password,
+        )
+        broker_config = replace(broker_config, tls=tls)
+    namesrv_config = replace(
+        namesrv_config, acl_enable=broker_config.acl_enable, acl_file=broker_config.acl_file, tls=tls
+    )
+    return broker_config, namesrv_config
+
+
+def _standalone_inner_account() -> Account:
+    """A random admin key for the process's own calls (registrations, its gRPC proxy), never written anywhere."""
+    return Account(f"orbitmq-standalone-{secrets.token_hex(8)}", secrets.token_urlsafe(32), admin=True)
 
 
 def run_broker_with_proxy(rest: list[str]) -> int:
@@ -185,7 +248,15 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     except ConfigError as exc:
         print(f"orbitmq broker: {exc}", file=sys.stderr)
         return 2
-    return run_apps([BrokerApp(broker_config, store_config), ProxyApp(proxy_config)])
+    # With ACL the proxy calls its broker with a key made now that only this process knows.
+    inner = _standalone_inner_account() if broker_config.acl_enable else None
+    credentials = Credentials(inner.access_key, inner.secret_key) if inner else None
+    acl_file = broker_config.acl_file or str(
+        Path(store_config.store_path_root_dir) / "conf" / "plain_acl.yml"
+    )
+    broker = BrokerApp(broker_config, store_config, inner_accounts=[inner] if inner else [])
+    proxy = ProxyApp(replace(proxy_config, acl_file=acl_file), credentials=credentials, tls=broker_config.tls)
+    return run_apps([broker, proxy])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -227,5 +298,8 @@ def _forward(command: str, rest: list[str]) -> int:
 
         return cluster_main(rest)
     from orbitmq.bench.__main__ import main as bench_main
+    from orbitmq.cli._security import ACCESS_KEY_ENV, SECRET_KEY_ENV
 
-    return bench_main(rest, prog="orbitmq bench")
+    access_key, secret_key = os.environ.get(ACCESS_KEY_ENV), os.environ.get(SECRET_KEY_ENV)
+    credentials = (access_key, secret_key) if access_key and secret_key else None
+    return bench_main(rest, prog="orbitmq bench", credentials=credentials)

@@ -139,7 +139,12 @@ class ClientInstance:
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
         self.client_id = config.client_id
-        self.remoting = RemotingClient(connect_timeout_ms=config.connect_timeout_ms)
+        credentials = config.credentials
+        self.remoting = RemotingClient(
+            connect_timeout_ms=config.connect_timeout_ms,
+            signer=credentials.sign if credentials is not None else None,
+            ssl_context=config.ssl_context(),
+        )
         self._namesrv_addrs = config.namesrv_addrs
         self._namesrv_index = random.randrange(len(self._namesrv_addrs))
         self._routes: dict[str, TopicRouteData] = {}
@@ -173,6 +178,21 @@ class ClientInstance:
             instance = cls(config)
             instance._registry_key = key
             cls._registry[key] = instance
+        elif (instance.config.access_key, instance.config.tls_enable) != (
+            config.access_key,
+            config.tls_enable,
+        ):
+            # One client id, one connection per broker: the first user's credentials and TLS
+            # settings serve every later user (RocketMQ shares its RPC hook the same way).
+            logger.warning(
+                "client %s already runs with access key %s and TLS %s; a new user asking for access "
+                "key %s and TLS %s shares it (give it another instance_name to keep them apart)",
+                config.client_id,
+                instance.config.access_key,
+                instance.config.tls_enable,
+                config.access_key,
+                config.tls_enable,
+            )
         instance._users += 1
         return instance
 

@@ -17,6 +17,7 @@ consumer_progress       per queue QUERY_CONSUMER_OFFSET (``setZeroIfNotFound=fal
                         master when the group committed nothing
 cluster_members         GET_BROKER_CLUSTER_INFO, then GET_BROKER_HA_STATUS to every broker
 reset_offset_by_time    INVOKE_BROKER_TO_RESET_OFFSET to each master of the topic's route
+acl.*                   the ACL admin requests 50-54 (``client.acl_admin``)
 ======================  ===================================================================
 
 A consumer group exists, for these operations, when some broker holds an offset it committed or
@@ -46,6 +47,7 @@ from orbitmq.client._cluster_status import MemberStatus, member_statuses
 from orbitmq.client._group_progress import QueueProgress, consumer_progress
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client._topic_names import check_topic_perm, is_internal_topic
+from orbitmq.client.acl_admin import AclAdminClient
 from orbitmq.client.config import ClientConfig, split_config
 from orbitmq.errors import ClientError, ClientStateError, OrbitError, TopicNotExistError, error_for_code
 from orbitmq.model.message import MessageQueue
@@ -109,6 +111,8 @@ class AdminClient(AdminOperations):
         client_config, _ = split_config(namesrv_addr, config, AdminConfig)
         self.client_config: ClientConfig = client_config
         self._instance: ClientInstance | None = None
+        self.acl = AclAdminClient(self)
+        """Account management on the brokers (see ``orbitmq.client.acl_admin``)."""
 
     async def start(self) -> None:
         """Open the client instance (connections are made on first use)."""

@@ -7,6 +7,10 @@ RocketMQ's defaults; names carry their unit (``_ms``, ``_bytes``).
 
 Producers and consumers accept their settings as keyword arguments;
 :func:`split_config` sorts them into the two dataclasses and names any unknown key.
+
+Credentials (``access_key`` + ``secret_key``) make every request carry RocketMQ's ACL
+signature; ``tls_enable`` makes every connection TLS. Library code never reads them from the
+environment: the ``orbitmq`` command does (``ORBITMQ_ACCESS_KEY`` / ``ORBITMQ_SECRET_KEY``).
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ import dataclasses
 import difflib
 import os
 import socket
+import ssl
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from orbitmq.acl.signature import Credentials
 from orbitmq.errors import ConfigError
+from orbitmq.transport.tls import client_ssl_context
 
 __all__ = [
     "DEFAULT_INSTANCE_NAME",
@@ -80,6 +87,21 @@ class ClientConfig:
     connect_timeout_ms: int = 3_000
     # Optional third part of the client id (RocketMQ's unitName).
     unit_name: str | None = None
+    # ACL access key; with secret_key, every request is signed (RocketMQ's AclClientRPCHook).
+    access_key: str | None = None
+    # ACL secret key (never printed).
+    secret_key: str | None = field(default=None, repr=False)
+    # Connect to name servers and brokers over TLS.
+    tls_enable: bool = False
+    # Verify the servers' certificates and addresses (RocketMQ's tls.client.authServer).
+    tls_auth_server: bool = True
+    # CA certificates (PEM) to verify servers with; None = the system's.
+    tls_trust_cert_path: str | None = None
+    # Client certificate (PEM) for servers that ask for one, and its key.
+    tls_cert_path: str | None = None
+    tls_key_path: str | None = None
+    # Password of an encrypted client key (never printed).
+    tls_key_password: str | None = field(default=None, repr=False)
     # Send RocketMQ-format trace records of this client's sends and consumption (message trace).
     enable_msg_trace: bool = False
     # Topic the trace records go to; None = RMQ_SYS_TRACE_TOPIC (RocketMQ's customizedTraceTopic).
@@ -97,6 +119,33 @@ class ClientConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ConfigError("access_key and secret_key go together: give both or neither")
+        if bool(self.tls_cert_path) != bool(self.tls_key_path):
+            raise ConfigError("tls_cert_path and tls_key_path go together: give both or neither")
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The ACL credentials, when both keys are set."""
+        if self.access_key and self.secret_key:
+            return Credentials(self.access_key, self.secret_key)
+        return None
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context of this client's connections (None without ``tls_enable``).
+
+        Raises:
+            ConfigError: a certificate or key cannot be read.
+        """
+        if not self.tls_enable:
+            return None
+        return client_ssl_context(
+            trust_cert_path=self.tls_trust_cert_path,
+            auth_server=self.tls_auth_server,
+            cert_path=self.tls_cert_path,
+            key_path=self.tls_key_path,
+            key_password=self.tls_key_password,
+        )
 
     @property
     def namesrv_addrs(self) -> list[str]:

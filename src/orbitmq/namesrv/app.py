@@ -2,6 +2,10 @@
 
 Several name servers run side by side without talking to each other; every broker registers
 with each of them, and clients may ask any of them.
+
+With ``aclEnable=true`` the handler table sits behind an :class:`AclService` that demands an
+admin signature for registration and the other broker-only writes (OrbitMQ's extension), so
+nobody can register a broker under a name that is not theirs and take its routes.
 """
 
 from __future__ import annotations
@@ -10,13 +14,15 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from orbitmq.acl.accounts import Account
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.handlers import NamesrvHandlers, monotonic_ms
 from orbitmq.namesrv.kv_config import KVConfigTable
 from orbitmq.namesrv.route_table import RouteTable
+from orbitmq.security import AclService, warn_if_exposed
 from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server import RemotingServer, ServerConnection
 
@@ -34,9 +40,16 @@ class NamesrvApp:
     Args:
         config: the settings; ``listen_port`` 0 picks a free port (see :attr:`port`).
         clock_ms: liveness clock in milliseconds (tests inject a fake one).
+        inner_accounts: admin accounts known only in memory (a standalone broker's key).
     """
 
-    def __init__(self, config: NamesrvConfig, *, clock_ms: Callable[[], int] = monotonic_ms) -> None:
+    def __init__(
+        self,
+        config: NamesrvConfig,
+        *,
+        clock_ms: Callable[[], int] = monotonic_ms,
+        inner_accounts: Iterable[Account] = (),
+    ) -> None:
         self.config = config
         self.route_table = RouteTable()
         self._clock_ms = clock_ms
@@ -49,16 +62,10 @@ class NamesrvApp:
             topics_per_broker_max=config.topics_per_broker_max,
             brokers_max=config.brokers_max,
         )
-        self._server = RemotingServer(
-            config.bind_address,
-            config.listen_port,
-            self._handlers.table(),
-            max_frame_bytes=config.max_frame_bytes,
-            idle_timeout_s=float(config.server_channel_max_idle_s),
-            on_connection_closed=self._on_connection_closed,
-            limits=config.server_limits(),
-            bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
-        )
+        self.acl: AclService | None = None
+        if config.acl_enable and config.acl_file:
+            self.acl = AclService(Path(config.acl_file), "namesrv", inner_accounts=inner_accounts)
+        self._server: RemotingServer | None = None
         self._scan_task: asyncio.Task[None] | None = None
 
     def _load_kv_config(self) -> KVConfigTable:
@@ -85,7 +92,7 @@ class NamesrvApp:
     @property
     def port(self) -> int:
         """The bound port (after :meth:`startup`)."""
-        return self._server.port
+        return self._server.port if self._server is not None else self.config.listen_port
 
     @property
     def address(self) -> str:
@@ -96,10 +103,34 @@ class NamesrvApp:
         return f"{host}:{self.port}"
 
     async def startup(self) -> None:
-        """Bind the port and start the inactive-broker scan."""
+        """Load the accounts (with ACL), bind the port, start the inactive-broker scan.
+
+        Raises:
+            ConfigError: an accounts file or a TLS certificate cannot be used.
+        """
+        config = self.config
+        handlers = self._handlers.table()
+        if self.acl is not None:
+            self.acl.load()
+            handlers = self.acl.guard(handlers)
+        self._server = RemotingServer(
+            config.bind_address,
+            config.listen_port,
+            handlers,
+            max_frame_bytes=config.max_frame_bytes,
+            idle_timeout_s=float(config.server_channel_max_idle_s),
+            on_connection_closed=self._on_connection_closed,
+            limits=config.server_limits(),
+            bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
+            tls_mode=config.tls.server_mode,
+            ssl_context=config.tls.server_context(),
+        )
         await self._server.start()
+        if self.acl is not None:
+            await self.acl.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_inactive_brokers())
         logger.info("name server listening on %s", ", ".join(self._server.bound_addresses))
+        warn_if_exposed(logger, "name server", config.bind_address, self.port, self.acl is not None)
 
     async def shutdown(self) -> None:
         """Stop the scan, then the server (in-flight requests get a short grace period)."""
@@ -109,8 +140,11 @@ class NamesrvApp:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scan_task
             self._scan_task = None
+        if self.acl is not None:
+            await self.acl.stop()
         # Then stop accepting and let requests in flight finish.
-        await self._server.stop(SHUTDOWN_GRACE_S)
+        if self._server is not None:
+            await self._server.stop(SHUTDOWN_GRACE_S)
         logger.info("name server on port %d stopped", self.port)
 
     def scan_once(self) -> list[str]:

@@ -1,12 +1,19 @@
-"""NameServer configuration: RocketMQ's ``namesrv.conf`` keys mapped onto a frozen dataclass."""
+"""NameServer configuration: RocketMQ's ``namesrv.conf`` keys mapped onto a frozen dataclass.
+
+The ``tls.*`` keys (``transport.tls``) are read from the same file into ``NamesrvConfig.tls``.
+``aclEnable=true`` (an OrbitMQ extension: RocketMQ's name server checks nothing) makes
+registration and the other broker-only writes need an admin signature from the accounts in
+``aclFile``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from orbitmq.conf import build_config, load_properties
+from orbitmq.conf import build_configs, load_properties
 from orbitmq.errors import ConfigError
 from orbitmq.transport.server import ServerLimits
+from orbitmq.transport.tls import TLS_UNIMPLEMENTED_KEYS, TlsConfig, merge_tls_config_file
 
 __all__ = ["NAMESRV_UNIMPLEMENTED_KEYS", "NamesrvConfig", "load_namesrv_config"]
 
@@ -58,6 +65,12 @@ class NamesrvConfig:
     kv_config_path: str = field(default="", metadata={"key": "kvConfigPath"})
     # Frames larger than this close their connection (RocketMQ: -Dcom.rocketmq.remoting.frameMaxLength).
     max_frame_bytes: int = field(default=16 * 1024 * 1024, metadata={"key": "frameMaxLength"})
+    # Registration and other broker-only writes need an admin signature (OrbitMQ's extension).
+    acl_enable: bool = field(default=False, metadata={"key": "aclEnable"})
+    # The main accounts file (RocketMQ's plain_acl.yml format); required with aclEnable.
+    acl_file: str | None = field(default=None, metadata={"key": "aclFile"})
+    # TLS of the listening port (the tls.* keys).
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
     # -- resource limits (docs/limits.md) -------------------------------------------------------
     # Open connections; one more is closed at once.
@@ -98,6 +111,10 @@ class NamesrvConfig:
         ):
             if value <= 0:
                 raise ConfigError(f"config key {key!r}: {value} must be positive")
+        if self.acl_enable and not self.acl_file:
+            raise ConfigError(
+                "config key 'aclEnable' needs 'aclFile' (the accounts file, plain_acl.yml format)"
+            )
         if self.write_buffer_max_bytes < self.write_buffer_high_bytes:
             raise ConfigError("config key 'writeBufferMaxBytes' must be at least 'writeBufferHighWaterMark'")
 
@@ -116,4 +133,8 @@ def load_namesrv_config(path: str | None, overrides: dict[str, object] | None = 
     """Defaults < ``path`` (a namesrv.conf, optional) < ``overrides`` (RocketMQ keys from the CLI)."""
     values: dict[str, object] = dict(load_properties(path)) if path else {}
     values.update(overrides or {})
-    return build_config(NamesrvConfig, values, known_unimplemented=NAMESRV_UNIMPLEMENTED_KEYS)
+    values = merge_tls_config_file(values)
+    namesrv_config, tls_config = build_configs(
+        [NamesrvConfig, TlsConfig], values, NAMESRV_UNIMPLEMENTED_KEYS | TLS_UNIMPLEMENTED_KEYS
+    )
+    return replace(namesrv_config, tls=tls_config)  # type: ignore[no-any-return]

@@ -4,6 +4,13 @@
 grpc.aio server on ``grpcServerPort`` with the servicer, then starts two background loops:
 auto-renewal of push consumers' deliveries and the expiry of idle clients. The same app runs
 alone (``orbitmq proxy``, cluster mode) or beside a broker in one process (local mode).
+
+With ``aclEnable=true`` the accounts files are loaded first (a bad file stops the start) and
+watched like a broker's; every call is checked (``proxy.auth``), and the proxy signs its own
+requests to name servers and brokers with ``innerClientAuthenticationCredentials`` (or the
+credentials its process hands it: a standalone's in-memory key). In local mode the process also
+hands it the broker's outgoing TLS settings (``tls.enable`` and the ``tls.client.*`` keys), so
+it reaches a broker whose port enforces TLS; the gRPC port itself is plaintext.
 """
 
 from __future__ import annotations
@@ -12,18 +19,26 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import grpc
 
+from orbitmq.acl.signature import Credentials
+from orbitmq.broker.config import parse_credentials_json
 from orbitmq.broker.pop.renew import RenewTable
+from orbitmq.errors import ConfigError
 from orbitmq.model.message import MessageExt
 from orbitmq.protocol.headers import CheckTransactionStateRequestHeader
 from orbitmq.proxy._pb import service_pb2_grpc as spb_grpc
+from orbitmq.proxy.auth import GrpcGuard
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.core import ProxyCore
 from orbitmq.proxy.gateway import BrokerGateway
 from orbitmq.proxy.service import MessagingService
 from orbitmq.proxy.sessions import SessionTable
+from orbitmq.security import AclService
+from orbitmq.security.exposure import grpc_exposure_warning
+from orbitmq.transport.tls import TlsConfig
 
 __all__ = ["ProxyApp"]
 
@@ -37,8 +52,21 @@ _EXPIRY_SCAN_S = 5.0
 class ProxyApp:
     """One gRPC MessagingService."""
 
-    def __init__(self, config: ProxyConfig) -> None:
+    def __init__(
+        self, config: ProxyConfig, *, credentials: Credentials | None = None, tls: TlsConfig | None = None
+    ) -> None:
         self.config = config
+        self._tls = tls
+        self._credentials = credentials or parse_credentials_json(
+            config.inner_client_authentication_credentials, "innerClientAuthenticationCredentials"
+        )
+        self.acl: AclService | None = None
+        if config.acl_enable:
+            if not config.acl_file:
+                raise ConfigError(
+                    "aclEnable=true needs aclFile: the plain_acl.yml the proxy checks callers against"
+                )
+            self.acl = AclService(Path(config.acl_file), "proxy")
         self._server: grpc.aio.Server | None = None
         self._port = config.grpc_server_port
         self._service: MessagingService | None = None
@@ -66,14 +94,17 @@ class ProxyApp:
         ) -> None:
             await service_holder[0].producer.on_check(broker_addr, header, message)
 
-        gateway = BrokerGateway(config, on_check)
+        # Accounts first: a proxy that cannot check its callers must not start.
+        if self.acl is not None:
+            self.acl.load()
+        gateway = BrokerGateway(config, on_check, self._credentials, self._tls)
         core = ProxyCore(
             config=config,
             sessions=SessionTable(config.client_idle_time_ms),
             gateway=gateway,
             renewals=RenewTable(config.renew_ahead_time_ms, config.renew_max_time_ms),
         )
-        service = MessagingService(core)
+        service = MessagingService(core, GrpcGuard(self.acl))
         service_holder.append(service)
         await gateway.start()
         server = grpc.aio.server(
@@ -106,6 +137,10 @@ class ProxyApp:
             self._port,
             ";".join(config.namesrv_addr),
         )
+        if self.acl is not None:
+            await self.acl.start()
+        elif warning := grpc_exposure_warning(config.grpc_bind_address, self._port):
+            logger.warning("%s", warning)
 
     async def shutdown(self) -> None:
         if self._server is None:
@@ -118,6 +153,8 @@ class ProxyApp:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.acl is not None:
+            await self.acl.stop()
         # Leave every producer group and close the broker connections.
         if self._core is not None:
             await self._core.gateway.close()

@@ -2,7 +2,8 @@
 
 Cluster mode (``orbitmq proxy -c proxy.conf``) reads them from their own ``key=value`` file.
 Local mode (inside ``orbitmq broker`` / ``orbitmq standalone``) reads them from the broker's
-``broker.conf``: ``namesrvAddr`` and ``maxMessageSize`` then mean the same thing for the broker,
+``broker.conf``: ``namesrvAddr``, ``maxMessageSize`` and the ACL keys (``aclEnable``,
+``aclFile``, ``innerClientAuthenticationCredentials``) then mean the same thing for the broker,
 its store and its proxy.
 """
 
@@ -62,6 +63,14 @@ class ProxyConfig:
     client_idle_time_ms: int = field(default=120_000, metadata=_key("grpcClientIdleTimeMills"))
     # Timeout of one request from the proxy to a broker or name server.
     broker_request_timeout_ms: int = field(default=3_000, metadata=_key("brokerRequestTimeoutMillis"))
+    # Check every gRPC call against the accounts in aclFile (proxy.auth); the brokers' key.
+    acl_enable: bool = field(default=False, metadata=_key("aclEnable"))
+    # The main accounts file (plain_acl.yml, plus acl/*.yml beside it); OrbitMQ's own key.
+    acl_file: str | None = field(default=None, metadata=_key("aclFile"))
+    # JSON {"accessKey": ..., "secretKey": ...}: the account the proxy uses at the brokers.
+    inner_client_authentication_credentials: str | None = field(
+        default=None, repr=False, metadata=_key("innerClientAuthenticationCredentials")
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.grpc_server_port <= 65535:
@@ -102,4 +111,11 @@ def load_proxy_config(path: str | Path | None, overrides: dict[str, object] | No
     config = build_config(ProxyConfig, values)
     if not config.namesrv_addr:
         raise ConfigError("config key 'namesrvAddr' is required: the proxy reads routes from name servers")
+    if config.acl_enable and not config.acl_file:
+        raise ConfigError("aclEnable=true needs aclFile: the plain_acl.yml the proxy checks callers against")
+    if config.acl_enable and not config.inner_client_authentication_credentials:
+        raise ConfigError(
+            "aclEnable=true needs innerClientAuthenticationCredentials: the account the proxy "
+            "uses at the brokers, which check it as any client"
+        )
     return config

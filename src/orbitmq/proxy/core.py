@@ -2,8 +2,8 @@
 
 Also the per-call metadata every SDK sends (grpc-v5-protocol §2.1): ``x-mq-client-id`` is
 required (CLIENT_ID_REQUIRED without it) and keys everything the proxy keeps about a client;
-language and version are informational; the authorization header is not checked (access
-control is another part's job).
+language and version are informational; the ``authorization`` and ``x-mq-date-time`` headers
+are read into :class:`CallMeta` and checked by ``proxy.auth`` when ACL is on.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orbitmq.acl.grpc_auth import AUTHORIZATION, DATE_TIME, GrpcCredentials, parse_grpc_authorization
 from orbitmq.broker.pop.renew import RenewTable
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.gateway import BrokerGateway
@@ -55,6 +56,7 @@ class CallMeta:
     language: str
     version: str
     peer_host: str
+    credentials: GrpcCredentials = field(default_factory=lambda: GrpcCredentials("", "", ""), repr=False)
 
 
 def call_meta(context: Any) -> CallMeta | None:
@@ -68,7 +70,14 @@ def call_meta(context: Any) -> CallMeta | None:
         language=str(headers.get("x-mq-language", "")),
         version=str(headers.get("x-mq-client-version", "")),
         peer_host=_peer_host(str(context.peer() or "")),
+        credentials=parse_grpc_authorization(
+            _text(headers.get(AUTHORIZATION)), _text(headers.get(DATE_TIME))
+        ),
     )
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _peer_host(peer: str) -> str:

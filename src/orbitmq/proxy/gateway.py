@@ -37,6 +37,7 @@ from dataclasses import replace
 
 import orjson
 
+from orbitmq.acl.signature import Credentials
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client.config import ClientConfig
 from orbitmq.errors import NoRouteError, RemotingError
@@ -48,6 +49,7 @@ from orbitmq.protocol.headers import CheckTransactionStateRequestHeader
 from orbitmq.protocol.tags import java_string_hash
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.settings import GroupPolicy
+from orbitmq.transport.tls import TlsConfig
 
 __all__ = ["BrokerGateway", "CheckHandler", "QueueRef"]
 
@@ -80,13 +82,30 @@ class _TopicProducer:
 class BrokerGateway:
     """Routes, queue choice and remoting calls to brokers (see the module docstring)."""
 
-    def __init__(self, config: ProxyConfig, on_check: CheckHandler) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        on_check: CheckHandler,
+        credentials: Credentials | None = None,
+        tls: TlsConfig | None = None,
+    ) -> None:
         self._config = config
+        # With credentials every request to name servers and brokers is signed with the proxy's
+        # account; with tls (its client side enabled) every connection is TLS.
+        tls_enable = tls is not None and tls.client_enable
         self._client_config = ClientConfig(
             namesrv_addr=";".join(config.namesrv_addr),
             instance_name=f"orbitmq-proxy-{os.getpid()}",
             heartbeat_broker_interval_ms=10_000,
             request_timeout_ms=config.broker_request_timeout_ms,
+            access_key=credentials.access_key if credentials else None,
+            secret_key=credentials.secret_key if credentials else None,
+            tls_enable=tls_enable,
+            tls_auth_server=tls.client_auth_server if tls is not None else True,
+            tls_trust_cert_path=tls.client_trust_cert_path if tls_enable and tls else None,
+            tls_cert_path=tls.client_cert_path if tls_enable and tls else None,
+            tls_key_path=tls.client_key_path if tls_enable and tls else None,
+            tls_key_password=tls.client_key_password if tls_enable and tls else None,
         )
         self._on_check = on_check
         self._instance: ClientInstance | None = None

@@ -1,7 +1,8 @@
 """The ``apache.rocketmq.v2.MessagingService`` servicer: one method per RPC, all on grpc.aio.
 
 Each RPC reads the caller's metadata (``proxy.core.call_meta``; CLIENT_ID_REQUIRED without a
-client id), marks the client alive, and hands the request to the part that owns it:
+client id), marks the client alive, passes the ACL check when ACL is on (``proxy.auth``:
+UNAUTHORIZED or FORBIDDEN), and hands the request to the part that owns it:
 
 | RPC | served by |
 | --- | --- |
@@ -34,6 +35,7 @@ from orbitmq.model.route import PERM_READ, PERM_WRITE
 from orbitmq.proxy._pb import definition_pb2 as pb
 from orbitmq.proxy._pb import service_pb2 as spb
 from orbitmq.proxy._pb import service_pb2_grpc as spb_grpc
+from orbitmq.proxy.auth import GrpcGuard, settings_resources
 from orbitmq.proxy.codes import status
 from orbitmq.proxy.consuming import ConsumerActivity
 from orbitmq.proxy.convert import resource_name
@@ -64,8 +66,9 @@ def _permission(perm: int) -> pb.Permission:
 class MessagingService(spb_grpc.MessagingServiceServicer):
     """The servicer (see the module docstring)."""
 
-    def __init__(self, core: ProxyCore) -> None:
+    def __init__(self, core: ProxyCore, guard: GrpcGuard | None = None) -> None:
         self._core = core
+        self.guard = guard if guard is not None else GrpcGuard(None)
         self.producer = ProducerActivity(core)
         self.consumer = ConsumerActivity(core)
         self._background: set[asyncio.Task[None]] = set()
@@ -84,10 +87,14 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         context: Any,
         response_type: Callable[..., R],
         handler: Callable[[CallMeta], Awaitable[R]],
+        request: Any,
     ) -> R:
         meta = self._meta(context)
         if meta is None:
             return response_type(status=status(pb.CLIENT_ID_REQUIRED, "x-mq-client-id is required"))
+        refused = self.guard.refuse_request(type(request).__name__.removesuffix("Request"), meta, request)
+        if refused is not None:
+            return response_type(status=refused)
         try:
             return await handler(meta)
         except Exception as exc:
@@ -108,7 +115,9 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
     # -- routing and clients ------------------------------------------------------------------
 
     async def QueryRoute(self, request: spb.QueryRouteRequest, context: Any) -> spb.QueryRouteResponse:  # noqa: N802
-        return await self._unary(context, spb.QueryRouteResponse, lambda meta: self._query_route(request))
+        return await self._unary(
+            context, spb.QueryRouteResponse, lambda meta: self._query_route(request), request
+        )
 
     async def _query_route(self, request: spb.QueryRouteRequest) -> spb.QueryRouteResponse:
         invalid = check_topic(request.topic.name)
@@ -157,13 +166,13 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 session.client_type = request.client_type
             return spb.HeartbeatResponse(status=status(pb.OK))
 
-        return await self._unary(context, spb.HeartbeatResponse, handle)
+        return await self._unary(context, spb.HeartbeatResponse, handle, request)
 
     async def QueryAssignment(  # noqa: N802
         self, request: spb.QueryAssignmentRequest, context: Any
     ) -> spb.QueryAssignmentResponse:
         return await self._unary(
-            context, spb.QueryAssignmentResponse, lambda meta: self._query_assignment(request)
+            context, spb.QueryAssignmentResponse, lambda meta: self._query_assignment(request), request
         )
 
     async def _query_assignment(self, request: spb.QueryAssignmentRequest) -> spb.QueryAssignmentResponse:
@@ -207,7 +216,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             await self.client_gone(meta.client_id)
             return spb.NotifyClientTerminationResponse(status=status(pb.OK))
 
-        return await self._unary(context, spb.NotifyClientTerminationResponse, handle)
+        return await self._unary(context, spb.NotifyClientTerminationResponse, handle, request)
 
     # -- telemetry ----------------------------------------------------------------------------
 
@@ -247,6 +256,10 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 session = self._core.sessions.touch(meta.client_id, self._core.clock_ms())
                 kind = command.WhichOneof("command")
                 if kind == "settings":
+                    refused = self.guard.refusal("Telemetry", meta, settings_resources(command.settings))
+                    if refused is not None:
+                        outbound.put_nowait(spb.TelemetryCommand(status=refused))
+                        continue
                     outbound.put_nowait(await self._settings_answer(meta, command.settings))
                 elif kind == "thread_stack_trace":
                     reply = command.thread_stack_trace
@@ -331,21 +344,21 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
 
     async def SendMessage(self, request: spb.SendMessageRequest, context: Any) -> spb.SendMessageResponse:  # noqa: N802
         return await self._unary(
-            context, spb.SendMessageResponse, lambda m: self.producer.send_message(m, request)
+            context, spb.SendMessageResponse, lambda m: self.producer.send_message(m, request), request
         )
 
     async def EndTransaction(  # noqa: N802
         self, request: spb.EndTransactionRequest, context: Any
     ) -> spb.EndTransactionResponse:
         return await self._unary(
-            context, spb.EndTransactionResponse, lambda m: self.producer.end_transaction(m, request)
+            context, spb.EndTransactionResponse, lambda m: self.producer.end_transaction(m, request), request
         )
 
     async def RecallMessage(  # noqa: N802
         self, request: spb.RecallMessageRequest, context: Any
     ) -> spb.RecallMessageResponse:
         return await self._unary(
-            context, spb.RecallMessageResponse, lambda m: self.producer.recall_message(m, request)
+            context, spb.RecallMessageResponse, lambda m: self.producer.recall_message(m, request), request
         )
 
     async def ReceiveMessage(  # noqa: N802
@@ -356,6 +369,10 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             yield spb.ReceiveMessageResponse(
                 status=status(pb.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
             )
+            return
+        refused = self.guard.refuse_request("ReceiveMessage", meta, request)
+        if refused is not None:
+            yield spb.ReceiveMessageResponse(status=refused)
             return
         started = False
         try:
@@ -371,7 +388,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
 
     async def AckMessage(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:  # noqa: N802
         return await self._unary(
-            context, spb.AckMessageResponse, lambda m: self.consumer.ack_message(m, request)
+            context, spb.AckMessageResponse, lambda m: self.consumer.ack_message(m, request), request
         )
 
     async def ChangeInvisibleDuration(  # noqa: N802
@@ -380,7 +397,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         async def handle(meta: CallMeta) -> spb.ChangeInvisibleDurationResponse:
             return await self.consumer.change_invisible_duration(meta, request)
 
-        response = await self._unary(context, spb.ChangeInvisibleDurationResponse, handle)
+        response = await self._unary(context, spb.ChangeInvisibleDurationResponse, handle, request)
         if not response.receipt_handle:
             response.receipt_handle = request.receipt_handle  # P10: never leave the client with ""
         return response
@@ -392,6 +409,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             context,
             spb.ForwardMessageToDeadLetterQueueResponse,
             lambda m: self.consumer.forward_to_dead_letter_queue(m, request),
+            request,
         )
 
     # -- not implemented ----------------------------------------------------------------------

@@ -5,16 +5,19 @@ tests can hand them a fake client, and so the one place that knows the blocking 
 lifecycle is :class:`OrbitClientFactory`.
 
 Spark reuses executor Python workers across tasks and micro-batches, so the factory keeps one
-pull consumer and one producer per nameserver address for the life of the worker process
+pull consumer and one producer per nameserver address and credentials for the life of the worker process
 (closed at interpreter exit); connecting once per task would cost more than a small task's
-reading. Clients of different nameserver addresses get different client instances (instance
-name ``<pid>-<n>``): one instance serves one cluster, and a group may be registered once per
-instance. The driver-side admin client is owned by whichever reader opened it.
+reading. The driver-side admin client is owned by whichever reader opened it.
+
+Each cluster and set of credentials gets its own client instance name (:func:`_instance_name`):
+clients of one process share a client instance per instance name, and a shared instance would
+use the first user's name servers, routes and credentials for every later one.
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -22,6 +25,7 @@ from typing import Any, Protocol
 
 from orbitmq.client.staging import CommitResult, StagedChunk
 from orbitmq.model.message import Message, MessageQueue
+from orbitmq.spark._options import NO_SECURITY, ClientSecurity
 
 READER_GROUP = "orbitmq-spark-reader"
 """Consumer group of the executors' pull consumers (they never commit offsets under it)."""
@@ -102,68 +106,89 @@ class ProducerPort(Protocol):
 class ClientFactory(Protocol):
     """Builds (or reuses) client objects; must pickle, since readers and writers ship it."""
 
-    def admin(self, namesrv_addr: str, request_timeout_ms: int) -> AdminPort: ...
+    def admin(
+        self, namesrv_addr: str, request_timeout_ms: int, security: ClientSecurity = NO_SECURITY
+    ) -> AdminPort: ...
 
-    def puller(self, namesrv_addr: str, request_timeout_ms: int) -> RangePort: ...
+    def puller(
+        self, namesrv_addr: str, request_timeout_ms: int, security: ClientSecurity = NO_SECURITY
+    ) -> RangePort: ...
 
-    def producer(self, group: str, namesrv_addr: str, request_timeout_ms: int) -> ProducerPort: ...
+    def producer(
+        self,
+        group: str,
+        namesrv_addr: str,
+        request_timeout_ms: int,
+        security: ClientSecurity = NO_SECURITY,
+    ) -> ProducerPort: ...
+
+
+def _instance_name(namesrv_addr: str, security: ClientSecurity) -> str:
+    """``<pid>-<digest of the cluster and credentials>``: unique per process and per target."""
+    target = f"{namesrv_addr}|{security.access_key}|{security.tls_enable}|{security.tls_trust_cert_path}"
+    return f"{os.getpid()}-spark-{hashlib.sha1(target.encode()).hexdigest()[:10]}"
 
 
 _lock = threading.Lock()
-_pullers: dict[str, Any] = {}
-_producers: dict[tuple[str, str], Any] = {}
-_instance_names: dict[str, str] = {}
-
-
-def _instance_name(namesrv_addr: str) -> str:
-    """One client instance per nameserver address in this process (lock held)."""
-    name = _instance_names.get(namesrv_addr)
-    if name is None:
-        name = _instance_names[namesrv_addr] = f"{os.getpid()}-{len(_instance_names)}"
-    return name
+_pullers: dict[tuple[str, ClientSecurity], Any] = {}
+_producers: dict[tuple[str, str, ClientSecurity], Any] = {}
 
 
 class OrbitClientFactory:
     """The real client: ``orbitmq.client.blocking`` objects, cached per worker process."""
 
-    def admin(self, namesrv_addr: str, request_timeout_ms: int) -> AdminPort:
+    def admin(
+        self, namesrv_addr: str, request_timeout_ms: int, security: ClientSecurity = NO_SECURITY
+    ) -> AdminPort:
         from orbitmq.client.blocking import BlockingAdminClient
 
-        admin = BlockingAdminClient(namesrv_addr, request_timeout_ms=request_timeout_ms)
+        admin = BlockingAdminClient(
+            namesrv_addr, request_timeout_ms=request_timeout_ms, **security.client_options()
+        )
         admin.start()
         return admin
 
-    def puller(self, namesrv_addr: str, request_timeout_ms: int) -> RangePort:
+    def puller(
+        self, namesrv_addr: str, request_timeout_ms: int, security: ClientSecurity = NO_SECURITY
+    ) -> RangePort:
         from orbitmq.client.blocking import BlockingPullConsumer
 
         with _lock:
-            consumer = _pullers.get(namesrv_addr)
+            consumer = _pullers.get((namesrv_addr, security))
             if consumer is None:
                 consumer = BlockingPullConsumer(
                     READER_GROUP,
                     namesrv_addr,
                     auto_commit=False,
                     request_timeout_ms=request_timeout_ms,
-                    instance_name=_instance_name(namesrv_addr),
+                    instance_name=_instance_name(namesrv_addr, security),
+                    **security.client_options(),
                 )
                 consumer.start()
-                _pullers[namesrv_addr] = consumer
+                _pullers[(namesrv_addr, security)] = consumer
             return consumer
 
-    def producer(self, group: str, namesrv_addr: str, request_timeout_ms: int) -> ProducerPort:
+    def producer(
+        self,
+        group: str,
+        namesrv_addr: str,
+        request_timeout_ms: int,
+        security: ClientSecurity = NO_SECURITY,
+    ) -> ProducerPort:
         from orbitmq.client.blocking import BlockingStagingProducer
 
         with _lock:
-            producer = _producers.get((group, namesrv_addr))
+            producer = _producers.get((group, namesrv_addr, security))
             if producer is None:
                 producer = BlockingStagingProducer(
                     group,
                     namesrv_addr,
                     request_timeout_ms=request_timeout_ms,
-                    instance_name=_instance_name(namesrv_addr),
+                    instance_name=_instance_name(namesrv_addr, security),
+                    **security.client_options(),
                 )
                 producer.start()
-                _producers[(group, namesrv_addr)] = producer
+                _producers[(group, namesrv_addr, security)] = producer
             return producer
 
 

@@ -6,6 +6,10 @@ and the error names the option. Names follow Spark's Kafka source where they mea
 thing (``startingOffsets``, ``maxOffsetsPerTrigger``, ``failOnDataLoss``) and RocketMQ's
 otherwise (``namesrvAddr``, ``subExpression``, ``consumerGroup``).
 
+``accessKey`` / ``secretKey`` sign every request (a cluster with ACL), ``tls`` /
+``tlsTrustCertPath`` connect over TLS. The secret lives in a field that ``repr`` never shows,
+so it reaches neither logs nor Spark's plans through these objects.
+
 Exactly one of ``topic``, ``topicPattern`` and ``assign`` selects the queues to read. Where
 Spark's Kafka source silently lets one option win over another (``startingTimestamp`` over
 ``startingOffsetsByTimestamp`` over ``startingOffsets``, and the same for the end), this
@@ -30,7 +34,9 @@ from orbitmq.errors import ConfigError
 # Keys Spark itself may add to a source's options (lower-cased); they are never errors.
 _SPARK_INJECTED = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 
-_COMMON_KEYS = frozenset({"namesrvaddr", "requesttimeoutms"})
+_COMMON_KEYS = frozenset(
+    {"namesrvaddr", "requesttimeoutms", "accesskey", "secretkey", "tls", "tlstrustcertpath"}
+)
 _READ_KEYS = _COMMON_KEYS | {
     "topic",
     "topicpattern",
@@ -149,6 +155,31 @@ class QueueSelection:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """Credentials and TLS of the source's clients (options accessKey, secretKey, tls, ...)."""
+
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    tls_enable: bool = False
+    tls_trust_cert_path: str | None = None
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword options of ``orbitmq.client`` producers, consumers and admin clients."""
+        options: dict[str, Any] = {}
+        if self.access_key and self.secret_key:
+            options.update(access_key=self.access_key, secret_key=self.secret_key)
+        if self.tls_enable:
+            options["tls_enable"] = True
+            if self.tls_trust_cert_path:
+                options["tls_trust_cert_path"] = self.tls_trust_cert_path
+        return options
+
+
+NO_SECURITY = ClientSecurity()
+"""No credentials, no TLS."""
+
+
+@dataclass(frozen=True, slots=True)
 class ReadOptions:
     """Validated options of a batch or streaming read."""
 
@@ -174,6 +205,7 @@ class ReadOptions:
     max_records_per_partition: int | None = None
     fetch_offset_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
+    security: ClientSecurity = field(default_factory=ClientSecurity)
 
     def timestamp_for(self, topic: str, broker_name: str, queue_id: int) -> int | None:
         """The start time of one queue (``startingTimestamp`` or its entry in the JSON)."""
@@ -201,6 +233,7 @@ class WriteOptions:
     request_timeout_ms: int = 10_000
     exactly_once: bool = False
     commit_timeout_ms: int = 120_000
+    security: ClientSecurity = field(default_factory=ClientSecurity)
 
 
 def parse_read_options(options: dict[str, str], *, streaming: bool) -> ReadOptions:
@@ -250,6 +283,7 @@ def parse_read_options(options: dict[str, str], *, streaming: bool) -> ReadOptio
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
         fetch_offset_retries=_non_negative_int(opts, "fetchOffset.numRetries", 3),
         fetch_offset_retry_interval_ms=_non_negative_int(opts, "fetchOffset.retryIntervalMs", 10),
+        security=_security(opts),
     )
 
 
@@ -274,10 +308,21 @@ def parse_write_options(options: dict[str, str]) -> WriteOptions:
         request_timeout_ms=_positive_int(opts, "requestTimeoutMs") or 10_000,
         exactly_once=_bool(opts, "exactlyOnce", False),
         commit_timeout_ms=_positive_int(opts, "commitTimeoutMs") or 120_000,
+        security=_security(opts),
     )
 
 
 # -- pieces ----------------------------------------------------------------------------------
+
+
+def _security(opts: dict[str, str]) -> ClientSecurity:
+    access_key = opts.get("accesskey", "").strip() or None
+    secret_key = opts.get("secretkey", "").strip() or None
+    if bool(access_key) != bool(secret_key):
+        # Never quote the secret: option errors end up in driver logs.
+        raise ConfigError("options accessKey and secretKey go together: give both or neither")
+    trust = opts.get("tlstrustcertpath", "").strip() or None
+    return ClientSecurity(access_key, secret_key, _bool(opts, "tls", False) or trust is not None, trust)
 
 
 def _lower(options: dict[str, str]) -> dict[str, str]:

@@ -55,7 +55,14 @@ from orbitmq.spark._offsets import (
     split_ranges,
     to_offset_json,
 )
-from orbitmq.spark._options import ReadOptions, SelectKind, StartKind, TimestampStrategy
+from orbitmq.spark._options import (
+    NO_SECURITY,
+    ClientSecurity,
+    ReadOptions,
+    SelectKind,
+    StartKind,
+    TimestampStrategy,
+)
 from orbitmq.spark._schema import ColumnBuilder
 
 log = logging.getLogger(__name__)
@@ -92,6 +99,7 @@ class QueueRange(InputPartition):
     expression: str
     pull_batch_size: int
     request_timeout_ms: int
+    security: ClientSecurity = NO_SECURITY
 
     @property
     def queue(self) -> MessageQueue:
@@ -102,7 +110,7 @@ def read_range(partition: QueueRange, factory: ClientFactory) -> Iterator[pa.Rec
     """Yield the partition's messages as Arrow batches of up to about :data:`ARROW_BATCH_ROWS` rows."""
     if partition.end_offset <= partition.start_offset:
         return
-    puller = factory.puller(partition.namesrv_addr, partition.request_timeout_ms)
+    puller = factory.puller(partition.namesrv_addr, partition.request_timeout_ms, partition.security)
     builder = ColumnBuilder(
         partition.broker_name, TagFilter.parse(partition.expression), partition.end_offset
     )
@@ -138,7 +146,8 @@ class QueuePlanner:
     @property
     def admin(self) -> AdminPort:
         if self._admin is None:
-            self._admin = self.factory.admin(self.options.namesrv_addr, self.options.request_timeout_ms)
+            opts = self.options
+            self._admin = self.factory.admin(opts.namesrv_addr, opts.request_timeout_ms, opts.security)
         return self._admin
 
     def close(self) -> None:
@@ -282,6 +291,7 @@ class QueuePlanner:
         return QueueRange(
             mq.topic, mq.broker_name, mq.queue_id, first, stop,
             opts.namesrv_addr, opts.sub_expression, opts.pull_batch_size, opts.request_timeout_ms,
+            opts.security,
         )  # fmt: skip
 
 

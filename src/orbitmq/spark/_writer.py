@@ -233,7 +233,9 @@ class _SendingWriter:
 
     def _producer(self) -> ProducerPort:
         opts = self.options
-        return self.factory.producer(opts.producer_group, opts.namesrv_addr, opts.request_timeout_ms)
+        return self.factory.producer(
+            opts.producer_group, opts.namesrv_addr, opts.request_timeout_ms, opts.security
+        )
 
     def _write(self, batches: Iterator[pa.RecordBatch]) -> SentMessages | StagedMessages:
         if self.options.exactly_once:

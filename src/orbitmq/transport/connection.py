@@ -12,6 +12,10 @@ Failure model (what the caller sees):
 - the connection closes (peer gone, undecodable frame): every in-flight request on it fails
   with :class:`ConnectionClosedError`.
 
+Every request this client sends passes through ``signer`` first, when one is given (RocketMQ's
+RPC hook: the ACL signature is computed over the final ext fields and body). With an
+``ssl_context`` every connection is TLS.
+
 Servers also send requests to clients over the same connection (``NOTIFY_CONSUMER_IDS_CHANGED``,
 ``CHECK_TRANSACTION_STATE`` ...); these go to ``request_handlers`` by code, and each runs in its
 own task so it cannot hold up responses.
@@ -22,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -35,14 +40,18 @@ from orbitmq.protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, decode_command
 from orbitmq.protocol.frame import MAX_FRAME_BYTES, FrameDecoder
 
-__all__ = ["ClientRequestHandler", "FrameWriter", "RemotingClient", "split_address"]
+__all__ = ["ClientRequestHandler", "FrameWriter", "RemotingClient", "RequestSigner", "split_address"]
 
 logger = logging.getLogger(__name__)
 
 ClientRequestHandler = Callable[[str, RemotingCommand], Awaitable[RemotingCommand | None]]
 """``async def handler(server_addr, request) -> response | None`` for server -> client requests."""
 
+RequestSigner = Callable[[RemotingCommand], None]
+"""Adds credentials to a request's ext fields, in place, just before it is sent."""
+
 _OPAQUE_MASK = 0x7FFFFFFF  # opaque is a signed 32-bit int in the binary header
+_CLOSE_WAIT_S = 1.0  # how long close() waits for TLS connections to finish closing
 
 
 def split_address(addr: str) -> tuple[str, int]:
@@ -118,6 +127,7 @@ class _ClientProtocol(asyncio.Protocol):
         self._writer: FrameWriter | None = None
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self.closed = False
+        self.lost = asyncio.Event()
         self._writable: asyncio.Event | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -128,6 +138,7 @@ class _ClientProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.lost.set()
         self._client._forget(self)
         pending, self.pending = self.pending, {}
         reason = f": {exc}" if exc else ""
@@ -184,6 +195,10 @@ class _ClientProtocol(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
 
 class RemotingClient:
     """Sends RocketMQ remoting requests to any number of servers.
@@ -191,6 +206,9 @@ class RemotingClient:
     Args:
         connect_timeout_ms: how long a connection attempt may take.
         request_handlers: request code -> handler for requests the servers send to us.
+        signer: called with every outgoing request just before it is written (ACL signing).
+        ssl_context: when given, every connection is TLS (the server's address is checked
+            when the context checks host names).
     """
 
     def __init__(
@@ -198,8 +216,12 @@ class RemotingClient:
         *,
         connect_timeout_ms: int = 3000,
         request_handlers: Mapping[int, ClientRequestHandler] | None = None,
+        signer: RequestSigner | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.connect_timeout_ms = connect_timeout_ms
+        self._signer = signer
+        self._ssl_context = ssl_context
         self._handlers = {int(code): h for code, h in (request_handlers or {}).items()}
         self._connections: dict[str, _ClientProtocol] = {}
         self._connecting: dict[str, asyncio.Task[_ClientProtocol]] = {}
@@ -223,6 +245,8 @@ class RemotingClient:
         opaque = next(self._opaques) & _OPAQUE_MASK
         request.opaque = opaque
         request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+        if self._signer is not None:
+            self._signer(request)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[RemotingCommand] = loop.create_future()
         await connection.wait_writable()
@@ -250,6 +274,8 @@ class RemotingClient:
         connection = await self._connection(addr)
         request.opaque = next(self._opaques) & _OPAQUE_MASK
         request.flag = (request.flag | FLAG_ONEWAY) & ~FLAG_RESPONSE
+        if self._signer is not None:
+            self._signer(request)
         await connection.wait_writable()
         connection.write(request)
 
@@ -274,8 +300,16 @@ class RemotingClient:
             connection.close()
         for handler_task in list(self._tasks):
             handler_task.cancel()
-        # One loop turn lets connection_lost run and fail what was still waiting.
+        # One loop turn lets connection_lost run and fail what was still waiting. A TLS
+        # connection closes after a close_notify exchange: give it a moment, then abort it, so
+        # no socket outlives the client (or the event loop it belongs to).
         await asyncio.sleep(0)
+        closing = [connection for connection in connections if not connection.lost.is_set()]
+        if closing:
+            await asyncio.wait([asyncio.ensure_future(c.lost.wait()) for c in closing], timeout=_CLOSE_WAIT_S)
+            for connection in closing:
+                if not connection.lost.is_set():
+                    connection.abort()
 
     # -- connections -----------------------------------------------------------------------
 
@@ -298,12 +332,19 @@ class RemotingClient:
         loop = asyncio.get_running_loop()
         try:
             _, protocol = await asyncio.wait_for(
-                loop.create_connection(lambda: _ClientProtocol(self, addr), host, port),
+                loop.create_connection(
+                    lambda: _ClientProtocol(self, addr),
+                    host,
+                    port,
+                    ssl=self._ssl_context,
+                    server_hostname=host if self._ssl_context is not None else None,
+                ),
                 self.connect_timeout_ms / 1000,
             )
         except TimeoutError:
             raise ConnectError(f"connect to {addr} timed out after {self.connect_timeout_ms} ms") from None
         except OSError as exc:
+            # ssl.SSLError is an OSError: a failed handshake is a failed connect.
             raise ConnectError(f"cannot connect to {addr}: {exc}") from exc
         if self._closed:
             protocol.close()

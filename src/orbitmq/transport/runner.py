@@ -18,11 +18,14 @@ import signal
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
+from orbitmq.errors import ConfigError
+
 __all__ = ["App", "new_event_loop", "run_app", "run_apps", "serve", "serve_apps"]
 
 logger = logging.getLogger(__name__)
 
 _FORCED_EXIT_CODE = 130
+_CONFIG_ERROR_CODE = 2
 
 
 class App(Protocol):
@@ -55,6 +58,10 @@ def run_apps(apps: Sequence[App]) -> int:
             runner.run(serve_apps(apps))
         except KeyboardInterrupt:
             return _FORCED_EXIT_CODE
+        except ConfigError as exc:
+            # A bad accounts file or certificate: the operator needs the reason, not a traceback.
+            logger.error("cannot start: %s", exc)
+            return _CONFIG_ERROR_CODE
         except Exception:
             # A failed startup (port in use, bad store directory): say why, exit non-zero.
             logger.exception("server failed")

@@ -39,6 +39,9 @@ Limits (:class:`ServerLimits`, each a config key of both servers, see docs/limit
 - a partial frame must have its header within ``header_read_timeout_ms`` and be complete
   within ``frame_read_timeout_ms`` of its first byte, else the connection closes (a client
   trickling bytes holds a connection only that long).
+
+TLS (``transport.tls``): ``enforcing`` wraps every connection, ``permissive`` lets each
+connection's first byte choose; handlers see the same connection either way.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 import time
 import typing
 from collections.abc import Awaitable, Callable, Mapping
@@ -65,6 +69,7 @@ from orbitmq.protocol.names import shorten
 from orbitmq.transport.connection import FrameWriter
 from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server_connection import ServerConnection
+from orbitmq.transport.tls import SniffingServer, TlsMode, start_sniffing_server
 
 __all__ = ["Handler", "RemotingServer", "RequestContext", "ServerConnection", "ServerLimits"]
 
@@ -337,6 +342,8 @@ class RemotingServer:
         limits: connection count, write buffer and partial-frame limits.
         bad_request_log_interval_s: the shortest time between two log lines of one kind of
             bad input (a refused field, an undecodable frame, a limit reached).
+        tls_mode: plaintext, plaintext or TLS (permissive), or TLS only (enforcing).
+        ssl_context: the server's TLS context; required unless ``tls_mode`` is disabled.
     """
 
     def __init__(
@@ -350,8 +357,14 @@ class RemotingServer:
         on_connection_closed: Callable[[ServerConnection], None] | None = None,
         limits: ServerLimits | None = None,
         bad_request_log_interval_s: float = 10.0,
+        tls_mode: TlsMode = TlsMode.DISABLED,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        if tls_mode is not TlsMode.DISABLED and ssl_context is None:
+            raise ValueError(f"TLS mode {tls_mode.value} needs an ssl_context")
         self.host = host
+        self.tls_mode = tls_mode
+        self._ssl_context = ssl_context
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout_s = idle_timeout_s
         self.limits = limits if limits is not None else ServerLimits()
@@ -362,7 +375,7 @@ class RemotingServer:
         self._connections: dict[int, ServerConnection] = {}
         self._connection_ids = itertools.count(1)
         self._inflight: set[asyncio.Task[None]] = set()
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.AbstractServer | SniffingServer | None = None
         self._bound_port = port
         self.bound_addresses: list[str] = []
         self._idle_task: asyncio.Task[None] | None = None
@@ -385,9 +398,15 @@ class RemotingServer:
     async def start(self) -> None:
         """Bind and start accepting connections."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _ServerProtocol(self), self.host, self._requested_port, reuse_address=True
-        )
+        if self.tls_mode is TlsMode.PERMISSIVE and self._ssl_context is not None:
+            self._server = await start_sniffing_server(
+                lambda: _ServerProtocol(self), self.host, self._requested_port, self._ssl_context
+            )
+        else:
+            tls = self._ssl_context if self.tls_mode is TlsMode.ENFORCING else None
+            self._server = await loop.create_server(
+                lambda: _ServerProtocol(self), self.host, self._requested_port, reuse_address=True, ssl=tls
+            )
         sockets = getattr(self._server, "sockets", None) or ()
         if sockets:
             self._bound_port = int(sockets[0].getsockname()[1])
@@ -395,7 +414,9 @@ class RemotingServer:
         bound = (_host_port(sock.getsockname()) for sock in sockets)
         self.bound_addresses = [f"{host}:{port}" for host, port in bound]
         self._idle_task = loop.create_task(self._close_idle_connections())
-        logger.info("remoting server listening on %s", ", ".join(self.bound_addresses))
+        logger.info(
+            "remoting server listening on %s (TLS %s)", ", ".join(self.bound_addresses), self.tls_mode.value
+        )
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting, let in-flight handlers finish within ``grace_s``, then close everything."""

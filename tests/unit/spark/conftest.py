@@ -195,15 +195,17 @@ class FakeFactory:
         self.broker = broker
         self.admins: list[FakeAdmin] = []
 
-    def admin(self, namesrv_addr: str, request_timeout_ms: int) -> FakeAdmin:
+    def admin(self, namesrv_addr: str, request_timeout_ms: int, security: object = None) -> FakeAdmin:
         admin = FakeAdmin(self.broker)
         self.admins.append(admin)
         return admin
 
-    def puller(self, namesrv_addr: str, request_timeout_ms: int) -> FakePuller:
+    def puller(self, namesrv_addr: str, request_timeout_ms: int, security: object = None) -> FakePuller:
         return FakePuller(self.broker)
 
-    def producer(self, group: str, namesrv_addr: str, request_timeout_ms: int) -> FakeProducer:
+    def producer(
+        self, group: str, namesrv_addr: str, request_timeout_ms: int, security: object = None
+    ) -> FakeProducer:
         return FakeProducer(self.broker)
 
 

@@ -208,3 +208,26 @@ def test_write_options_exactly_once_flag() -> None:
     assert parse_write_options({**NS, "topic": "Out", "exactlyOnce": "TRUE"}).exactly_once is True
     with pytest.raises(ConfigError, match="exactlyOnce"):
         parse_write_options({**NS, "topic": "Out", "exactlyOnce": "yes"})
+
+
+def test_spark_options_credentials_and_tls_never_show_the_secret() -> None:
+    from orbitmq.spark._options import parse_read_options, parse_write_options
+
+    read = parse_read_options(
+        {"namesrvAddr": "127.0.0.1:9876", "topic": "T", "accessKey": "sparkuser", "secretKey": "s3cr3t-value",
+         "tls": "true", "tlsTrustCertPath": "/etc/ca.pem"},
+        streaming=False,
+    )  # fmt: skip
+    assert read.security.client_options() == {
+        "access_key": "sparkuser", "secret_key": "s3cr3t-value", "tls_enable": True, "tls_trust_cert_path": "/etc/ca.pem",
+    }  # fmt: skip
+    assert "s3cr3t-value" not in repr(read)
+    write = parse_write_options(
+        {"namesrvAddr": "127.0.0.1:9876", "accessKey": "sparkuser", "secretKey": "s3cr3t-value"}
+    )
+    assert "s3cr3t-value" not in repr(write) and write.security.access_key == "sparkuser"
+    with pytest.raises(ConfigError, match="accessKey and secretKey go together") as caught:
+        parse_read_options(
+            {"namesrvAddr": "127.0.0.1:9876", "topic": "T", "secretKey": "s3cr3t-value"}, streaming=False
+        )
+    assert "s3cr3t-value" not in str(caught.value)

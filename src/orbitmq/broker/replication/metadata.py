@@ -85,11 +85,12 @@ class MetadataSync:
         state: BrokerState,
         config_dir: Path,
         write_file: Callable[[Path, bytes], None],
+        client: RemotingClient | None = None,
     ) -> None:
         self._state = state
         self._config_dir = config_dir
         self._write_file = write_file
-        self._client = RemotingClient()
+        self._client = client if client is not None else RemotingClient()
         self.master_addr: str | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from orbitmq.broker.handlers import BrokerState
+    from orbitmq.transport.connection import RemotingClient
 
 
 class ReplicationService:
@@ -55,12 +56,21 @@ class ReplicationService:
         return f"{host}:{self.master.port}"
 
     def attach(
-        self, state: BrokerState, host: str, config_dir: Path, write_file: Callable[[Path, bytes], None]
+        self,
+        state: BrokerState,
+        host: str,
+        config_dir: Path,
+        write_file: Callable[[Path, bytes], None],
+        client: RemotingClient | None = None,
     ) -> None:
-        """Give the service the broker's tables (a slave copies them) and its advertised host."""
+        """Give the service the broker's tables (a slave copies them) and its advertised host.
+
+        ``client`` is what a slave asks its master with: the broker's inner client, which signs
+        (the master may have ACL on) and speaks TLS as the broker's settings say.
+        """
         self._host = host
         if self.is_slave:
-            self.metadata = MetadataSync(state, config_dir, write_file)
+            self.metadata = MetadataSync(state, config_dir, write_file, client)
             state.store.add_arrival_listener(self.metadata.on_arrival)
 
     async def start(self) -> None:
