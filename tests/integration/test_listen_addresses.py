@@ -74,7 +74,7 @@ def test_standalone_logs_the_every_interface_address_it_binds(tmp_path: Path) ->
         for host, port in logged:
             assert ipaddress.ip_address(host)  # a bound address, not a name
             assert (host, port) in listening, (host, port, server.log()[-2000:])
-        # Bound to every interface, and the log says so.
+        # Told to bind every interface, and the log says so.
         assert ("0.0.0.0", server.port) in logged
     finally:
         server.kill()

@@ -20,7 +20,8 @@ Commands run in the clone with no virtual environment activated (no venv ``bin``
 VIRTUAL_ENV, PYSPARK_PYTHON, PYTHONPATH or NAMESRV_ADDR) and HOME in a temporary directory
 (the C++ client logs there); pip keeps its own cache and configuration. The README uses the
 default ports (9876, 10911): when one is taken the test waits up to two minutes for it (another
-run of this README on a shared machine), then fails naming the port; a server counts as
+run of this README on a shared machine; a server that lost its port to one meanwhile is started
+again), then fails naming the port; a server counts as
 started only once its own log says it bound the port, never because another program holds it.
 """
 
@@ -54,6 +55,7 @@ PORT_WAIT_S = 120.0
 RUN_TIMEOUT_S = 300.0
 
 _MARKER = re.compile(r"<!-- readme-test: (?P<what>[^>]*?) -->")
+_OTHER_COMMENT = re.compile(r"<!--(?! readme-test:).*?-->", re.DOTALL)
 _FENCE = re.compile(r"^```[^\n]*\n(?P<body>.*?)^```$", re.DOTALL | re.MULTILINE)
 
 
@@ -81,7 +83,8 @@ def readme_steps(text: str) -> list[Step]:
                 steps.append(pending)  # a marker that takes no block (stop)
             pending = Step(match["what"].strip(), None, line)
         else:
-            between = text[position:start]
+            # Other comments (another test's markers) may sit between the marker and its block.
+            between = _OTHER_COMMENT.sub("", text[position:start])
             if pending is None or between.strip() != f"<!-- readme-test: {pending.what} -->":
                 raise AssertionError(f"README.md line {line}: a code block without a readme-test marker")
             pending.body = match["body"]
@@ -151,17 +154,36 @@ class Readme:
         self.stop()
         ports = [int(port) for port in step.what.split()[1:]]
         # Nothing else uses these ports on a CI machine; on a shared one another run of this
-        # README may hold them for a while, so wait a bounded time, then fail naming the port.
+        # README may hold them for a while, or take them while this one installs .venv: wait a
+        # bounded time for them (and start again if a server lost one), then fail naming it.
         deadline = time.monotonic() + PORT_WAIT_S
-        while taken := [port for port in ports if not _port_free(port)]:
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"port {taken[0]} is in use (waited {PORT_WAIT_S:g} s): the README's commands need "
-                    f"it (README.md line {step.line})"
-                )
-            time.sleep(1)
+        for attempt in range(3):
+            while taken := [port for port in ports if not _port_free(port)]:
+                if time.monotonic() > deadline:
+                    pytest.fail(
+                        f"port {taken[0]} is in use (waited {PORT_WAIT_S:g} s): the README's commands "
+                        f"need it (README.md line {step.line})"
+                    )
+                time.sleep(1)
+            started = self._launch(step.body)
+            failed = self._wait_listening(started, ports)
+            if failed is None:
+                return
+            command, proc, log = failed
+            text = log.read_text(errors="replace")
+            if "address already in use" not in text or attempt == 2:
+                pytest.fail(f"{command!r} exited with {proc.returncode}:\n{_tail(log)}")
+            deadline = time.monotonic() + PORT_WAIT_S
+            for entry in started:  # another program took a port meanwhile: start again
+                if entry[1].poll() is None:
+                    os.killpg(entry[1].pid, signal.SIGKILL)
+                    entry[1].wait(10)
+                self.servers.remove(entry)
+
+    def _launch(self, body: str) -> list[tuple[str, subprocess.Popen[bytes], Path]]:
+        """Each line of ``body`` in its own terminal session, in the background."""
         started = []
-        for command in (line for line in step.body.splitlines() if line.strip()):
+        for command in (line for line in body.splitlines() if line.strip()):
             log = self.logs / f"server-{len(self.servers)}.log"
             with open(log, "wb") as out:
                 proc = subprocess.Popen(
@@ -170,16 +192,23 @@ class Readme:
                 )  # fmt: skip
             self.servers.append((command, proc, log))
             started.append((command, proc, log))
+        return started
+
+    def _wait_listening(
+        self, started: list[tuple[str, subprocess.Popen[bytes], Path]], ports: list[int]
+    ) -> tuple[str, subprocess.Popen[bytes], Path] | None:
+        """None once ``ports`` are open by these servers; else the server that exited."""
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         # Listening, and by these processes (their logs say so): on a shared machine another
         # program may take a default port meanwhile, and must not pass for the README's server.
         while not all(_connectable(port) for port in ports) or not _logged_listening(started, ports):
-            for command, proc, log in started:
-                if proc.poll() is not None:
-                    pytest.fail(f"{command!r} exited with {proc.returncode}:\n{_tail(log)}")
+            for entry in started:
+                if entry[1].poll() is not None:
+                    return entry
             if time.monotonic() > deadline:
                 pytest.fail(f"ports {ports} not open within {SERVER_START_TIMEOUT_S:g} s")
             time.sleep(0.2)
+        return None
 
     def stop(self) -> None:
         """Ctrl-C to every running server (its whole terminal session); each must stop cleanly."""

@@ -20,7 +20,14 @@ import pytest
 from orbitmq.broker.config import first_non_loopback_ipv4
 from orbitmq.client import AdminClient, Message, Producer
 from tests.integration.client.test_producer import wait_for_brokers
-from tests.support.processes import ServerProcess, free_port, start_namesrv, start_standalone
+from tests.support.processes import (
+    ServerProcess,
+    broker_conf,
+    free_port,
+    start_namesrv,
+    start_standalone,
+    write_conf,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -41,8 +48,12 @@ def _reachable(ip: str, port: int) -> bool:
 
 
 def _listening_lines(log: str) -> list[str]:
-    """Addresses the remoting servers and the gRPC proxy logged they bound."""
-    return re.findall(r"(?:remoting server|gRPC proxy) listening on (\S+)", log)
+    """Addresses the remoting servers, the broker's HA port and the gRPC proxy say they bound."""
+    return re.findall(r"(?:remoting server|HA port|gRPC proxy) listening on ([^\s,]+)", log)
+
+
+def _port(address: str) -> int:
+    return int(address.rsplit(":", 1)[1])
 
 
 def _log_when(proc: ServerProcess, done: Callable[[str], bool], timeout_s: float = 15.0) -> str:
@@ -60,10 +71,14 @@ def test_standalone_listens_on_loopback_by_default_and_says_so(tmp_path: Path) -
     ip = _outside_ip()
     proc = start_standalone(tmp_path)
     try:
-        ports = [proc.port, *proc.extra_ports]
-        assert not any(_reachable(ip, port) for port in ports)
-        log = _log_when(proc, lambda text: len(_listening_lines(text)) >= len(ports))
-        assert sorted(_listening_lines(log)) == sorted(f"127.0.0.1:{port}" for port in ports), log
+        ports = [proc.port, *proc.extra_ports]  # name server, broker, gRPC proxy
+        # ... and the broker's HA port (listenPort + 1, or a free port when that one is taken).
+        log = _log_when(proc, lambda text: len(_listening_lines(text)) > len(ports))
+        bound = _listening_lines(log)
+        assert len(bound) == len(ports) + 1, log
+        assert {_port(address) for address in bound} >= set(ports), log
+        assert all(address.startswith("127.0.0.1:") for address in bound), log
+        assert not any(_reachable(ip, _port(address)) for address in bound)
         assert "0.0.0.0" not in log
     finally:
         proc.kill()
@@ -73,10 +88,13 @@ def test_standalone_bind_address_opens_every_interface_and_warns(tmp_path: Path)
     ip = _outside_ip()
     proc = start_standalone(tmp_path, "--bind-address", "0.0.0.0")
     try:
-        ports = [proc.port, *proc.extra_ports]
-        assert all(_reachable(ip, port) for port in ports)
-        log = _log_when(proc, lambda text: len(_listening_lines(text)) >= len(ports))
-        assert sorted(_listening_lines(log)) == sorted(f"0.0.0.0:{port}" for port in ports), log
+        ports = [proc.port, *proc.extra_ports]  # name server, broker, gRPC proxy
+        log = _log_when(proc, lambda text: len(_listening_lines(text)) > len(ports))
+        bound = _listening_lines(log)
+        assert len(bound) == len(ports) + 1, log  # and the HA port
+        assert {_port(address) for address in bound} >= set(ports), log
+        assert all(address.startswith("0.0.0.0:") for address in bound), log
+        assert all(_reachable(ip, _port(address)) for address in bound)
         assert "without authentication" in log
     finally:
         proc.kill()
@@ -93,11 +111,38 @@ def test_broker_bind_address_flag_limits_it_to_one_interface(tmp_path: Path) -> 
     broker = ServerProcess("broker", args, port, tmp_path / "broker", tmp_path / "broker.log")
     try:
         broker.start()
+        # Bound to one interface and no brokerIP1: clients, and slaves, are given that interface.
+        log = _log_when(broker, lambda text: "advertised as" in text)
+        assert f"listening on 127.0.0.1:{port}, advertised as 127.0.0.1:{port};" in log, log
+        ha = re.search(r"HA port listening on 127\.0\.0\.1:(\d+), advertised as 127\.0\.0\.1:(\d+)", log)
+        assert ha is not None and ha.group(1) == ha.group(2), log
         assert not _reachable(ip, port)
-        # Bound to one interface and no brokerIP1: clients are given that interface.
-        expected = f"listening on 127.0.0.1:{port}, registered as 127.0.0.1:{port}"
-        log = _log_when(broker, lambda text: "registered as" in text)
-        assert expected in log, log
+        assert not _reachable(ip, int(ha.group(1)))
+    finally:
+        broker.kill()
+        namesrv.kill()
+
+
+def test_broker_enable_proxy_listens_where_the_broker_conf_binds(tmp_path: Path) -> None:
+    ip = _outside_ip()
+    namesrv = start_namesrv(tmp_path)
+    port, grpc_port = free_port(), free_port()
+    # bindAddress in the file, no grpcBindAddress: the proxy beside the broker binds there too.
+    conf = broker_conf(
+        tmp_path, "broker-a", namesrv.addr, port, bindAddress="127.0.0.1", grpcServerPort=grpc_port
+    )
+    args = [sys.executable, "-m", "orbitmq.cli", "broker", "-c", str(write_conf(tmp_path / "broker.conf", conf)),
+            "--enable-proxy"]  # fmt: skip
+    broker = ServerProcess(
+        "broker", args, port, tmp_path / "broker", tmp_path / "broker.log", extra_ports=[grpc_port]
+    )
+    try:
+        broker.start()
+        log = _log_when(broker, lambda text: len(_listening_lines(text)) >= 3)
+        bound = _listening_lines(log)
+        assert len(bound) == 3 and f"127.0.0.1:{grpc_port}" in bound, log  # remoting, HA, gRPC
+        assert all(address.startswith("127.0.0.1:") for address in bound), log
+        assert not any(_reachable(ip, _port(address)) for address in bound)
     finally:
         broker.kill()
         namesrv.kill()

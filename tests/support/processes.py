@@ -103,10 +103,10 @@ class ServerProcess:
         return _tail(self.log_path, 200)
 
 
-def start_namesrv(tmp_path: Path, name: str = "namesrv") -> ServerProcess:
+def start_namesrv(tmp_path: Path, name: str = "namesrv", *extra: str) -> ServerProcess:
     port = free_port()
     workdir = tmp_path / name
-    args = [sys.executable, "-m", "orbitmq.namesrv", "--listen-port", str(port)]
+    args = [sys.executable, "-m", "orbitmq.namesrv", "--listen-port", str(port), *extra]
     return ServerProcess(name, args, port, workdir, tmp_path / f"{name}.log").start()
 
 
@@ -171,6 +171,8 @@ def start_standalone(tmp_path: Path, *extra: str, name: str = "standalone") -> S
         str(namesrv_port),
         "--broker-port",
         str(broker_port),
+        # /metrics on free ports: parallel tests must not contend for 5557/5558.
+        *(() if "--no-metrics" in extra else ("--metrics-port", "0", "--namesrv-metrics-port", "0")),
         *extra,
     ]
     proc = ServerProcess(name, args, namesrv_port, workdir, tmp_path / f"{name}.log", extra_ports=ports)

@@ -39,6 +39,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "proxy": ("orbitmq.bench.proxy", "gRPC proxy send and receive+ack msgs/s beside the remoting port"),
     "acl": ("orbitmq.bench.acl", "producer throughput with ACL off and on, in one run"),
+    "dashboard": ("orbitmq.bench.dashboard", "dashboard page load times over 1,000 topics and 500 groups"),
+    "metrics": ("orbitmq.bench.metrics", "produce msgs/s with the broker's /metrics on and off, one run"),
 }
 
 USAGE_ERROR_STATUS = 2

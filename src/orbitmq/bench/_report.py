@@ -31,7 +31,9 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float | None:
     return sorted_values[min(count - 1, max(0, math.ceil(fraction * count) - 1))]
 
 
-def percentiles_text(sorted_values: Sequence[float], fractions: Sequence[float], unit: str = "ms") -> str:
+def percentiles_text(
+    sorted_values: Sequence[float], fractions: Sequence[float], unit: str = "ms", decimals: int = 3
+) -> str:
     """``"p50 0.310 ms  p99 0.840 ms  p99.9 n/a (120 samples)"`` over ``sorted_values`` (ascending).
 
     A percentile whose minimum sample count is not reached reads ``n/a``; the line then ends
@@ -41,7 +43,7 @@ def percentiles_text(sorted_values: Sequence[float], fractions: Sequence[float],
     parts = []
     for fraction in fractions:
         value = percentile(sorted_values, fraction)
-        parts.append(f"{_label(fraction)} " + ("n/a" if value is None else f"{value:.3f} {unit}"))
+        parts.append(f"{_label(fraction)} " + ("n/a" if value is None else f"{value:,.{decimals}f} {unit}"))
     text = "  ".join(parts)
     if any(count < _min_samples(fraction) for fraction in fractions):
         text += f" ({count} sample{'s' if count != 1 else ''})"

@@ -34,7 +34,9 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
-def start_standalone(workdir: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int, int]:
+def start_standalone(
+    workdir: Path, *extra: str, log_path: Path | None = None
+) -> tuple[subprocess.Popen[bytes], int, int]:
     """Start ``orbitmq standalone`` (without its gRPC proxy) with its data under ``workdir``.
 
     Returns:
@@ -43,7 +45,7 @@ def start_standalone(workdir: Path, *extra: str) -> tuple[subprocess.Popen[bytes
     Raises:
         RuntimeError: the broker port did not accept connections within 30 s.
     """
-    proc, namesrv_port, broker_port, _ = _start(workdir, False, *extra)
+    proc, namesrv_port, broker_port, _ = _start(workdir, False, *extra, log_path=log_path)
     return proc, namesrv_port, broker_port
 
 
@@ -52,7 +54,9 @@ def start_standalone_with_grpc(workdir: Path, *extra: str) -> tuple[subprocess.P
     return _start(workdir, True, *extra)
 
 
-def _start(workdir: Path, grpc: bool, *extra: str) -> tuple[subprocess.Popen[bytes], int, int, int]:
+def _start(
+    workdir: Path, grpc: bool, *extra: str, log_path: Path | None = None
+) -> tuple[subprocess.Popen[bytes], int, int, int]:
     namesrv_port, broker_port, grpc_port = _free_ports(3)
     proxy_flags = ["--grpc-port", str(grpc_port)] if grpc else ["--no-proxy"]
     cmd = [
@@ -60,11 +64,16 @@ def _start(workdir: Path, grpc: bool, *extra: str) -> tuple[subprocess.Popen[byt
         "--data-dir", str(workdir / "data"),
         "--namesrv-port", str(namesrv_port),
         "--broker-port", str(broker_port),
-        "--log-level", "WARNING",
+        "--log-level", "INFO" if log_path else "WARNING",
         *proxy_flags,
+        *(() if "--metrics-port" in extra else ("--no-metrics",)),
         *extra,
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
+    # With a log path the server logs at INFO there (start-up lines name bound ports).
+    log = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ))
+    if log_path:
+        log.close()  # type: ignore[union-attr]
     deadline = time.monotonic() + START_TIMEOUT_S
     waiting = [broker_port, grpc_port] if grpc else [broker_port]
     while time.monotonic() < deadline and waiting:

@@ -1,12 +1,13 @@
 """The gRPC proxy beside the remoting port: send msgs/s and receive+ack msgs/s, in one run.
 
 A temporary ``orbitmq standalone`` (broker, name server and gRPC proxy in one process) is
-started unless ``--grpc`` and ``--namesrv`` name running ones. Five phases, ``--messages``
-each, ``--size``-byte bodies, ``--concurrency`` requests in flight:
+started unless ``--grpc`` and ``-n/--namesrv`` name running ones (the broker is found through
+the name server; the benchmark's topics are removed at the end unless they existed before).
+Five phases, ``--messages`` each, ``--size``-byte bodies, ``--concurrency`` requests in flight:
 
 1. gRPC SendMessage (what a 5.x SDK producer sends), one message per call;
 2. remoting: OrbitMQ's own Producer.send to the broker port, the same messages;
-3. gRPC ReceiveMessage (``--batch`` per receive, as a SimpleConsumer) + one AckMessage with
+3. gRPC ReceiveMessage (``--batch-size`` per receive, as a SimpleConsumer) + one AckMessage with
    every handle of the batch, over what phase 1 sent;
 4. remoting POP_MESSAGE + ACK_MESSAGE to the broker (the same POP engine without the proxy),
    over what phase 2 sent;
@@ -26,6 +27,7 @@ import argparse
 import asyncio
 import itertools
 import os
+import sys
 import tempfile
 import time
 import uuid
@@ -34,7 +36,8 @@ from pathlib import Path
 
 import grpc
 
-from orbitmq.bench._servers import start_standalone_with_grpc
+from orbitmq.bench._servers import add_namesrv_argument, start_standalone_with_grpc
+from orbitmq.bench._topics import BenchTopic
 from orbitmq.client import AdminClient, Message, Producer
 from orbitmq.client.pull_consumer import PullConsumer
 from orbitmq.model.heartbeat import ConsumeFromWhere
@@ -54,32 +57,39 @@ from orbitmq.transport.connection import RemotingClient
 from orbitmq.transport.runner import new_event_loop
 
 GRPC_TOPIC, REMOTING_TOPIC = "BenchProxyGrpc", "BenchProxyRemoting"
+_GROUPS = ("bench-proxy-grpc", "bench-proxy-pop", "bench-proxy-pull")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--grpc", help="host:port of a running gRPC proxy (with --namesrv and --broker)")
-    parser.add_argument("--namesrv", help="name servers of that deployment")
-    parser.add_argument("--broker", help="broker host:port (topic creation and POP over remoting)")
-    parser.add_argument("--messages", type=int, default=20_000, help="messages per phase (default 20000)")
-    parser.add_argument("--size", type=int, default=128, help="body bytes (default 128)")
-    parser.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
-    parser.add_argument("--batch", type=int, default=32, help="messages per receive / pop (default 32)")
-    parser.add_argument("--queues", type=int, default=4, help="queues of the topics (default 4)")
+    add_namesrv_argument(parser)
+    parser.add_argument("--grpc", help="host:port of the running cluster's gRPC proxy (with --namesrv)")
+    parser.add_argument("--messages", type=int, default=20_000, help="messages per phase")
+    parser.add_argument("--size", type=int, default=128, help="body bytes")
+    parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+    parser.add_argument(
+        "--batch-size", "--batch", dest="batch", type=int, default=32, help="messages per receive / pop"
+    )
+    parser.add_argument("--queues", type=int, default=4, help="queues of the topics when they are created")
 
 
 def run(args: argparse.Namespace) -> int:
+    if bool(args.grpc) != bool(args.namesrv):
+        print("orbitmq bench proxy: a running cluster needs both --grpc and --namesrv", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="orbitmq-bench-proxy-") as workdir:
         server = None
-        if args.grpc and args.namesrv and args.broker:
-            grpc_addr, namesrv, broker = args.grpc, args.namesrv, args.broker
+        if args.grpc:
+            grpc_addr, namesrv = args.grpc, args.namesrv
         else:
-            server, namesrv_port, broker_port, grpc_port = start_standalone_with_grpc(Path(workdir))
-            grpc_addr = f"127.0.0.1:{grpc_port}"
-            namesrv, broker = f"127.0.0.1:{namesrv_port}", f"127.0.0.1:{broker_port}"
+            server, namesrv_port, _, grpc_port = start_standalone_with_grpc(Path(workdir))
+            grpc_addr, namesrv = f"127.0.0.1:{grpc_port}", f"127.0.0.1:{namesrv_port}"
         args.server_pid = server.pid if server is not None else None
+        topics = [
+            BenchTopic(namesrv, topic, args.queues, groups=_GROUPS) for topic in (GRPC_TOPIC, REMOTING_TOPIC)
+        ]
         try:
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                results = runner.run(_bench(grpc_addr, namesrv, broker, args))
+                results = runner.run(_bench(grpc_addr, namesrv, topics, args))
         finally:
             if server is not None:
                 server.terminate()
@@ -103,10 +113,19 @@ def _server_cpu_s(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _bench(grpc_addr: str, namesrv: str, broker: str, args: argparse.Namespace) -> dict[str, Result]:
-    async with AdminClient(namesrv) as admin:
-        for topic in (GRPC_TOPIC, REMOTING_TOPIC):
-            await admin.create_topic(topic, args.queues)
+async def _bench(
+    grpc_addr: str, namesrv: str, topics: list[BenchTopic], args: argparse.Namespace
+) -> dict[str, Result]:
+    for topic in topics:
+        await topic.create()
+    try:
+        return await _phases(grpc_addr, namesrv, args)
+    finally:
+        for topic in topics:
+            await topic.remove_created()
+
+
+async def _phases(grpc_addr: str, namesrv: str, args: argparse.Namespace) -> dict[str, Result]:
     body = os.urandom(args.size)
     results: dict[str, Result] = {}
     metadata = (
@@ -121,6 +140,10 @@ async def _bench(grpc_addr: str, namesrv: str, broker: str, args: argparse.Names
         if route.status.code != pb.OK:
             raise RuntimeError(f"QueryRoute: {route.status}")
         broker_name = route.message_queues[0].broker.name
+        async with AdminClient(namesrv) as admin:
+            broker = (await admin.cluster_info()).broker_addr_table[broker_name].master_addr
+        if broker is None:
+            raise RuntimeError(f"broker {broker_name} has no master")
         results["send grpc"] = await _timed(args, lambda: _grpc_send(stub, metadata, body, args))
         async with Producer("bench-proxy-producer", namesrv) as producer:
             results["send remoting"] = await _timed(args, lambda: _remoting_send(producer, body, args))

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import orjson
 
+from orbitmq.bench._report import percentiles_text, verdict
 from orbitmq.client import SendStatus
 from orbitmq.client.admin import AdminClient
 from orbitmq.client.producer import Producer
@@ -72,11 +73,8 @@ class _Result:
         return self.messages / self.elapsed_s if self.elapsed_s else 0.0
 
 
-def _percentile(values: list[float] | list[int], fraction: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    return float(ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))])
+def _round_trips(result: _Result) -> str:
+    return f"send {percentiles_text(sorted(result.rts_ms), (0.5, 0.99), decimals=2)}"
 
 
 def _free_port() -> int:
@@ -234,8 +232,8 @@ def _run_setup(name: str, role: str, with_slave: bool, args: argparse.Namespace)
         finally:
             setup.stop()
     print(
-        f"{name:<14} {result.rate:>10,.0f} msg/s | send p50 {_percentile(result.rts_ms, 0.5):7.2f} ms"
-        f" p99 {_percentile(result.rts_ms, 0.99):7.2f} ms | not SEND_OK {result.not_ok} | errors {result.errors}",
+        f"{name:<14} {result.rate:>10,.0f} msg/s | {_round_trips(result)} | not SEND_OK {result.not_ok}"
+        f" | errors {result.errors}",
         flush=True,
     )
     return result
@@ -260,23 +258,19 @@ def run(args: argparse.Namespace) -> int:
     no_slave, async_master, sync_master = (_median(results) for results in runs.values())
     print("medians:")
     for result in (no_slave, async_master, sync_master):
-        print(
-            f"  {result.name:<14} {result.rate:>10,.0f} msg/s | send p50 {_percentile(result.rts_ms, 0.5):7.2f} ms"
-            f" p99 {_percentile(result.rts_ms, 0.99):7.2f} ms"
-        )
+        print(f"  {result.name:<14} {result.rate:>10,.0f} msg/s | {_round_trips(result)}")
     lag_bytes = [value for result in runs["ASYNC_MASTER"] for value in result.lag_bytes]
     lag_ms = [value for result in runs["ASYNC_MASTER"] for value in result.lag_ms]
     if lag_bytes:
         print(
-            f"ASYNC_MASTER replication lag under load: bytes p50 {_percentile(lag_bytes, 0.5):,.0f}"
-            f" p99 {_percentile(lag_bytes, 0.99):,.0f} max {max(lag_bytes):,}"
-            f" | ms p50 {_percentile(lag_ms, 0.5):.0f} p99 {_percentile(lag_ms, 0.99):.0f}"
-            f" max {max(lag_ms, default=0)} ({len(lag_bytes)} samples)"
+            f"ASYNC_MASTER replication lag under load: bytes {percentiles_text(sorted(lag_bytes), (0.5, 0.99), 'B', 0)}"
+            f" max {max(lag_bytes):,} B | {percentiles_text(sorted(lag_ms), (0.5, 0.99), decimals=0)}"
+            f" max {max(lag_ms, default=0)} ms"
         )
     ratio = sync_master.rate / async_master.rate if async_master.rate else 0.0
-    verdict = "meets" if ratio >= TARGET_SYNC_RATIO else "MISSES"
     print(
-        f"SYNC_MASTER / ASYNC_MASTER throughput: {ratio:.2f} ({verdict} the target {TARGET_SYNC_RATIO}); "
+        f"SYNC_MASTER / ASYNC_MASTER throughput: {ratio:.2f} (target >= {TARGET_SYNC_RATIO}: "
+        f"{verdict(ratio >= TARGET_SYNC_RATIO)}); "
         f"ASYNC_MASTER / no slave: {async_master.rate / no_slave.rate if no_slave.rate else 0:.2f}"
     )
     failed = sum(result.errors for results in runs.values() for result in results)

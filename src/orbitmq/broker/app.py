@@ -28,10 +28,11 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from orbitmq.acl.accounts import Account
 from orbitmq.acl.signature import Credentials
+from orbitmq.broker import metrics_view
 from orbitmq.broker.clients import ConsumerTable, ProducerTable
 from orbitmq.broker.config import BrokerConfig, BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
@@ -65,7 +66,9 @@ from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.timer import TimerService
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.transaction import TransactionService
+from orbitmq.broker.validation import is_system_topic
 from orbitmq.errors import ConfigError, ProtocolError
+from orbitmq.metrics import LoopCollector, MetricsExporter, MetricsExporterType, Recorder, instrument_handlers
 from orbitmq.model.route import PERM_READ_WRITE
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.security import AclService, ha_exposure_warning, warn_if_exposed
@@ -79,6 +82,7 @@ logger = logging.getLogger(__name__)
 TOPICS_FILE = "topics.json"
 CONSUMER_OFFSETS_FILE = "consumerOffset.json"
 SUBSCRIPTION_GROUPS_FILE = "subscriptionGroup.json"
+_RATE_SAMPLE_INTERVAL_MS = 5_000  # the per-minute TPS gauges are differences of these samples
 STATS_SAMPLE_INTERVAL_MS = 1_000
 
 
@@ -187,6 +191,8 @@ class BrokerApp:
         self._registration: NamesrvRegistration | None = None
         self._topics_write_lock = asyncio.Lock()
         self._background_writes: set[asyncio.Task[None]] = set()
+        self._metrics: MetricsExporter | None = None
+        self._boot_timestamp_ms = now_ms()
 
     def _inner_client(self) -> RemotingClient:
         """A client for this broker's own requests (name servers, a slave's master): signed, TLS as set."""
@@ -260,6 +266,13 @@ class BrokerApp:
         handlers.update(AclHandlers(state, self.acl, lambda: self.address).handler_table())
         if self.acl is not None:
             handlers = self.acl.guard(handlers)
+        # Prometheus counts (metrics.Recorder) and request timing only with metricsExporterType=PROM;
+        # the runtime figures of GET_BROKER_RUNTIME_INFO are broker.stats' own, always kept.
+        if config.metrics_exporter_type is MetricsExporterType.PROM:
+            state.recorder = Recorder(is_system_topic)
+            # The zero sample: rates in the first minute span the time since start-up.
+            state.recorder.sample(now_ms())
+            handlers = instrument_handlers(handlers, state.recorder)
         self._server = RemotingServer(
             config.bind_address,
             config.listen_port,
@@ -300,20 +313,28 @@ class BrokerApp:
         self._services += [service for service in (*writers, state.pop) if service is not None]
         if self.acl is not None:
             self._services.append(self.acl)
+        recorder = state.recorder
+        if recorder is not None:
+            self._services.append(
+                PeriodicService(
+                    "metrics-rate-sample", _RATE_SAMPLE_INTERVAL_MS, lambda: recorder.sample(now_ms())
+                )
+            )
+            self._start_metrics(state, recorder)
         for service in self._services:
             await service.start()
         # Stopped last (services stop in reverse): sends still waiting for a slave are answered first.
         self._services.insert(0, replication)
         # What is bound (bindAddress, 0.0.0.0 = every interface) and, apart, what is advertised.
         logger.info(
-            "broker %s (%s, id %d) listening on %s, registered as %s, HA on %s:%d, HA advertised as %s (store %s)",
+            "broker %s (%s, id %d) listening on %s, advertised as %s; HA port listening on %s, advertised as %s"
+            " (store %s)",
             config.broker_name,
             config.broker_role.value,
             config.broker_id,
             ", ".join(self._server.bound_addresses),
             self.address,
-            config.bind_address,
-            replication.master.port,
+            ", ".join(replication.bound_addresses),
             replication.ha_address,
             self._store.store_path,
         )
@@ -333,9 +354,39 @@ class BrokerApp:
                 else "master learned from the name servers",
             )
 
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound port of ``/metrics`` (None when metricsExporterType is DISABLE)."""
+        return self._metrics.port if self._metrics is not None else None
+
+    def _start_metrics(self, state: BrokerState, recorder: Recorder) -> None:
+        config = self.broker_config
+        address = self.address
+
+        def build() -> list[Any]:
+            return metrics_view.families(state, recorder, self._boot_timestamp_ms, address)
+
+        host = config.metrics_prom_exporter_host or self._host
+        exporter = MetricsExporter(
+            host, config.metrics_prom_exporter_port, LoopCollector(asyncio.get_running_loop(), build)
+        )
+        try:
+            exporter.start()
+        except OSError as exc:
+            raise ConfigError(
+                f"config key 'metricsPromExporterPort': cannot serve /metrics on {host}:"
+                f"{config.metrics_prom_exporter_port}: {exc}"
+            ) from exc
+        self._metrics = exporter
+        logger.info("broker %s metrics at %s", config.broker_name, exporter.url)
+
     async def shutdown(self) -> None:
         if self._server is None:
             return
+        # The metrics endpoint first: a scrape must not wait on a loop that is shutting down.
+        if self._metrics is not None:
+            await asyncio.to_thread(self._metrics.stop)
+            self._metrics = None
         # Release parked pulls and pops first: they answer "nothing" now instead of holding the drain.
         if self._state is not None:
             await self._state.long_polling.stop()

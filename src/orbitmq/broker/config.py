@@ -33,6 +33,7 @@ import orjson
 from orbitmq.acl.signature import Credentials
 from orbitmq.conf import build_configs, load_properties
 from orbitmq.errors import ConfigError
+from orbitmq.metrics.exporter import MetricsExporterType
 from orbitmq.store.config import StoreConfig
 from orbitmq.transport.server import ServerLimits
 from orbitmq.transport.tls import TLS_UNIMPLEMENTED_KEYS, TlsConfig, merge_tls_config_file
@@ -209,7 +210,20 @@ class BrokerConfig:
     # TLS of the listening port and of the connections to the name servers (the tls.* keys).
     tls: TlsConfig = field(default_factory=TlsConfig)
 
+    # DISABLE (no metrics) or PROM (Prometheus text at /metrics); RocketMQ 5.x's key and values.
+    metrics_exporter_type: MetricsExporterType = field(
+        default=MetricsExporterType.DISABLE, metadata=_key("metricsExporterType")
+    )
+    # Port of /metrics when metricsExporterType=PROM (0 = any free port, logged at start-up).
+    metrics_prom_exporter_port: int = field(default=5557, metadata=_key("metricsPromExporterPort"))
+    # Interface /metrics binds; None = brokerIP1's address (RocketMQ's default).
+    metrics_prom_exporter_host: str | None = field(default=None, metadata=_key("metricsPromExporterHost"))
+
     def __post_init__(self) -> None:
+        if not 0 <= self.metrics_prom_exporter_port <= 65535:
+            raise ConfigError(
+                f"config key 'metricsPromExporterPort': {self.metrics_prom_exporter_port} is not a TCP port"
+            )
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"config key 'listenPort': {self.listen_port} is not a TCP port")
         if self.broker_id < 0:

@@ -202,7 +202,7 @@ async def _consumer_progress(admin: AdminClient, args: argparse.Namespace) -> No
         )
         return
     if not progress:
-        print(f"group {args.group} is online but has committed no offset yet; name a topic with -t")
+        print(f"group {args.group} exists but has committed no offset yet; name a topic with -t")
         return
     rows = [
         (

@@ -15,6 +15,9 @@ Masters start first; slaves start once the nameserver lists their master, so tha
 registration already names it. A broker that exits (killed, to try a failover) is reported and
 the rest keep running; Ctrl-C (or SIGTERM) stops them all gracefully. ``--broker-conf KEY=VALUE``
 adds a broker.conf line to every broker.
+
+Like ``orbitmq standalone``, every process listens on 127.0.0.1 (the HA ports included) unless
+``--bind-address`` says otherwise: no server authenticates anyone, so every interface is opt-in.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = ["main"]
 
 _START_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 20.0
+_WILDCARD_ADDRESSES = ("0.0.0.0", "", "::")
 
 
 @dataclass
@@ -66,7 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default=".orbitmq-cluster", help="data directory (./.orbitmq-cluster)")
     parser.add_argument("--namesrv-port", type=int, default=9876, help="nameserver port (9876)")
     parser.add_argument("--base-port", type=int, default=10911, help="first broker port (10911)")
-    parser.add_argument("--broker-ip", default="127.0.0.1", help="address clients use (127.0.0.1)")
+    parser.add_argument(
+        "--bind-address",
+        default="127.0.0.1",
+        help="interface every process listens on (127.0.0.1: this host only; 0.0.0.0: every "
+        "interface, without authentication)",
+    )
+    parser.add_argument(
+        "--broker-ip", help="address clients and slaves use (the bind address; bound to 0.0.0.0, 127.0.0.1)"
+    )
     parser.add_argument(
         "--broker-conf",
         action="append",
@@ -87,17 +99,23 @@ def _broker_name(index: int) -> str:
     return f"broker-{name}"
 
 
+def _local_host(args: argparse.Namespace) -> str:
+    """Where this command reaches its own processes: the bind address, or loopback for 0.0.0.0."""
+    return "127.0.0.1" if args.bind_address in _WILDCARD_ADDRESSES else str(args.bind_address)
+
+
 def _plan(args: argparse.Namespace) -> tuple[_Member, list[list[_Member]]]:
     data_dir = Path(args.data_dir).resolve()
-    namesrv_addr = f"127.0.0.1:{args.namesrv_port}"
+    namesrv_addr = f"{_local_host(args)}:{args.namesrv_port}"
     namesrv = _Member(
         "namesrv",
         "NAMESRV",
         args.namesrv_port,
         None,
         data_dir,
-        [sys.executable, "-m", "orbitmq.namesrv", "--listen-port", str(args.namesrv_port)],
-    )
+        [sys.executable, "-m", "orbitmq.namesrv", "--listen-port", str(args.namesrv_port),
+         "--bind-address", args.bind_address],
+    )  # fmt: skip
     extra = dict(item.split("=", 1) for item in args.broker_conf)
     groups: list[list[_Member]] = []
     port = args.base_port
@@ -115,6 +133,7 @@ def _plan(args: argparse.Namespace) -> tuple[_Member, list[list[_Member]]]:
                 "namesrvAddr": namesrv_addr,
                 "listenPort": port,
                 "haListenPort": port + 1,
+                "bindAddress": args.bind_address,
                 "brokerIP1": args.broker_ip,
                 "storePathRootDir": str(workdir / "store"),
                 **extra,
@@ -152,12 +171,12 @@ def _start(member: _Member) -> None:
         )
 
 
-def _wait_listening(member: _Member, deadline: float) -> None:
+def _wait_listening(member: _Member, host: str, deadline: float) -> None:
     while time.monotonic() < deadline:
         if member.proc is not None and member.proc.poll() is not None:
             raise RuntimeError(f"{member.label} exited with {member.proc.returncode}; see {member.log_path}")
         try:
-            with socket.create_connection(("127.0.0.1", member.port), timeout=0.2):
+            with socket.create_connection((host, member.port), timeout=0.2):
                 return
         except OSError:
             time.sleep(0.05)
@@ -190,12 +209,12 @@ def _wait_registered(namesrv_addr: str, broker_names: set[str], deadline: float)
         raise RuntimeError(f"the nameserver did not list the masters of {sorted(broker_names)} in time")
 
 
-def _print_table(namesrv: _Member, groups: list[list[_Member]], broker_ip: str) -> None:
+def _print_table(namesrv: _Member, groups: list[list[_Member]], namesrv_host: str, broker_ip: str) -> None:
     rows = [
         (
             "namesrv",
             "NAMESRV",
-            f"127.0.0.1:{namesrv.port}",
+            f"{namesrv_host}:{namesrv.port}",
             "-",
             str(namesrv.proc.pid if namesrv.proc else "-"),
         )
@@ -216,7 +235,7 @@ def _print_table(namesrv: _Member, groups: list[list[_Member]], broker_ip: str) 
     for row in (headers, *rows):
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     print(f"data, broker.conf files and logs under {namesrv.workdir}")
-    print(f"clients: namesrvAddr=127.0.0.1:{namesrv.port}; Ctrl-C stops the cluster", flush=True)
+    print(f"clients: namesrvAddr={namesrv_host}:{namesrv.port}; Ctrl-C stops the cluster", flush=True)
 
 
 def _stop(members: list[_Member]) -> None:
@@ -242,6 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         print(f"orbitmq cluster: {problem}", file=sys.stderr)
         return 2
+    host = _local_host(args)
+    if args.broker_ip is None:
+        args.broker_ip = host
     namesrv, groups = _plan(args)
     brokers = [member for members in groups for member in members]
     everyone = [*reversed(brokers), namesrv]  # stop order: slaves, masters, nameserver
@@ -255,19 +277,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         deadline = time.monotonic() + _START_TIMEOUT_S
         _start(namesrv)
-        _wait_listening(namesrv, deadline)
+        _wait_listening(namesrv, host, deadline)
         masters = [members[0] for members in groups]
         for member in masters:
             _start(member)
         for member in masters:
-            _wait_listening(member, deadline)
-        _wait_registered(f"127.0.0.1:{namesrv.port}", {_broker_name(i) for i in range(len(groups))}, deadline)
+            _wait_listening(member, host, deadline)
+        _wait_registered(f"{host}:{namesrv.port}", {_broker_name(i) for i in range(len(groups))}, deadline)
         slaves = [member for members in groups for member in members[1:]]
         for member in slaves:
             _start(member)
         for member in slaves:
-            _wait_listening(member, deadline)
-        _print_table(namesrv, groups, args.broker_ip)
+            _wait_listening(member, host, deadline)
+        _print_table(namesrv, groups, host, args.broker_ip)
         while not stopping:
             for member in everyone:
                 if member.proc is not None and member.proc.poll() is not None and not member.reported:

@@ -1,6 +1,6 @@
 """``orbitmq``: one command for every OrbitMQ program.
 
-``namesrv``, ``proxy``, ``admin``, ``cluster`` and ``bench`` hand their arguments to the
+``namesrv``, ``proxy``, ``admin``, ``cluster``, ``dashboard`` and ``bench`` hand their arguments to the
 program's own entry point; ``broker`` does too, unless ``--enable-proxy`` asks for the gRPC
 proxy beside it (local mode, as RocketMQ's ``mqbroker --enable-proxy``); ``standalone`` is the
 main job: a nameserver, a broker and the gRPC proxy in one process, on the default ports, with an embedded data
@@ -46,6 +46,8 @@ DEFAULT_DATA_DIR = ".orbitmq-data"
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_BROKER_PORT = 10911
 DEFAULT_GRPC_PORT = 8081
+DEFAULT_METRICS_PORT = 5557
+DEFAULT_NAMESRV_METRICS_PORT = 5558
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
 _WILDCARD_ADDRESSES = ("0.0.0.0", "", "::")
 
@@ -56,6 +58,7 @@ _FORWARDED = {
     "admin": "administer topics, groups and clusters (orbitmq admin --help)",
     "cluster": "a local cluster: a nameserver and masters with slaves (orbitmq cluster --help)",
     "bench": "benchmarks (orbitmq bench --help)",
+    "dashboard": "a web dashboard over a cluster (orbitmq dashboard --namesrv HOST:PORT [--port 8080])",
 }
 
 
@@ -82,7 +85,7 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     parser.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT, help="broker port (10911)")
     parser.add_argument(
         "--bind-address",
-        help=f"interface the servers listen on (default {DEFAULT_BIND_ADDRESS}: this host only; "
+        help=f"interface every server listens on (default {DEFAULT_BIND_ADDRESS}: this host only; "
         "0.0.0.0: every interface, without authentication; see the README)",
     )
     parser.add_argument(
@@ -95,6 +98,19 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     parser.add_argument("--no-proxy", action="store_true", help="do not serve gRPC (RocketMQ 5.x clients)")
     parser.add_argument("--flush", choices=("sync", "async"), help="flushDiskType SYNC_FLUSH or ASYNC_FLUSH")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=DEFAULT_METRICS_PORT,
+        help=f"broker Prometheus /metrics port ({DEFAULT_METRICS_PORT}; 0 = any free port)",
+    )
+    parser.add_argument(
+        "--namesrv-metrics-port",
+        type=int,
+        default=DEFAULT_NAMESRV_METRICS_PORT,
+        help=f"nameserver Prometheus /metrics port ({DEFAULT_NAMESRV_METRICS_PORT}; 0 = any free port)",
+    )
+    parser.add_argument("--no-metrics", action="store_true", help="serve no /metrics")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
@@ -114,6 +130,15 @@ def run_standalone(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     data_dir = Path(args.data_dir).resolve()
+    if not 0 < args.namesrv_port <= 65535:
+        # Port 0 (any free port) would leave the broker and the proxy, configured before the
+        # nameserver binds, registering with and reading routes from port 0.
+        print(
+            f"orbitmq standalone: --namesrv-port {args.namesrv_port} is not a TCP port (1-65535); "
+            "the broker is given the nameserver's address before it starts",
+            file=sys.stderr,
+        )
+        return 2
     try:
         file_values = load_properties(args.config_file) if args.config_file else {}
     except ConfigError as exc:
@@ -136,15 +161,25 @@ def run_standalone(args: argparse.Namespace) -> int:
         overrides["grpcServerPort"] = args.grpc_port
         if args.bind_address or "grpcBindAddress" not in file_values:
             overrides["grpcBindAddress"] = bind
-    try:
-        namesrv_config = load_namesrv_config(
-            None,
-            {
-                "listenPort": args.namesrv_port,
-                "bindAddress": bind,
-                "kvConfigPath": str(data_dir / "namesrv" / "kvConfig.json"),
-            },
+    namesrv_overrides: dict[str, object] = {
+        "listenPort": args.namesrv_port,
+        "bindAddress": bind,
+        "kvConfigPath": str(data_dir / "namesrv" / "kvConfig.json"),
+    }
+    if not args.no_metrics:
+        # /metrics on the interface the standalone binds, like its other ports.
+        overrides.update(
+            metricsExporterType="PROM",
+            metricsPromExporterPort=args.metrics_port,
+            metricsPromExporterHost=bind,
         )
+        namesrv_overrides.update(
+            metricsExporterType="PROM",
+            metricsPromExporterPort=args.namesrv_metrics_port,
+            metricsPromExporterHost=bind,
+        )
+    try:
+        namesrv_config = load_namesrv_config(None, namesrv_overrides)
         broker_config, store_config, proxy_config = load_broker_configs(
             args.config_file, overrides, (ProxyConfig,)
         )
@@ -223,6 +258,7 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     from orbitmq.broker.__main__ import overrides_of, parse_args
     from orbitmq.broker.app import BrokerApp
     from orbitmq.broker.config import load_broker_configs
+    from orbitmq.conf import load_properties
     from orbitmq.proxy import ProxyApp, ProxyConfig
     from orbitmq.transport.runner import run_apps
 
@@ -240,6 +276,12 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     if proxy_args.grpc_port is not None:
         overrides["grpcServerPort"] = proxy_args.grpc_port
     try:
+        file_values = load_properties(args.config_file) if args.config_file else {}
+        # The proxy beside the broker listens where the broker does, unless grpcBindAddress says
+        # otherwise: the broker's --bind-address flag, else its file's bindAddress.
+        bind = args.bind_address or file_values.get("bindAddress")
+        if bind and (args.bind_address is not None or "grpcBindAddress" not in file_values):
+            overrides["grpcBindAddress"] = bind
         broker_config, store_config, proxy_config = load_broker_configs(
             args.config_file, overrides, (ProxyConfig,)
         )
@@ -297,6 +339,10 @@ def _forward(command: str, rest: list[str]) -> int:
         from orbitmq.cli.cluster import main as cluster_main
 
         return cluster_main(rest)
+    if command == "dashboard":
+        from orbitmq.dashboard.__main__ import main as dashboard_main
+
+        return dashboard_main(rest)
     from orbitmq.bench.__main__ import main as bench_main
     from orbitmq.cli._security import ACCESS_KEY_ENV, SECRET_KEY_ENV
 

@@ -3,8 +3,8 @@
 OrbitMQ brokers do not serve GET_CONSUME_STATS, so progress is put together from per-queue
 requests: QUERY_CONSUMER_OFFSET with ``setZeroIfNotFound=false`` (so "never committed" is told
 from "committed 0"), GET_MIN_OFFSET and GET_MAX_OFFSET. A group exists when some broker holds
-an offset it committed or lists an online member of it; a mistyped group has neither, and is an
-error rather than an empty, healthy-looking answer.
+an offset it committed, its subscription group config or an online member of it; a mistyped
+group has none of these, and is an error rather than an empty, healthy-looking answer.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class _Admin(Protocol):
 
     async def user_topics(self) -> list[str]: ...
 
-    async def has_online_members(self, group: str) -> bool: ...
+    async def broker_knows_group(self, group: str) -> bool: ...
 
     async def min_offset(self, mq: MessageQueue) -> int: ...
 
@@ -79,8 +79,8 @@ async def consumer_progress(
     ):
         raise SubscriptionGroupNotExistError(
             ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-            f"consumer group {group} does not exist: no broker has an offset committed by it "
-            "or an online member of it",
+            f"consumer group {group} does not exist: no broker has its config, an online member "
+            "of it or an offset it committed",
         )
     return progress
 
@@ -96,8 +96,9 @@ async def _queues_by_topic(admin: _Admin, topics: list[str]) -> dict[str, list[M
 
 
 async def _group_exists(admin: _Admin, group: str, checked_topics: set[str]) -> bool:
-    """An online member of ``group``, or an offset it committed outside ``checked_topics``?"""
-    if await admin.has_online_members(group):
+    """A broker that knows ``group`` (its config, an online member), or an offset it committed
+    outside ``checked_topics``?"""
+    if await admin.broker_knows_group(group):
         return True
     others = [name for name in await admin.list_topics() if name not in checked_topics]
     for queues in (await _queues_by_topic(admin, others)).values():

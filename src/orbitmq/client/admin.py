@@ -13,16 +13,17 @@ delete_topic            GET_ALL_TOPIC_LIST_FROM_NAMESERVER and GET_ALL_TOPIC_CON
                         to every name server
 topic_status            GET_TOPIC_STATS_INFO to each master of the topic's route
 consumer_progress       per queue QUERY_CONSUMER_OFFSET (``setZeroIfNotFound=false``),
-                        GET_MIN_OFFSET and GET_MAX_OFFSET; GET_CONSUMER_LIST_BY_GROUP to each
-                        master when the group committed nothing
+                        GET_MIN_OFFSET and GET_MAX_OFFSET; GET_SUBSCRIPTIONGROUP_CONFIG and
+                        GET_CONSUMER_LIST_BY_GROUP to each master when the group committed
+                        nothing
 cluster_members         GET_BROKER_CLUSTER_INFO, then GET_BROKER_HA_STATUS to every broker
 reset_offset_by_time    INVOKE_BROKER_TO_RESET_OFFSET to each master of the topic's route
 acl.*                   the ACL admin requests 50-54 (``client.acl_admin``)
 ======================  ===================================================================
 
-A consumer group exists, for these operations, when some broker holds an offset it committed or
-lists an online member of it (OrbitMQ brokers do not serve GET_CONSUME_STATS, RocketMQ's
-question for this). Operations on a group or topic that does not exist raise
+A consumer group exists, for these operations, when some broker holds its subscription group
+config, an online member of it or an offset it committed (OrbitMQ brokers do not serve
+GET_CONSUME_STATS, RocketMQ's question for this). Operations on a group or topic that does not exist raise
 :class:`~orbitmq.errors.SubscriptionGroupNotExistError` or
 :class:`~orbitmq.errors.TopicNotExistError`, naming it, instead of answering with nothing.
 
@@ -43,6 +44,7 @@ import orjson
 
 from orbitmq.client._admin_api import AdminOperations
 from orbitmq.client._admin_core import AdminCore
+from orbitmq.client._admin_views import AdminViews
 from orbitmq.client._cluster_status import MemberStatus, member_statuses
 from orbitmq.client._group_progress import QueueProgress, consumer_progress
 from orbitmq.client._instance import ClientInstance
@@ -92,7 +94,7 @@ class QueueStatus:
     last_update_timestamp_ms: int
 
 
-class AdminClient(AdminOperations):
+class AdminClient(AdminOperations, AdminViews):
     """Administers topics, groups, offsets and brokers through the name servers and brokers.
 
     Operations on consumer groups, broker statistics and config, stored messages and the name
@@ -485,16 +487,19 @@ class AdminClient(AdminOperations):
         """
         return await consumer_progress(self, group, topic)
 
-    async def has_online_members(self, group: str) -> bool:
-        """Does some master list an online member of ``group`` (GET_CONSUMER_LIST_BY_GROUP)?"""
-        request_ext = GetConsumerListByGroupRequestHeader(group).to_ext()
+    async def broker_knows_group(self, group: str) -> bool:
+        """Does some master hold ``group``'s subscription group config (GET_SUBSCRIPTIONGROUP_CONFIG;
+        a broker creates it when a consumer of the group first heartbeats) or list an online
+        member of it (GET_CONSUMER_LIST_BY_GROUP)?"""
+        by_config = GetConsumerListByGroupRequestHeader(group).to_ext() | {"group": group}
         for addr in await self._master_addrs(None):
-            request = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, request_ext)
-            response = await self._client.remoting.invoke(
-                addr, request, self.client_config.request_timeout_ms
-            )
-            if response.code == ResponseCode.SUCCESS:
-                return True
+            for code in (RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
+                request = RemotingCommand.request(code, by_config)
+                response = await self._client.remoting.invoke(
+                    addr, request, self.client_config.request_timeout_ms
+                )
+                if response.code == ResponseCode.SUCCESS:
+                    return True
         return False
 
     async def reset_offset_by_time(

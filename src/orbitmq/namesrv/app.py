@@ -14,10 +14,24 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from prometheus_client.core import Metric
+
 from orbitmq.acl.accounts import Account
+from orbitmq.errors import ConfigError
+from orbitmq.metrics import (
+    LoopCollector,
+    MetricsExporter,
+    MetricsExporterType,
+    NamesrvView,
+    Recorder,
+    instrument_handlers,
+    namesrv_families,
+    request_code_names,
+)
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.handlers import NamesrvHandlers, monotonic_ms
 from orbitmq.namesrv.kv_config import KVConfigTable
@@ -32,6 +46,7 @@ logger = logging.getLogger(__name__)
 _log_limit = LogLimiter(logger)
 
 SHUTDOWN_GRACE_S = 3.0
+_CODE_NAMES = request_code_names()
 
 
 class NamesrvApp:
@@ -67,6 +82,8 @@ class NamesrvApp:
             self.acl = AclService(Path(config.acl_file), "namesrv", inner_accounts=inner_accounts)
         self._server: RemotingServer | None = None
         self._scan_task: asyncio.Task[None] | None = None
+        self._recorder: Recorder | None = None
+        self._metrics: MetricsExporter | None = None
 
     def _load_kv_config(self) -> KVConfigTable:
         path = self.config.kv_config_path
@@ -113,6 +130,9 @@ class NamesrvApp:
         if self.acl is not None:
             self.acl.load()
             handlers = self.acl.guard(handlers)
+        if config.metrics_exporter_type is MetricsExporterType.PROM:
+            self._recorder = Recorder()
+            handlers = instrument_handlers(handlers, self._recorder)
         self._server = RemotingServer(
             config.bind_address,
             config.listen_port,
@@ -131,6 +151,40 @@ class NamesrvApp:
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_inactive_brokers())
         logger.info("name server listening on %s", ", ".join(self._server.bound_addresses))
         warn_if_exposed(logger, "name server", config.bind_address, self.port, self.acl is not None)
+        if self._recorder is not None:
+            self._start_metrics(self._recorder)
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound port of ``/metrics`` (None when metricsExporterType is DISABLE)."""
+        return self._metrics.port if self._metrics is not None else None
+
+    def _start_metrics(self, recorder: Recorder) -> None:
+        config = self.config
+        table = self.route_table
+
+        def build() -> list[Metric]:
+            view = NamesrvView(
+                node_id=self.address,
+                cluster_count=len(table.cluster_addr_table),
+                broker_count=len(table.broker_addr_table),
+                topic_count=len(table.topic_queue_table),
+            )
+            return list(namesrv_families(recorder.snapshot(int(time.time() * 1000)), view, _CODE_NAMES))
+
+        host = config.metrics_prom_exporter_host or config.bind_address
+        exporter = MetricsExporter(
+            host, config.metrics_prom_exporter_port, LoopCollector(asyncio.get_running_loop(), build)
+        )
+        try:
+            exporter.start()
+        except OSError as exc:
+            raise ConfigError(
+                f"config key 'metricsPromExporterPort': cannot serve /metrics on {host}:"
+                f"{config.metrics_prom_exporter_port}: {exc}"
+            ) from exc
+        self._metrics = exporter
+        logger.info("name server metrics at %s", exporter.url)
 
     async def shutdown(self) -> None:
         """Stop the scan, then the server (in-flight requests get a short grace period)."""
@@ -140,6 +194,9 @@ class NamesrvApp:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scan_task
             self._scan_task = None
+        if self._metrics is not None:
+            await asyncio.to_thread(self._metrics.stop)
+            self._metrics = None
         if self.acl is not None:
             await self.acl.stop()
         # Then stop accepting and let requests in flight finish.

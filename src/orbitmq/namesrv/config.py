@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from orbitmq.conf import build_configs, load_properties
 from orbitmq.errors import ConfigError
+from orbitmq.metrics.exporter import MetricsExporterType
 from orbitmq.transport.server import ServerLimits
 from orbitmq.transport.tls import TLS_UNIMPLEMENTED_KEYS, TlsConfig, merge_tls_config_file
 
@@ -72,6 +73,14 @@ class NamesrvConfig:
     # TLS of the listening port (the tls.* keys).
     tls: TlsConfig = field(default_factory=TlsConfig)
 
+    # DISABLE or PROM (Prometheus text at /metrics), as the broker's key.
+    metrics_exporter_type: MetricsExporterType = field(
+        default=MetricsExporterType.DISABLE, metadata={"key": "metricsExporterType"}
+    )
+    # Port of /metrics with PROM (OrbitMQ's default 5558: the broker's 5557 may share the host).
+    metrics_prom_exporter_port: int = field(default=5558, metadata={"key": "metricsPromExporterPort"})
+    # Interface /metrics binds; None = bindAddress.
+    metrics_prom_exporter_host: str | None = field(default=None, metadata={"key": "metricsPromExporterHost"})
     # -- resource limits (docs/limits.md) -------------------------------------------------------
     # Open connections; one more is closed at once.
     server_max_connections: int = field(default=10_000, metadata={"key": "serverMaxConnections"})
@@ -93,6 +102,10 @@ class NamesrvConfig:
     brokers_max: int = field(default=1_000, metadata={"key": "maxBrokers"})
 
     def __post_init__(self) -> None:
+        if not 0 <= self.metrics_prom_exporter_port < 65536:
+            raise ConfigError(
+                f"config key 'metricsPromExporterPort': {self.metrics_prom_exporter_port} is not a TCP port"
+            )
         if not 0 <= self.listen_port < 65536:
             raise ConfigError(f"config key 'listenPort': {self.listen_port} is not a TCP port")
         for key, value in (

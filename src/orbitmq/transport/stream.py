@@ -145,6 +145,13 @@ class StreamServer:
             return self._port
         return int(self._server.sockets[0].getsockname()[1])
 
+    @property
+    def bound_addresses(self) -> list[str]:
+        """``host:port`` of every listening socket, as really bound (empty before :meth:`start`)."""
+        if self._server is None:
+            return []
+        return [f"{sock.getsockname()[0]}:{sock.getsockname()[1]}" for sock in self._server.sockets]
+
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, self._host, self._port)
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +23,7 @@ from orbitmq.client import AdminClient, Message, Producer
 from orbitmq.errors import ClientError
 from orbitmq.model.message import MessageQueue
 from tests.integration.client.test_producer import wait_for_brokers
-from tests.support.processes import ServerProcess, start_standalone
+from tests.support.processes import ServerProcess, free_port, start_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -182,7 +185,7 @@ def test_orbitmq_version_and_help_name_the_orbitmq_command(capsys: pytest.Captur
         main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out.startswith("orbitmq ")
-    for command in ("namesrv", "broker"):
+    for command in ("namesrv", "broker", "proxy", "cluster"):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         assert capsys.readouterr().out.startswith(f"usage: orbitmq {command} ")
@@ -191,3 +194,14 @@ def test_orbitmq_version_and_help_name_the_orbitmq_command(capsys: pytest.Captur
     with pytest.raises(SystemExit):
         main(["bench", "latency", "--help"])
     assert "usage: orbitmq bench latency" in capsys.readouterr().out
+
+
+def test_orbitmq_standalone_refuses_nameserver_port_zero(tmp_path: Path) -> None:
+    # The broker would register with port 0: refused before anything starts (in a child, on
+    # free ports, so that a regression serves nothing of this machine's defaults).
+    args = [sys.executable, "-m", "orbitmq.cli", "standalone", "--namesrv-port", "0", "--broker-port",
+            str(free_port()), "--no-proxy", "--data-dir", str(tmp_path / "data")]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, timeout=30)
+    assert done.returncode == 2, done.stderr.decode()
+    assert "--namesrv-port 0 is not a TCP port" in done.stderr.decode()
+    assert not (tmp_path / "data").exists()

@@ -2,7 +2,8 @@
 
 Method: run the command as a child on a block of free consecutive ports with its data in a
 temporary directory, wait for its table, send a message through the nameserver it printed,
-read ``orbitmq admin cluster list`` (the master SYNC_MASTER, the slave in sync), then send
+read ``orbitmq admin cluster list`` (the master SYNC_MASTER, the slave in sync), check no
+port is reachable through this host's non-loopback address (loopback by default), then send
 SIGINT: the command must exit 0 and leave no broker or nameserver running.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from orbitmq.broker.config import first_non_loopback_ipv4
 from orbitmq.cli.admin import main as admin_main
 from orbitmq.client import Message, SendStatus
 from orbitmq.client.blocking import BlockingProducer
@@ -65,9 +67,15 @@ def test_cluster_command_runs_a_replicated_group_until_interrupted(
         table = out_path.read_text()
         assert f"broker-a master   SYNC_MASTER  127.0.0.1:{base_port}  127.0.0.1:{base_port + 1}" in table
         assert f"broker-a slave 1  SLAVE        127.0.0.1:{base_port + 2}  127.0.0.1:{base_port + 3}" in table
-        assert (tmp_path / "data" / "broker-a" / "1" / "broker.conf").read_text().count(
-            "brokerRole=SLAVE"
-        ) == 1
+        slave_conf = (tmp_path / "data" / "broker-a" / "1" / "broker.conf").read_text()
+        assert slave_conf.count("brokerRole=SLAVE") == 1
+        # A local cluster, like standalone, listens on loopback only: HA ports included.
+        assert slave_conf.count("bindAddress=127.0.0.1") == 1
+        outside = first_non_loopback_ipv4()
+        if not outside.startswith("127."):
+            for port in (namesrv_port, *range(base_port, base_port + 4)):
+                with pytest.raises(OSError):
+                    socket.create_connection((outside, port), timeout=0.5).close()
         namesrv = f"127.0.0.1:{namesrv_port}"
         with BlockingProducer("PG_CLUSTER_CMD", namesrv) as producer:
             # The slave's first registration may land a moment after the table is printed.

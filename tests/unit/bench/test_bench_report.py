@@ -21,6 +21,14 @@ def test_bench_percentiles_are_not_printed_over_too_few_samples() -> None:
     assert percentile([float(i) for i in range(1000)], 0.999) == 998.0
 
 
+def test_bench_replication_round_trips_need_enough_samples_for_a_percentile() -> None:
+    from orbitmq.bench.replication import _Result, _round_trips
+
+    assert _round_trips(_Result("one", rts_ms=[3.0])) == "send p50 n/a  p99 n/a (1 sample)"
+    many = _Result("many", rts_ms=[float(i) for i in range(200, 0, -1)])
+    assert _round_trips(many) == "send p50 100.00 ms  p99 198.00 ms"
+
+
 def test_bench_progress_lines_end_with_a_newline_when_not_a_terminal(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -38,7 +46,7 @@ def _parser(name: str) -> argparse.ArgumentParser:
     return parser
 
 
-@pytest.mark.parametrize("name", ["latency", "produce", "consume", "spark"])
+@pytest.mark.parametrize("name", ["latency", "produce", "consume", "spark", "proxy"])
 def test_bench_points_at_a_running_server_with_namesrv_only(name: str) -> None:
     options = {option for action in _parser(name)._actions for option in action.option_strings}
     assert {"-n", "--namesrv"} <= options

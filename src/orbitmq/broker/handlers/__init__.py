@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from orbitmq.broker.staging import StagingService
     from orbitmq.broker.timer import TimerService
     from orbitmq.broker.transaction import TransactionService
+    from orbitmq.metrics import Recorder
 
 __all__ = ["BrokerState", "now_ms"]
 
@@ -78,3 +79,5 @@ class BrokerState:
     """POP consumption (RocketMQ 5 clients; None until the broker starts its services)."""
     staging: StagingService | None = None
     """Staged writes committed once per (write id, batch id)."""
+    recorder: Recorder | None = None
+    """Message and request counts for ``/metrics`` (None when metricsExporterType is DISABLE)."""

@@ -52,6 +52,7 @@ from orbitmq.broker.validation import (
     retry_topic,
 )
 from orbitmq.errors import BadRequestError, RemoteProtocolError
+from orbitmq.metrics import message_type_of
 from orbitmq.model.message import MessageConst, SysFlag
 from orbitmq.model.route import PERM_READ_WRITE, PERM_WRITE, TopicConfig
 from orbitmq.protocol.batch import decode_batch
@@ -200,10 +201,16 @@ class SendHandlers:
             store_host=self._state.store_host,
             reconsume_times=header.reconsume_times,
         )
+        recorder = self._state.recorder
+        message_type = message_type_of(properties) if recorder is not None else ""
         rejection = self._route(put)
         if rejection is not None:
             return rejection.response(request)
         result = self._state.store.put_message(put)
+        if recorder is not None and result.status is PutStatus.PUT_OK:
+            recorder.count_in(header.topic, message_type, len(request.body))
+            if topic != header.topic:
+                recorder.count_dlq(header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :], header.topic)
         return await self._answer_put(request, result, queue_id, _wait_store_ok(properties), topic)
 
     def _route(self, put: PutMessageRequest) -> Rejection | None:
@@ -341,6 +348,15 @@ class SendHandlers:
         if rejection is not None:
             return rejection.response(request)
         result = self._state.store.put_messages(requests)
+        recorder = self._state.recorder
+        if recorder is not None and result.status is PutStatus.PUT_OK:
+            # One update per batch; the message type is the first message's (a batch is uniform).
+            recorder.count_in(
+                topic,
+                message_type_of(items[0].properties),
+                sum([len(put.body) for put in requests]),
+                len(requests),
+            )
         return await self._answer_put(request, result, queue_id, wait_store_ok, topic)
 
     def _route_timed_batch(self, requests: list[PutMessageRequest]) -> Rejection | None:
@@ -474,6 +490,12 @@ class SendHandlers:
         if delay_level > 0 and state.schedule is not None:
             to_schedule(put, delay_level, state.schedule.level_count)
         result = state.store.put_message(put)
+        if (
+            state.recorder is not None
+            and result.status is PutStatus.PUT_OK
+            and target != retry_topic(header.group)
+        ):
+            state.recorder.count_dlq(header.group, original.topic)
         code, remark = put_response_code(result.status, result.remark)
         if code == ResponseCode.SUCCESS:
             state.stats.on_send_back(header.group, original.topic)

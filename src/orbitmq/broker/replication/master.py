@@ -64,6 +64,11 @@ class ReplicationMaster:
     def port(self) -> int:
         return self._server.port
 
+    @property
+    def bound_addresses(self) -> list[str]:
+        """The HA port's sockets as really bound (the broker's ``bindAddress``)."""
+        return self._server.bound_addresses
+
     async def start(self) -> None:
         """Bind the HA port.
 

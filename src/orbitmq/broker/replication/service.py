@@ -55,6 +55,11 @@ class ReplicationService:
         host = self.config.broker_ip2 or self._host
         return f"{host}:{self.master.port}"
 
+    @property
+    def bound_addresses(self) -> list[str]:
+        """The HA port's sockets as really bound (after start)."""
+        return self.master.bound_addresses
+
     def attach(
         self,
         state: BrokerState,

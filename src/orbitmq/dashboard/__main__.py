@@ -1,0 +1,89 @@
+"""``orbitmq dashboard --namesrv HOST:PORT [--port 8080] [--host 127.0.0.1]``: serve the dashboard."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+DEFAULT_PORT = 8080
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="orbitmq dashboard", description="A web dashboard for an OrbitMQ cluster."
+    )
+    parser.add_argument(
+        "-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
+        help="name servers host:port;host:port (default $NAMESRV_ADDR, else 127.0.0.1:9876)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"HTTP port ({DEFAULT_PORT}; 0 = any free port)"
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="interface to bind (127.0.0.1: this machine only)"
+    )
+    parser.add_argument(
+        "--auth", default=os.environ.get("ORBITMQ_DASHBOARD_AUTH"),
+        help="USER:PASSWORD asked for every page (default $ORBITMQ_DASHBOARD_AUTH; none = no login)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--access-key", default=os.environ.get("ORBITMQ_ACCESS_KEY"),
+        help="ACL access key for the cluster's brokers (default $ORBITMQ_ACCESS_KEY)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--secret-key", default=os.environ.get("ORBITMQ_SECRET_KEY"),
+        help="ACL secret key (default $ORBITMQ_SECRET_KEY)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sample-interval-s", type=float, default=10.0, help="seconds between chart samples (10)"
+    )
+    parser.add_argument("--log-level", default="INFO", help="logging level (INFO)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve until interrupted; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.auth is not None and ":" not in args.auth:
+        print("orbitmq dashboard: --auth must be USER:PASSWORD", file=sys.stderr)
+        return 2
+    if bool(args.access_key) != bool(args.secret_key):
+        print("orbitmq dashboard: --access-key and --secret-key go together", file=sys.stderr)
+        return 2
+    if args.access_key and not args.auth:
+        # Whoever reaches the pages acts on the cluster with these credentials.
+        print(
+            "orbitmq dashboard: with ACL credentials the dashboard requires a login: add --auth USER:PASSWORD",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        import uvicorn
+
+        from orbitmq.dashboard import DashboardConfig, create_app
+    except ImportError as exc:
+        print(f"orbitmq dashboard: {exc.name} is missing: pip install 'orbitmq[dashboard]'", file=sys.stderr)
+        return 2
+    config = DashboardConfig(
+        args.namesrv,
+        sample_interval_s=args.sample_interval_s,
+        auth=args.auth,
+        access_key=args.access_key,
+        secret_key=args.secret_key,
+    )
+    app = create_app(config)
+    # uvicorn logs "Uvicorn running on http://HOST:PORT" with the bound port (also with --port 0).
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

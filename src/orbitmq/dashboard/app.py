@@ -1,0 +1,377 @@
+"""The dashboard web app: Starlette routes, server-rendered Jinja2 pages, one vendored chart library.
+
+Lifecycle (Starlette lifespan): start an :class:`AdminClient`, a pull consumer (group
+``TOOLS_CONSUMER``, for message search; it commits nothing) and a producer (test messages,
+dead-letter resends), then a sampler task that records the last hour of TPS and lag every
+``sample_interval_s``; stop them in reverse on shutdown.
+
+Pages and what they call are in ``data.py`` (cluster, topics, groups) and ``messages.py``
+(search, detail, trace, sends). Forms POST and redirect (no client-side state); the only
+script (``static/app.js``) draws the charts. With ``auth`` set every request needs HTTP basic
+credentials (rocketmq-dashboard's ``loginRequired``); with ACL credentials for the brokers
+(``access_key``/``secret_key``) the command line insists on it, since whoever reaches the pages
+acts with those credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import datetime
+import logging
+import math
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from orbitmq.client import Producer, PullConsumer
+from orbitmq.client.admin import TOOLS_CONSUMER_GROUP, AdminClient
+from orbitmq.dashboard.data import TOPIC_KINDS, ClusterData, describe_error, topic_kind
+from orbitmq.dashboard.history import History, Point
+from orbitmq.dashboard.messages import PAGE_MAX, TRACE_TOPIC_DEFAULT, MessageSearch, format_ms
+from orbitmq.errors import OrbitError
+
+__all__ = ["DashboardConfig", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+_HERE = Path(__file__).parent
+TOPICS_PER_PAGE = 200
+GROUPS_PER_PAGE = 50
+
+
+@dataclass(frozen=True, slots=True)
+class DashboardConfig:
+    """Settings of one dashboard."""
+
+    # Name servers, "host:port;host:port".
+    namesrv_addr: str
+    # Seconds between two samples of the TPS and lag charts.
+    sample_interval_s: float = 10.0
+    # "user:password" asked for every page (HTTP basic); None = no login.
+    auth: str | None = None
+    # Topic the message page reads traces from.
+    trace_topic: str = TRACE_TOPIC_DEFAULT
+    # ACL credentials the dashboard's clients sign requests with (brokers with aclEnable=true).
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+
+
+class _State:
+    def __init__(self, config: DashboardConfig) -> None:
+        self.config = config
+        keys: dict[str, Any] = (
+            {"access_key": config.access_key, "secret_key": config.secret_key} if config.access_key else {}
+        )
+        stamp = time.time_ns()
+        self.admin = AdminClient(config.namesrv_addr, instance_name=f"dashboard-{stamp}", **keys)
+        self.pull = PullConsumer(
+            TOOLS_CONSUMER_GROUP, config.namesrv_addr, instance_name=f"dashboard-pull-{stamp}", **keys
+        )
+        self.producer = Producer(
+            "DASHBOARD_PRODUCER", config.namesrv_addr, instance_name=f"dashboard-send-{stamp}", **keys
+        )
+        self.data = ClusterData(self.admin)
+        self.search = MessageSearch(self.admin, self.pull, self.producer, config.trace_topic)
+        self.history = History()
+        self.sample_error = ""
+
+    async def sample_forever(self) -> None:
+        while True:
+            try:
+                brokers = await self.data.brokers()
+                lag = await self.data.total_lag()
+                self.history.add(
+                    Point(
+                        int(time.time() * 1000),
+                        sum(row.produce_tps for row in brokers if row.broker_id == 0),
+                        sum(row.consume_tps for row in brokers),
+                        lag,
+                    )
+                )
+                self.sample_error = ""
+            except OrbitError as exc:
+                if not self.sample_error:
+                    logger.warning("chart sample failed: %s", exc)
+                self.sample_error = describe_error(exc)
+            await asyncio.sleep(self.config.sample_interval_s)
+
+
+def _parse_time_ms(text: str | None, default_ms: int) -> int:
+    """``YYYY-MM-DDTHH:MM[:SS]`` in UTC (an HTML datetime-local value), or epoch ms."""
+    if not text:
+        return default_ms
+    if text.isdigit():
+        return int(text)
+    moment = datetime.datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _time_input(timestamp_ms: int) -> str:
+    return datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M")
+
+
+def create_app(config: DashboardConfig) -> Starlette:
+    """The ASGI app of one dashboard (serve it with uvicorn)."""
+    templates = Jinja2Templates(directory=str(_HERE / "templates"))
+    templates.env.globals.update(format_ms=format_ms, quote=quote, kinds=TOPIC_KINDS)
+    templates.env.filters["urlencode_params"] = _with_params
+    state = _State(config)
+
+    def page(request: Request, name: str, **context: Any) -> Response:
+        context.setdefault("notice", request.query_params.get("notice", ""))
+        context.setdefault("problem", request.query_params.get("problem", ""))
+        return templates.TemplateResponse(request, name, context)
+
+    def back(url: str, **params: str) -> RedirectResponse:
+        query = urlencode({key: value for key, value in params.items() if value})
+        return RedirectResponse(f"{url}?{query}" if query else url, status_code=303)
+
+    async def cluster(request: Request) -> Response:
+        brokers = await state.data.brokers()
+        return page(request, "cluster.html", brokers=brokers, sample_error=state.sample_error)
+
+    async def history(request: Request) -> Response:
+        return JSONResponse(state.history.series())
+
+    async def topics(request: Request) -> Response:
+        kind = request.query_params.get("kind", "")
+        search = request.query_params.get("q", "").strip()
+        rows = await state.data.topics()
+        counts = {name: sum(1 for row in rows if row.kind == name) for name in TOPIC_KINDS}
+        shown = [row for row in rows if (not kind or row.kind == kind) and search.lower() in row.name.lower()]
+        number, pages, shown = _paginate(request, shown, TOPICS_PER_PAGE)
+        return page(
+            request, "topics.html", rows=shown, counts=counts, kind=kind, q=search, total=len(rows),
+            page_number=number, pages=pages,
+        )  # fmt: skip
+
+    async def topic_save(request: Request) -> Response:
+        form = await request.form()
+        name = str(form.get("topic", "")).strip()
+        try:
+            queues = int(str(form.get("queues", "8")))
+            perm = int(str(form.get("perm", "6")))
+            await state.admin.create_topic(name, queues, perm=perm, order=form.get("order") == "on")
+        except (OrbitError, ValueError) as exc:
+            return back("/topics", problem=f"Topic {name} was not saved: {describe_error(exc)}")
+        return back(f"/topics/{quote(name, safe='')}", notice=f"Topic {name} saved with {queues} queues.")
+
+    async def topic_detail(request: Request) -> Response:
+        topic = request.path_params["topic"]
+        route = await state.admin.topic_route(topic)
+        status, consumers = await asyncio.gather(
+            state.data.topic_status(topic), state.data.consumers_of(topic)
+        )
+        return page(
+            request, "topic.html", topic=topic, kind=topic_kind(topic), route=route, status=sorted(status.items()),
+            consumers=consumers, total=sum(s.max_offset - s.min_offset for s in status.values()),
+        )  # fmt: skip
+
+    async def topic_delete(request: Request) -> Response:
+        topic = request.path_params["topic"]
+        form = await request.form()
+        if form.get("confirm") != "on":
+            return back(f"/topics/{quote(topic, safe='')}", problem="Tick the box to confirm the deletion.")
+        try:
+            await state.admin.delete_topic(topic)
+        except OrbitError as exc:
+            return back(f"/topics/{quote(topic, safe='')}", problem=describe_error(exc))
+        return back("/topics", notice=f"Topic {topic} deleted.")
+
+    async def topic_send(request: Request) -> Response:
+        topic = request.path_params["topic"]
+        form = await request.form()
+        try:
+            msg_id = await state.search.send_test(
+                topic, str(form.get("body", "")), str(form.get("tags", "")), str(form.get("keys", ""))
+            )
+        except OrbitError as exc:
+            return back(f"/topics/{quote(topic, safe='')}", problem=f"Send failed: {describe_error(exc)}")
+        return back(f"/topics/{quote(topic, safe='')}", notice=f"Sent message {msg_id}.")
+
+    async def groups(request: Request) -> Response:
+        search = request.query_params.get("q", "").strip()
+        rows = [row for row in await state.data.groups() if search.lower() in row.name.lower()]
+        number, pages, shown = _paginate(request, rows, GROUPS_PER_PAGE)
+        await state.data.fill_group_rows(shown)
+        return page(
+            request, "groups.html", rows=shown, q=search, total=len(rows), page_number=number, pages=pages
+        )
+
+    async def group_detail(request: Request) -> Response:
+        group = request.path_params["group"]
+        lags, members = await state.data.group_detail(group)
+        now_ms = int(time.time() * 1000)
+        return page(
+            request,
+            "group.html",
+            group=group,
+            lags=lags,
+            members=members,
+            now_input=_time_input(now_ms - 3_600_000),
+        )
+
+    async def group_reset(request: Request) -> Response:
+        group = request.path_params["group"]
+        form = await request.form()
+        topic = str(form.get("topic", ""))
+        skip = form.get("skip") == "on"
+        try:
+            timestamp_ms = int(time.time() * 1000) if skip else _parse_time_ms(str(form.get("time", "")), 0)
+            offsets = await state.data.reset_offsets(group, topic, timestamp_ms)
+        except (OrbitError, ValueError) as exc:
+            return back(f"/groups/{quote(group, safe='')}", problem=f"Reset failed: {describe_error(exc)}")
+        what = "skipped to the newest message" if skip else f"reset to {format_ms(timestamp_ms)}"
+        moved = ", ".join(
+            f"q{mq.queue_id}@{mq.broker_name}→{offset}" for mq, offset in sorted(offsets.items())
+        )
+        return back(
+            f"/groups/{quote(group, safe='')}",
+            notice=f"{group} on {topic} {what}: {moved}.",
+        )
+
+    async def messages(request: Request) -> Response:
+        params = request.query_params
+        mode = params.get("mode", "time")
+        topic = params.get("topic", "").strip()
+        now_ms = int(time.time() * 1000)
+        begin_ms = _parse_time_ms(params.get("begin"), now_ms - 3_600_000)
+        end_ms = _parse_time_ms(params.get("end"), now_ms + 60_000)
+        result = None
+        if topic or params.get("id"):
+            if mode == "key":
+                result = await state.search.by_key(topic, params.get("key", "").strip())
+            elif mode == "id":
+                result = await state.search.by_id(topic, params.get("id", ""))
+            else:
+                result = await state.search.by_time(topic, begin_ms, end_ms)
+        return page(
+            request, "messages.html", mode=mode, topic=topic, key=params.get("key", ""), msg_id=params.get("id", ""),
+            begin=_time_input(begin_ms), end=_time_input(end_ms), result=result, page_max=PAGE_MAX,
+        )  # fmt: skip
+
+    async def message_detail(request: Request) -> Response:
+        topic, msg_id = request.path_params["topic"], request.path_params["msg_id"]
+        detail = await state.search.detail(topic, msg_id)
+        if detail is None:
+            return page(
+                request, "error.html", title="No such message", text=f"No message {msg_id} in topic {topic}."
+            )
+        return page(request, "message.html", topic=topic, detail=detail, m=detail.message)
+
+    async def dlq(request: Request) -> Response:
+        rows = [row for row in await state.data.topics() if row.kind == "dlq"]
+        return page(request, "dlq.html", rows=rows)
+
+    async def dlq_resend(request: Request) -> Response:
+        form = await request.form()
+        topic, msg_id = str(form.get("topic", "")), str(form.get("msg_id", ""))
+        target = f"/messages/{quote(topic, safe='')}/{quote(msg_id, safe='')}"
+        try:
+            new_id = await state.search.resend_dead_letter(topic, msg_id)
+        except (OrbitError, LookupError) as exc:
+            return back(target, problem=f"Resend failed: {describe_error(exc)}")
+        return back(target, notice=f"Resent to its original topic as message {new_id}.")
+
+    async def on_error(request: Request, exc: Exception) -> Response:
+        logger.warning("%s %s failed: %s", request.method, request.url.path, exc)
+        return templates.TemplateResponse(
+            request,
+            "error.html",
+            {"title": "The cluster did not answer", "text": describe_error(exc), "notice": "", "problem": ""},
+            status_code=502,
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await state.admin.start()
+        await state.pull.start()
+        await state.producer.start()
+        sampler = asyncio.create_task(state.sample_forever(), name="dashboard-sampler")
+        try:
+            yield
+        finally:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+            await state.producer.shutdown()
+            await state.pull.shutdown()
+            await state.admin.close()
+
+    routes = [
+        Route("/", cluster),
+        Route("/api/history", history),
+        Route("/topics", topics),
+        Route("/topics", topic_save, methods=["POST"]),
+        Route("/topics/{topic}", topic_detail),
+        Route("/topics/{topic}/delete", topic_delete, methods=["POST"]),
+        Route("/topics/{topic}/send", topic_send, methods=["POST"]),
+        Route("/groups", groups),
+        Route("/groups/{group}", group_detail),
+        Route("/groups/{group}/reset", group_reset, methods=["POST"]),
+        Route("/messages", messages),
+        Route("/messages/{topic}/{msg_id}", message_detail),
+        Route("/dlq", dlq),
+        Route("/dlq/resend", dlq_resend, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),
+    ]
+    middleware = [Middleware(BaseHTTPMiddleware, dispatch=_basic_auth(config.auth))] if config.auth else []
+    return Starlette(
+        routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers={OrbitError: on_error}
+    )
+
+
+def _with_params(params: Any, **changes: object) -> str:
+    """A query string: ``params`` (a request's) with ``changes`` applied."""
+    merged = {key: str(value) for key, value in dict(params).items()}
+    merged.update({key: str(value) for key, value in changes.items()})
+    return urlencode(merged)
+
+
+def _paginate(request: Request, rows: list[Any], per_page: int) -> tuple[int, int, list[Any]]:
+    pages = max(1, math.ceil(len(rows) / per_page))
+    try:
+        number = min(max(int(request.query_params.get("page", "1")), 1), pages)
+    except ValueError:
+        number = 1
+    return number, pages, rows[(number - 1) * per_page : number * per_page]
+
+
+def _basic_auth(
+    credentials: str | None,
+) -> Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]:
+    expected = f"Basic {base64.b64encode((credentials or '').encode()).decode()}"
+
+    async def dispatch(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        given = request.headers.get("authorization", "")
+        try:
+            valid = secrets.compare_digest(given.encode(), expected.encode())
+        except (TypeError, binascii.Error):
+            valid = False
+        if not valid:
+            return PlainTextResponse(
+                "login required",
+                status_code=401,
+                headers={"WWW-Authenticate": 'Basic realm="OrbitMQ dashboard"'},
+            )
+        return await call_next(request)
+
+    return dispatch

@@ -1,0 +1,121 @@
+"""The ``/metrics`` endpoint: prometheus_client's HTTP server over one server's event loop.
+
+A deliberate bend of the layering rule that only ``transport/`` opens sockets: the Prometheus
+text format, its content negotiation and its HTTP server belong to prometheus_client, the
+library made for the job, and re-implementing an HTTP responder in ``transport/`` would copy
+it. The server runs on prometheus_client's own daemon thread and serves nothing but the
+exposition.
+
+Scrapes never read the broker's tables from that thread: :class:`LoopCollector` hands the
+``build`` function to the server's event loop and waits for its families (at most
+``timeout_s``), so the tables are read on the loop that writes them, between two requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from enum import Enum
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
+
+__all__ = ["LoopCollector", "MetricsExporter", "MetricsExporterType"]
+
+logger = logging.getLogger(__name__)
+
+
+class MetricsExporterType(Enum):
+    """RocketMQ 5.x's ``metricsExporterType``: OrbitMQ serves PROM; OTLP_GRPC and LOG are not offered."""
+
+    DISABLE = "DISABLE"
+    PROM = "PROM"
+
+
+class LoopCollector(Collector):
+    """A collector whose families are built on ``loop`` (see the module docstring)."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, build: Callable[[], Iterable[Metric]], timeout_s: float = 5.0
+    ) -> None:
+        self._loop = loop
+        self._build = build
+        self._timeout_s = timeout_s
+
+    def describe(self) -> Iterable[Metric]:
+        # Registration must not call collect() (the loop may be the caller's own).
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        if self._loop.is_closed():
+            return iter(())
+        if _running_loop() is self._loop:
+            return iter(list(self._build()))
+        result: concurrent.futures.Future[list[Metric]] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                result.set_result(list(self._build()))
+            except BaseException as exc:
+                result.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(run)
+        return iter(result.result(self._timeout_s))
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class MetricsExporter:
+    """Serves one collector's families as Prometheus text on ``http://host:port/metrics``.
+
+    Args:
+        host: bind address.
+        port: TCP port; 0 picks a free one (read :attr:`port` after :meth:`start`).
+        collector: the families to serve.
+    """
+
+    def __init__(self, host: str, port: int, collector: Collector) -> None:
+        self.host = host
+        self._requested_port = port
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(collector)
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (the requested one before :meth:`start`)."""
+        return self._server.server_port if self._server is not None else self._requested_port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/metrics"
+
+    def start(self) -> None:
+        """Bind and serve on a daemon thread.
+
+        Raises:
+            OSError: the port cannot be bound.
+        """
+        self._server, self._thread = start_http_server(self._requested_port, self.host, self.registry)
+        logger.info("metrics exporter listening on %s", self.url)
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

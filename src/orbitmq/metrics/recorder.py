@@ -1,0 +1,290 @@
+"""Counting on the request path, kept cheap: plain dictionaries of integers, read on scrape.
+
+What this module owns: the broker's and name server's running totals (messages and bytes in
+and out, dead letters, remote-call latencies) and the per-minute rate window the exporter-style
+TPS gauges read. It is pure: no I/O, no clock of its own (callers pass the time), no
+prometheus_client objects. ``orbitmq.metrics.families`` turns a :class:`RecorderSnapshot` into
+Prometheus metric families when ``/metrics`` is scraped.
+
+Why not prometheus_client's ``Counter``/``Histogram`` on the hot path: each ``labels(...)``
+call takes a lock and builds a child lookup; a send of one message would pay it three times.
+Here a send costs one dictionary lookup and a few integer additions per request (per batch,
+not per message); labels that derive from the topic (``is_system``) are worked out at scrape.
+
+Thread model: every ``count_*`` method runs on the server's event loop; :meth:`snapshot`
+copies the tables on the same loop (the exporter's scrape thread asks the loop for it), so
+nothing here needs a lock.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+_K = TypeVar("_K")
+
+MESSAGE_SIZE_BUCKETS_BYTES = (1024, 4096, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
+"""Upper bounds of ``rocketmq_message_size`` (RocketMQ 5.x's buckets: 1 KB ... 4 MB)."""
+
+RPC_LATENCY_BUCKETS_MS = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)
+"""Upper bounds of ``rocketmq_rpc_latency`` in milliseconds (RocketMQ 5.x's buckets)."""
+
+_FIRST_SIZE_BUCKET = MESSAGE_SIZE_BUCKETS_BYTES[0]
+
+RATE_WINDOW_MS = 60_000
+"""Width of the window behind the exporter-style ``*_tps`` gauges (``statsMinute.tps``)."""
+
+RATE_HISTORY_MS = 600_000
+"""Samples are kept this long: GET_BROKER_RUNTIME_INFO's putTps reports 10 s, 60 s and 600 s."""
+
+
+class Histogram:
+    """Cumulative-free bucket counts, a sum and a count; bucket ``len(bounds)`` is +Inf."""
+
+    __slots__ = ("bounds", "counts", "total", "count")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+        self.count += 1
+
+    def copy(self) -> Histogram:
+        other = Histogram(self.bounds)
+        other.counts = list(self.counts)
+        other.total = self.total
+        other.count = self.count
+        return other
+
+
+InKey = tuple[str, str, bool]
+"""(topic, message_type, is_system)."""
+OutKey = tuple[str, str, bool]
+"""(topic, consumer_group, is_system)."""
+RpcKey = tuple[int, int, bool, str]
+"""(request_code, response_code, is_long_polling, result)."""
+
+
+@dataclass(slots=True)
+class RecorderSnapshot:
+    """A copy of every table, taken on the event loop, read by the scrape thread."""
+
+    messages_in: dict[InKey, list[int]]
+    messages_out: dict[OutKey, list[int]]
+    message_size: dict[InKey, Histogram]
+    send_to_dlq: dict[tuple[str, str, bool], int]
+    rpc_latency: dict[RpcKey, Histogram]
+    put_tps: dict[str, float]
+    get_tps: dict[tuple[str, str], float]
+    broker_put_tps: float
+    broker_get_tps: float
+    put_total: int
+    get_total: int
+
+
+@dataclass(slots=True)
+class _Sample:
+    at_ms: int
+    put: dict[str, int] = field(default_factory=dict)
+    get: dict[tuple[str, str], int] = field(default_factory=dict)
+    put_total: int = 0
+    get_total: int = 0
+
+
+class _Traffic:
+    """Messages and bytes of one label set; ``sizes`` holds the message-size bucket counts."""
+
+    __slots__ = ("messages", "size_bytes", "sizes")
+
+    def __init__(self) -> None:
+        self.messages = 0
+        self.size_bytes = 0
+        self.sizes = [0] * (len(MESSAGE_SIZE_BUCKETS_BYTES) + 1)
+
+
+class Recorder:
+    """The running totals of one server (see the module docstring).
+
+    Args:
+        is_system_topic: tells system topics apart (the ``is_system`` label); asked once per
+            new topic, not per message.
+    """
+
+    def __init__(self, is_system_topic: Callable[[str], bool] = lambda topic: False) -> None:
+        self._is_system_topic = is_system_topic
+        self._in: dict[tuple[str, str], _Traffic] = {}
+        self._out: dict[tuple[str, str], _Traffic] = {}
+        self.send_to_dlq: dict[tuple[str, str, bool], int] = {}
+        self.rpc_latency: dict[RpcKey, Histogram] = {}
+        self._samples: deque[_Sample] = deque()
+
+    def count_in(self, topic: str, message_type: str, size_bytes: int, messages: int = 1) -> None:
+        """One send request stored ``messages`` messages of ``size_bytes`` bodies in all.
+
+        The size histogram takes the average size of a batch: a batch is one request of
+        alike messages, and this keeps the cost per request, not per message.
+        """
+        traffic = self._in.get((topic, message_type))
+        if traffic is None:
+            traffic = self._in[(topic, message_type)] = _Traffic()
+        traffic.messages += messages
+        traffic.size_bytes += size_bytes
+        average = size_bytes // messages if messages > 1 else size_bytes
+        if average <= _FIRST_SIZE_BUCKET:
+            traffic.sizes[0] += messages
+        else:
+            traffic.sizes[bisect_left(MESSAGE_SIZE_BUCKETS_BYTES, average)] += messages
+
+    def count_out(self, topic: str, group: str, messages: int, size_bytes: int) -> None:
+        """Messages handed to a consumer by one pull or pop."""
+        traffic = self._out.get((topic, group))
+        if traffic is None:
+            traffic = self._out[(topic, group)] = _Traffic()
+        traffic.messages += messages
+        traffic.size_bytes += size_bytes
+
+    def count_dlq(self, group: str, topic: str) -> None:
+        """One message moved to ``%DLQ%<group>``."""
+        key = (group, topic, self._is_system_topic(topic))
+        self.send_to_dlq[key] = self.send_to_dlq.get(key, 0) + 1
+
+    def count_rpc(
+        self, request_code: int, response_code: int, is_long_polling: bool, result: str, elapsed_ms: float
+    ) -> None:
+        """One remote call handled; ``result`` is ``success``, ``oneway`` or ``process_request_failed``."""
+        self.rpc_histogram(request_code, response_code, is_long_polling, result).observe(elapsed_ms)
+
+    def rpc_histogram(
+        self, request_code: int, response_code: int, is_long_polling: bool, result: str
+    ) -> Histogram:
+        """The latency histogram of one label set (callers may keep it and observe directly)."""
+        key = (request_code, response_code, is_long_polling, result)
+        histogram = self.rpc_latency.get(key)
+        if histogram is None:
+            histogram = self.rpc_latency[key] = Histogram(RPC_LATENCY_BUCKETS_MS)
+        return histogram
+
+    # -- rates ----------------------------------------------------------------------------------
+
+    def sample(self, now_ms: int) -> None:
+        """Remember the totals at ``now_ms`` (called every few seconds) for the TPS gauges."""
+        sample = _Sample(now_ms)
+        for (topic, _), traffic in self._in.items():
+            sample.put[topic] = sample.put.get(topic, 0) + traffic.messages
+            sample.put_total += traffic.messages
+        for key, traffic in self._out.items():
+            sample.get[key] = traffic.messages
+            sample.get_total += traffic.messages
+        self._samples.append(sample)
+        # Keep one sample at or beyond the window's far edge, so a rate always spans it.
+        while len(self._samples) > 2 and self._samples[1].at_ms <= now_ms - RATE_HISTORY_MS:
+            self._samples.popleft()
+
+    def _oldest_within(self, now_ms: int, window_ms: int) -> _Sample:
+        """The newest sample at least ``window_ms`` old, else the oldest one kept."""
+        chosen = self._samples[0]
+        for sample in self._samples:
+            if sample.at_ms > now_ms - window_ms:
+                break
+            chosen = sample
+        return chosen
+
+    def broker_tps(self, now_ms: int, window_ms: int) -> tuple[float, float]:
+        """Messages put and got per second over the last ``window_ms`` (as of ``now_ms``)."""
+        self.sample(now_ms)
+        newest = self._samples.pop()
+        if not self._samples:
+            self._samples.append(newest)
+            return 0.0, 0.0
+        oldest = self._oldest_within(now_ms, window_ms)
+        span_s = (newest.at_ms - oldest.at_ms) / 1000
+        return _rate(newest.put_total, oldest.put_total, span_s), _rate(
+            newest.get_total, oldest.get_total, span_s
+        )
+
+    def totals(self) -> tuple[int, int]:
+        """Messages put and got since start-up."""
+        put = sum(traffic.messages for traffic in self._in.values())
+        got = sum(traffic.messages for traffic in self._out.values())
+        return put, got
+
+    def snapshot(self, now_ms: int) -> RecorderSnapshot:
+        """Copy every table, with rates over the last minute as of ``now_ms``."""
+        self.sample(now_ms)
+        newest = self._samples[-1]
+        oldest = self._oldest_within(now_ms, RATE_WINDOW_MS)
+        span_s = (newest.at_ms - oldest.at_ms) / 1000
+        put_tps = _rates(newest.put, oldest.put, span_s)
+        get_tps = _rates(newest.get, oldest.get, span_s)
+        self._samples.pop()  # the scrape's own sample must not shift the periodic cadence
+        system = self._is_system_topic
+        messages_in: dict[InKey, list[int]] = {}
+        message_size: dict[InKey, Histogram] = {}
+        for (topic, message_type), traffic in self._in.items():
+            key = (topic, message_type, system(topic))
+            messages_in[key] = [traffic.messages, traffic.size_bytes]
+            sizes = message_size[key] = Histogram(MESSAGE_SIZE_BUCKETS_BYTES)
+            sizes.counts = list(traffic.sizes)
+            sizes.total = traffic.size_bytes
+            sizes.count = traffic.messages
+        return RecorderSnapshot(
+            messages_in=messages_in,
+            messages_out={
+                (topic, group, system(topic)): [traffic.messages, traffic.size_bytes]
+                for (topic, group), traffic in self._out.items()
+            },
+            message_size=message_size,
+            send_to_dlq=dict(self.send_to_dlq),
+            rpc_latency={key: value.copy() for key, value in self.rpc_latency.items()},
+            put_tps=put_tps,
+            get_tps=get_tps,
+            broker_put_tps=_rate(newest.put_total, oldest.put_total, span_s),
+            broker_get_tps=_rate(newest.get_total, oldest.get_total, span_s),
+            put_total=newest.put_total,
+            get_total=newest.get_total,
+        )
+
+
+def _rate(new: int, old: int, span_s: float) -> float:
+    return (new - old) / span_s if span_s > 0 else 0.0
+
+
+def _rates(new: dict[_K, int], old: dict[_K, int], span_s: float) -> dict[_K, float]:
+    return {key: _rate(value, old.get(key, 0), span_s) for key, value in new.items()}
+
+
+_TYPED_KEYS = frozenset(
+    (
+        "TRAN_MSG",
+        "__SHARDINGKEY",
+        "DELAY",
+        "TIMER_DELIVER_MS",
+        "TIMER_DELAY_SEC",
+        "TIMER_DELAY_MS",
+        "__STARTDELIVERTIME",
+    )
+)
+
+
+def message_type_of(properties: dict[str, str]) -> str:
+    """5.x's ``message_type`` label of a produced message."""
+    if _TYPED_KEYS.isdisjoint(properties):
+        return "normal"
+    if properties.get("TRAN_MSG") == "true":
+        return "transaction"
+    if "__SHARDINGKEY" in properties:
+        return "fifo"
+    if properties.get("DELAY", "0") not in ("", "0") or any(
+        key in properties
+        for key in ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "__STARTDELIVERTIME")
+    ):
+        return "delay"
+    return "normal"
