@@ -50,6 +50,7 @@ from orbitmq.broker.handlers.query import QueryHandlers
 from orbitmq.broker.handlers.recall import RecallHandlers
 from orbitmq.broker.handlers.reply import ReplyHandlers
 from orbitmq.broker.handlers.send import SendHandlers
+from orbitmq.broker.handlers.staging import StagingHandlers
 from orbitmq.broker.handlers.sync import SyncHandlers
 from orbitmq.broker.handlers.transaction import TransactionHandlers
 from orbitmq.broker.locks import QueueLockTable
@@ -61,6 +62,7 @@ from orbitmq.broker.registration import NamesrvRegistration
 from orbitmq.broker.replication import ReplicationService
 from orbitmq.broker.replication.controlled import ReplicasManager
 from orbitmq.broker.schedule import DELAY_OFFSET_FILE, ScheduleService
+from orbitmq.broker.staging import StagingService
 from orbitmq.broker.stats import BrokerStats
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.timer import TimerService
@@ -472,10 +474,12 @@ class BrokerApp:
                 )
 
     async def _create_message_services(self, state: BrokerState, is_slave: bool) -> None:
-        """Delay levels, timed messages and transactions: load their progress, hook arrivals.
+        """Delay levels, timed messages, transactions, staged writes: load their progress, hook arrivals.
 
         Also the replication service, which a slave's metadata copy attaches to these tables.
-        A slave gets no timer service: its timer progress is the master's, kept in a file.
+        A slave gets no timer service: its timer progress is the master's, kept in a file. Nor
+        staged writes: it stores no message of its own, and its copy of the staging ledger is
+        the master's, which finishes interrupted commits.
         """
         config = self.broker_config
         store = self._store
@@ -548,6 +552,11 @@ class BrokerApp:
         pop.on_topics_changed(state.on_topics_changed)
         store.add_arrival_listener(pop.on_arrival)
         state.pop = pop
+        if not is_slave:
+            staging = StagingService(store, state.topics, config.broker_cluster_name, store_host, now_ms)
+            # Finishes commits a crash interrupted before the broker serves again.
+            await asyncio.to_thread(staging.load)
+            state.staging = staging
 
     def _on_config_changed(self, new_config: BrokerConfig) -> None:
         """UPDATE_BROKER_CONFIG swapped in ``new_config``: update what holds the old one."""
@@ -640,6 +649,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
     reply = ReplyHandlers(state, send)
     query = QueryHandlers(state)
     transaction = TransactionHandlers(state)
+    staging = StagingHandlers(state)
     sync = SyncHandlers(state)
     pop = PopHandlers(state)
     recall = RecallHandlers(state)
@@ -668,6 +678,8 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
         RequestCode.QUERY_MESSAGE: query.query_message,
         RequestCode.END_TRANSACTION: transaction.end_transaction,
+        RequestCode.STAGE_MESSAGES: staging.stage_messages,
+        RequestCode.COMMIT_STAGED: staging.commit_staged,
         RequestCode.GET_BROKER_RUNTIME_INFO: broker_info.get_broker_runtime_info,
         RequestCode.VIEW_BROKER_STATS_DATA: broker_info.view_broker_stats_data,
         RequestCode.GET_BROKER_CONFIG: broker_info.get_broker_config,

@@ -1,4 +1,5 @@
-"""Wire codes of the remoting protocol. Values are fixed forever: they are RocketMQ's."""
+"""Wire codes of the remoting protocol. Values are fixed forever: they are RocketMQ's, except
+the few marked as OrbitMQ's own."""
 
 from __future__ import annotations
 
@@ -89,6 +90,10 @@ class RequestCode(IntEnum):
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
     CHANGE_MESSAGE_INVISIBLETIME = 200053
+    # OrbitMQ's own requests (no RocketMQ equivalent), in a range RocketMQ does not use:
+    # staged writes committed once per (write id, batch id) (protocol/staging.py).
+    STAGE_MESSAGES = 40001
+    COMMIT_STAGED = 40002
 
 
 class ResponseCode(IntEnum):

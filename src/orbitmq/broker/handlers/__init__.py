@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from orbitmq.broker.replication import ReplicationService
     from orbitmq.broker.replication.controlled import ReplicasManager
     from orbitmq.broker.schedule import ScheduleService
+    from orbitmq.broker.staging import StagingService
     from orbitmq.broker.timer import TimerService
     from orbitmq.broker.transaction import TransactionService
     from orbitmq.metrics import Recorder
@@ -79,5 +80,7 @@ class BrokerState:
     """POP consumption (RocketMQ 5 clients; None until the broker starts its services)."""
     replicas: ReplicasManager | None = None
     """Controller mode: the role, lease and SyncStateSet the controller gives (None otherwise)."""
+    staging: StagingService | None = None
+    """Staged writes committed once per (write id, batch id)."""
     recorder: Recorder | None = None
     """Message and request counts for ``/metrics`` (None when metricsExporterType is DISABLE)."""
