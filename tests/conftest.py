@@ -9,7 +9,9 @@ on real processes rather than on the CPU. Spark tests share one session per work
 are kept on one worker (one JVM) through the `spark` xdist group. The Spark tests that use no
 local session run Spark in processes of their own (a standalone cluster, a Connect server, a
 child driver): they are the `spark_child` group, so they run beside the local-session tests
-rather than after them, on another worker."""
+rather than after them, on another worker. Tests in the `failover-jepsen` group (minutes of
+faults on their own worker) are collected first, so they start at once and overlap everything
+else instead of running alone at the end."""
 
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     appends the suffix where pytest 9.2 reads it, the way xdist's own hook means to, and does
     nothing once the id already carries it (an xdist release with the fix).
     """
+    items.sort(key=lambda item: not _in_group(item, "failover-jepsen"))
     if not getattr(config.option, "loadgroup", False):
         return
     from _pytest.nodeid import NodeId
@@ -57,3 +60,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         suffix = "@" + "_".join(sorted(names))
         if names and not item.nodeid.endswith(suffix):
             item._id = NodeId.parse(item.nodeid + suffix)
+
+
+def _in_group(item: pytest.Item, group: str) -> bool:
+    return any(marker.args == (group,) for marker in item.iter_markers("xdist_group"))
