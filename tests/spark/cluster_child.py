@@ -1,10 +1,12 @@
-"""Child process of test_spark_cluster: batch and streaming reads on a given master, printing JSON.
+"""Batch and streaming reads of one topic, printing JSON: a spark-submit application of
+test_spark_cluster, and a plain driver script of test_spark_interpreter.
 
-Usage: python -m tests.spark.cluster_child MASTER NAMESRV TOPIC WORKDIR [ZIP]
+Usage: spark-submit [--master ...] tests/spark/cluster_child.py NAMESRV TOPIC WORKDIR
+       python -m tests.spark.cluster_child NAMESRV TOPIC WORKDIR MASTER register
 
-With ZIP, the connector is shipped to every Python worker as that archive: it is added with
-``addPyFile`` (executor tasks) and must also be on PYTHONPATH of this process, which Spark's
-driver-side helpers inherit (see docs/spark.md, "Running on a cluster").
+Under spark-submit the session comes from it (master, shipped files) and the script never
+calls ``orbitmq.spark.register``: format ``orbitmq`` must resolve by itself. With MASTER and
+``register`` the script builds its session on MASTER and registers the format explicitly.
 """
 
 from __future__ import annotations
@@ -13,20 +15,16 @@ import json
 import sys
 
 
-def main(master: str, namesrv: str, topic: str, workdir: str, archive: str | None) -> None:
+def main(namesrv: str, topic: str, workdir: str, master: str | None, register: bool) -> None:
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).config("spark.ui.enabled", "false")
-    builder = builder.config("spark.sql.shuffle.partitions", "2").config("spark.executor.memory", "512m")
-    if archive:
-        builder = builder.config("spark.executorEnv.PYTHONPATH", archive)
-    spark = builder.getOrCreate()
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
+    spark = builder.config("spark.ui.enabled", "false").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    if archive:
-        spark.sparkContext.addPyFile(archive)
-    import orbitmq.spark
+    if register:
+        import orbitmq.spark
 
-    orbitmq.spark.register(spark)
+        orbitmq.spark.register(spark)
     options = {"namesrvAddr": namesrv, "topic": topic}
     batch_rows = spark.read.format("orbitmq").options(**options).load().count()
     query = (
@@ -43,10 +41,12 @@ def main(master: str, namesrv: str, topic: str, workdir: str, archive: str | Non
     query.awaitTermination(300)
     stream_rows = spark.read.parquet(f"{workdir}/out").count()
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()  # driver + executors
+    import orbitmq.spark
+
     print(json.dumps({"batch_rows": batch_rows, "stream_rows": stream_rows, "block_managers": executors,
-                      "orbitmq_file": orbitmq.spark.__file__}))  # fmt: skip
+                      "master": spark.sparkContext.master, "orbitmq_file": orbitmq.spark.__file__}))  # fmt: skip
     spark.stop()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5], sys.argv[5] if len(sys.argv) > 5 else None)
+    main(*sys.argv[1:4], sys.argv[4] if len(sys.argv) > 4 else None, sys.argv[5:6] == ["register"])

@@ -1,7 +1,8 @@
 """Fixtures of the Spark tier: one local SparkSession and one standalone OrbitMQ per session.
 
 Starting Spark costs ~6-15 s and a Python data source's first query ~9 s more, so every test
-of this directory shares one session (2 task slots, 2 shuffle partitions, no UI) and one
+of this directory shares one session (2 task slots, a failed task retried once, 2 shuffle
+partitions, no UI) and one
 ``orbitmq standalone`` process; each test uses its own topics. Every process is killed at the
 end of the session.
 """
@@ -79,11 +80,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from orbitmq.spark import register
-
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     session = (
-        SparkSession.builder.master("local[2]")
+        # local[2,2]: two task slots, and a failed task is retried once (as on a cluster).
+        SparkSession.builder.master("local[2,2]")
         .appName("orbitmq-spark-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -94,7 +94,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    # No orbitmq.spark.register(session): format "orbitmq" resolves through the installed
+    # pyspark_orbitmq module (static registration), as in any new session.
     try:
         yield session
     finally:

@@ -93,3 +93,37 @@ def test_write_with_sharding_key_keeps_per_key_order(spark: Any, orbit: Broker) 
         mine = [r for r in rows if bytes(r.body).decode().startswith(f"{key}:")]
         assert len({r.queue_id for r in mine}) == 1
         assert [int(bytes(r.body).decode().split(":")[1]) for r in mine] == list(range(40))
+
+
+def test_batch_read_of_an_empty_topic_is_an_empty_frame(spark: Any, orbit: Broker) -> None:
+    # The session was never given orbitmq.spark.register(): the format resolves by itself.
+    topic = orbit.new_topic("SparkEmpty", queues=4)
+    frame = (
+        spark.read.format("orbitmq").option("namesrvAddr", orbit.namesrv_addr).option("topic", topic).load()
+    )
+    assert frame.collect() == []
+    assert frame.columns[:3] == ["topic", "queue_id", "queue_offset"]
+
+
+def test_batch_read_of_an_assigned_queue_whose_start_equals_its_end_is_empty(
+    spark: Any, orbit: Broker
+) -> None:
+    topic = orbit.new_topic("SparkStartIsEnd", queues=2)
+    placed = orbit.produce(_messages(topic, 40))
+    on_queue_0 = sum(1 for queue_id, _ in placed.values() if queue_id == 0)
+    assert on_queue_0 > 0
+    rows = _read(
+        spark, namesrvAddr=orbit.namesrv_addr, assign=json.dumps({topic: [0]}),
+        startingOffsets=json.dumps({topic: {"0": on_queue_0}}), endingOffsets=json.dumps({topic: {"0": -1}}),
+    )  # fmt: skip
+    assert rows == []
+
+
+def test_batch_read_starting_past_the_end_is_empty(spark: Any, orbit: Broker) -> None:
+    topic = orbit.new_topic("SparkPastEnd", queues=2)
+    orbit.produce(_messages(topic, 40))
+    rows = _read(
+        spark, namesrvAddr=orbit.namesrv_addr, topic=topic,
+        startingOffsets=json.dumps({topic: {"0": 500, "1": 500}}),
+    )  # fmt: skip
+    assert rows == []

@@ -21,10 +21,15 @@ code  request                      needs
 200051 ACK_MESSAGE                 as POP_MESSAGE
 200053 CHANGE_MESSAGE_INVISIBLETIME as POP_MESSAGE
 370   RECALL_MESSAGE               ``topic`` PUB
+40001 STAGE_MESSAGES               ``topic`` PUB, as a send (OrbitMQ's own code)
 admin 17 25 200 207 215 513,       ``admin: true`` (:data:`ADMIN_CODES`)
       50 51 52 53 54
 other everything else              a valid signature only
 ====  ===========================  ==========================================================
+
+STAGE_MESSAGES stores messages that a later COMMIT_STAGED (40002) writes into their topic, so
+staging is checked as sending to that topic is; the commit needs a valid signature only: it
+writes nothing but records staged under that check, and its key is the writer's own.
 
 The POP codes and RECALL_MESSAGE are absent from 4.9's table; they need what RocketMQ 5's
 authorization asks of them: a POP consumer reads like a pull consumer (the topic's SUB and its
@@ -146,6 +151,9 @@ def required_resources(code: int, ext: Mapping[str, str], body: bytes) -> dict[s
         _need_group(needed, ext.get("consumerGroup"))
     elif code == 370:  # RECALL_MESSAGE
         _need(needed, ext.get("topic"), PUB)
+    elif code == 40001:  # STAGE_MESSAGES: what a send to the topic needs
+        topic = ext.get("topic")
+        _need(needed, topic, SUB if topic is not None and topic.startswith(RETRY_PREFIX) else PUB)
     elif code in (41, 42):
         try:
             lock = decode_lock_batch_request(body)

@@ -19,6 +19,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "latency": ("orbitmq.bench.latency", "end-to-end delivery latency: send -> long-polling consumer"),
     "produce": ("orbitmq.bench.produce", "producer TPS and round trips (single, concurrent, batch sends)"),
     "spark": ("orbitmq.bench.spark", "Spark source streaming read beside the plain pull consumer, same data"),
+    "spark-write": (
+        "orbitmq.bench.spark_write",
+        "Spark sink: exactly-once writes beside at-least-once, same data",
+    ),
     "consume": (
         "orbitmq.bench.consume",
         "consume throughput (msgs/s, MB/s) through the pull or push consumer",

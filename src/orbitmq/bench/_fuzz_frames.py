@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 from orbitmq.protocol import admin_headers as ah
 from orbitmq.protocol import headers as h
-from orbitmq.protocol import pop
+from orbitmq.protocol import pop, staging
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import FLAG_ONEWAY, RequestCode, SerializeType
 from orbitmq.protocol.command import RemotingCommand, decode_command
@@ -84,6 +84,9 @@ BROKER_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: None,
     RequestCode.GET_TIMER_CHECK_POINT: None,
     RequestCode.GET_BROKER_HA_STATUS: None,
+    # Staged writes (OrbitMQ's own codes: exactly-once writes of the Spark sink).
+    RequestCode.STAGE_MESSAGES: staging.StageMessagesRequestHeader,
+    RequestCode.COMMIT_STAGED: staging.CommitStagedRequestHeader,
     # Request-reply.
     RequestCode.SEND_REPLY_MESSAGE: h.SendMessageRequestHeader,
     RequestCode.SEND_REPLY_MESSAGE_V2: h.SendMessageRequestHeader,

@@ -23,6 +23,7 @@ the master instead (broker.replication.metadata).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import os
@@ -49,6 +50,7 @@ from orbitmq.broker.handlers.query import QueryHandlers
 from orbitmq.broker.handlers.recall import RecallHandlers
 from orbitmq.broker.handlers.reply import ReplyHandlers
 from orbitmq.broker.handlers.send import SendHandlers
+from orbitmq.broker.handlers.staging import StagingHandlers
 from orbitmq.broker.handlers.sync import SyncHandlers
 from orbitmq.broker.handlers.transaction import TransactionHandlers
 from orbitmq.broker.locks import QueueLockTable
@@ -58,7 +60,9 @@ from orbitmq.broker.pop import PopService
 from orbitmq.broker.pop.journal import SNAPSHOT_FILE
 from orbitmq.broker.registration import NamesrvRegistration
 from orbitmq.broker.replication import ReplicationService
+from orbitmq.broker.replication.controlled import ReplicasManager
 from orbitmq.broker.schedule import DELAY_OFFSET_FILE, ScheduleService
+from orbitmq.broker.staging import StagingService
 from orbitmq.broker.stats import BrokerStats
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.timer import TimerService
@@ -189,6 +193,9 @@ class BrokerApp:
         self._registration: NamesrvRegistration | None = None
         self._topics_write_lock = asyncio.Lock()
         self._background_writes: set[asyncio.Task[None]] = set()
+        self._writers: list[Service] = []  # controller mode: run while this broker is master
+        self._writers_running = False
+        self._writers_started = False
         self._metrics: MetricsExporter | None = None
         self._boot_timestamp_ms = now_ms()
 
@@ -223,7 +230,8 @@ class BrokerApp:
         ssl_context = config.tls.server_context()
         # Recovery after a crash re-scans the commit log: keep it off the event loop.
         await asyncio.to_thread(self._store.open)
-        is_slave = config.broker_role is BrokerRole.SLAVE
+        controlled = config.enable_controller_mode
+        is_slave = config.broker_role is BrokerRole.SLAVE and not controlled
         if is_slave:
             # Only the master writes; a slave's log grows by replicated appends alone.
             self._store.refuse_puts(
@@ -257,6 +265,11 @@ class BrokerApp:
             stats=BrokerStats(config.broker_cluster_name, now_ms()),
             on_config_changed=self._on_config_changed,
         )
+        if controlled:
+            # Fenced until the controller names a role (ReplicasManager refuses puts meanwhile).
+            state.config = dataclasses.replace(
+                config, broker_role=BrokerRole.SLAVE, broker_id=max(config.broker_id, 1)
+            )
         self._state = state
         await self._create_message_services(state, is_slave)
         client_manage = ClientManageHandlers(state)
@@ -303,11 +316,19 @@ class BrokerApp:
             PeriodicService("persist-tables", config.flush_consumer_offset_interval_ms, self._persist_tables),
             PeriodicService("client-expiry-scan", config.client_scan_interval_ms, client_manage.scan_expired),
             PeriodicService("stats-sample", STATS_SAMPLE_INTERVAL_MS, lambda: state.stats.sample(now_ms())),
-            self._registration,
         ]
+        if not controlled:
+            self._services.append(self._registration)
         # A slave writes no message of its own: no deliveries, no transaction checks. Its POP
         # state follows the replicated journal (POP requests are refused on a slave).
-        writers = () if is_slave else (state.schedule, state.timer, state.transactions)
+        writers: list[Service] = [
+            service for service in (state.schedule, state.timer, state.transactions) if service is not None
+        ]
+        if controlled:
+            self._writers = writers  # started when the controller makes this broker master
+            writers = []
+        elif is_slave:
+            writers = []
         self._services += [service for service in (*writers, state.pop) if service is not None]
         if self.acl is not None:
             self._services.append(self.acl)
@@ -321,6 +342,13 @@ class BrokerApp:
             self._start_metrics(state, recorder)
         for service in self._services:
             await service.start()
+        if controlled:
+            replicas = ReplicasManager(
+                config, self._store, replication, self.address, write_atomically, self._on_role
+            )
+            state.replicas = replicas
+            await replicas.start()
+            self._services.append(replicas)
         # Stopped last (services stop in reverse): sends still waiting for a slave are answered first.
         self._services.insert(0, replication)
         # What is bound (bindAddress, 0.0.0.0 = every interface) and, apart, what is advertised.
@@ -398,6 +426,10 @@ class BrokerApp:
                 await service.stop()
             except Exception:
                 logger.exception("stopping %s failed", type(service).__name__)
+        if self.broker_config.enable_controller_mode:
+            await self._set_writers(False)
+            if self._registration is not None:
+                await self._registration.stop()
         # Persist offsets, topics and groups whether dirty or not.
         await self._persist_tables(force=True)
         # Close the store: flush, write the checkpoint, remove the abort marker.
@@ -405,11 +437,49 @@ class BrokerApp:
         self._server = None
         logger.info("broker %s stopped", self.broker_config.broker_name)
 
+    async def _on_role(self, role: BrokerRole, broker_id: int) -> None:
+        """Controller mode: the controller made this broker master (id 0) or a slave."""
+        state = self.state
+        state.config = dataclasses.replace(self.broker_config, broker_role=role, broker_id=broker_id)
+        await self._set_writers(role is not BrokerRole.SLAVE)
+        registration = self._registration
+        if registration is None:
+            return
+        registration.set_config(state.config)
+        replicas = state.replicas
+        registration.master_epoch = (
+            replicas.master_epoch if replicas is not None and role is not BrokerRole.SLAVE else None
+        )
+        if registration.started:
+            await registration.register_all()
+        else:
+            await registration.start()
+
+    async def _set_writers(self, running: bool) -> None:
+        """Start or stop the services that write messages (delay levels, timers, transactions)."""
+        if running == self._writers_running:
+            return
+        first_start = running and not self._writers_started
+        self._writers_running = running
+        self._writers_started = self._writers_started or running
+        for service in self._writers if running else reversed(self._writers):
+            try:
+                if running and not first_start and isinstance(service, TimerService):
+                    # Its stop closed the timer files: load them again (a thread: it may rebuild).
+                    await asyncio.to_thread(service.open)
+                await (service.start() if running else service.stop())
+            except Exception:
+                logger.exception(
+                    "%s %s failed", "starting" if running else "stopping", type(service).__name__
+                )
+
     async def _create_message_services(self, state: BrokerState, is_slave: bool) -> None:
-        """Delay levels, timed messages and transactions: load their progress, hook arrivals.
+        """Delay levels, timed messages, transactions, staged writes: load their progress, hook arrivals.
 
         Also the replication service, which a slave's metadata copy attaches to these tables.
-        A slave gets no timer service: its timer progress is the master's, kept in a file.
+        A slave gets no timer service: its timer progress is the master's, kept in a file. Nor
+        staged writes: it stores no message of its own, and its copy of the staging ledger is
+        the master's, which finishes interrupted commits.
         """
         config = self.broker_config
         store = self._store
@@ -482,6 +552,11 @@ class BrokerApp:
         pop.on_topics_changed(state.on_topics_changed)
         store.add_arrival_listener(pop.on_arrival)
         state.pop = pop
+        if not is_slave:
+            staging = StagingService(store, state.topics, config.broker_cluster_name, store_host, now_ms)
+            # Finishes commits a crash interrupted before the broker serves again.
+            await asyncio.to_thread(staging.load)
+            state.staging = staging
 
     def _on_config_changed(self, new_config: BrokerConfig) -> None:
         """UPDATE_BROKER_CONFIG swapped in ``new_config``: update what holds the old one."""
@@ -574,6 +649,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
     reply = ReplyHandlers(state, send)
     query = QueryHandlers(state)
     transaction = TransactionHandlers(state)
+    staging = StagingHandlers(state)
     sync = SyncHandlers(state)
     pop = PopHandlers(state)
     recall = RecallHandlers(state)
@@ -602,6 +678,8 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
         RequestCode.QUERY_MESSAGE: query.query_message,
         RequestCode.END_TRANSACTION: transaction.end_transaction,
+        RequestCode.STAGE_MESSAGES: staging.stage_messages,
+        RequestCode.COMMIT_STAGED: staging.commit_staged,
         RequestCode.GET_BROKER_RUNTIME_INFO: broker_info.get_broker_runtime_info,
         RequestCode.VIEW_BROKER_STATS_DATA: broker_info.view_broker_stats_data,
         RequestCode.GET_BROKER_CONFIG: broker_info.get_broker_config,
@@ -625,6 +703,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.GET_ALL_DELAY_OFFSET: sync.get_all_delay_offset,
         RequestCode.GET_TIMER_CHECK_POINT: sync.get_timer_check_point,
         RequestCode.GET_BROKER_HA_STATUS: sync.get_broker_ha_status,
+        RequestCode.GET_BROKER_EPOCH_CACHE: sync.get_broker_epoch_cache,
         RequestCode.POP_MESSAGE: pop.pop_message,
         RequestCode.ACK_MESSAGE: pop.ack_message,
         RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.change_invisible_time,

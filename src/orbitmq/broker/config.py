@@ -209,6 +209,30 @@ class BrokerConfig:
     )
     # TLS of the listening port and of the connections to the name servers (the tls.* keys).
     tls: TlsConfig = field(default_factory=TlsConfig)
+    # -- controller mode (RocketMQ 5, RIP-44; docs/replication.md "Automatic failover") ------
+    # The controller decides this broker's role and id; brokerRole and brokerId are ignored.
+    enable_controller_mode: bool = field(default=False, metadata=_key("enableControllerMode"))
+    # Every controller's remoting address ("a:9878;b:9878;c:9878").
+    controller_addr: tuple[str, ...] = field(default=(), metadata=_key("controllerAddr"))
+    # Silence after which the controller elects another master; a master stops taking writes
+    # (its lease) after three quarters of it without the leader's confirmation.
+    controller_heartbeat_timeout_ms: int = field(
+        default=10_000, metadata=_key("controllerHeartBeatTimeoutMills")
+    )
+    # Period of the heartbeat to every controller (it also fetches the group's state).
+    broker_heartbeat_interval_ms: int = field(default=1_000, metadata=_key("brokerHeartbeatInterval"))
+    # Lower is preferred when two candidates are equally up to date.
+    broker_election_priority: int = field(default=2_147_483_647, metadata=_key("brokerElectionPriority"))
+    # A slave not caught up for this long leaves the SyncStateSet.
+    ha_max_time_slave_not_catchup_ms: int = field(default=15_000, metadata=_key("haMaxTimeSlaveNotCatchup"))
+    # Period of the master's SyncStateSet check.
+    check_sync_state_set_period_ms: int = field(default=5_000, metadata=_key("checkSyncStateSetPeriod"))
+    # A send is acknowledged once every SyncStateSet member has it; reads stop at the confirm offset.
+    all_ack_in_sync_state_set: bool = field(default=False, metadata=_key("allAckInSyncStateSet"))
+    # Without allAckInSyncStateSet: replicas (the master included) that must hold a send.
+    in_sync_replicas: int = field(default=1, metadata=_key("inSyncReplicas"))
+    # Sends are refused (SYSTEM_ERROR) while the SyncStateSet is smaller than this.
+    min_in_sync_replicas: int = field(default=1, metadata=_key("minInSyncReplicas"))
 
     # DISABLE (no metrics) or PROM (Prometheus text at /metrics); RocketMQ 5.x's key and values.
     metrics_exporter_type: MetricsExporterType = field(
@@ -226,13 +250,15 @@ class BrokerConfig:
             )
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"config key 'listenPort': {self.listen_port} is not a TCP port")
-        if self.broker_id < 0:
+        if self.enable_controller_mode:
+            self._check_controller_mode()
+        elif self.broker_id < 0:
             raise ConfigError(f"config key 'brokerId': {self.broker_id} is negative")
-        if self.broker_role is not BrokerRole.SLAVE and self.broker_id != 0:
+        elif self.broker_role is not BrokerRole.SLAVE and self.broker_id != 0:
             raise ConfigError(
                 f"config key 'brokerId': a {self.broker_role.value} must have id 0, not {self.broker_id}"
             )
-        if self.broker_role is BrokerRole.SLAVE and self.broker_id == 0:
+        elif self.broker_role is BrokerRole.SLAVE and self.broker_id == 0:
             raise ConfigError("config key 'brokerId': a SLAVE must have an id above 0 (0 is its master's)")
         self._check_replication()
         if not 0 <= self.broker_permission <= 7:
@@ -284,6 +310,36 @@ class BrokerConfig:
             self.inner_client_authentication_credentials, "innerClientAuthenticationCredentials"
         )
 
+    def _check_controller_mode(self) -> None:
+        if not self.controller_addr:
+            raise ConfigError(
+                "enableControllerMode=true needs controllerAddr (every controller, ';'-separated)"
+            )
+        if self.ha_master_address is not None:
+            raise ConfigError(
+                "config key 'haMasterAddress': in controller mode the controller names the master"
+            )
+        for key, value in (
+            ("controllerHeartBeatTimeoutMills", self.controller_heartbeat_timeout_ms),
+            ("brokerHeartbeatInterval", self.broker_heartbeat_interval_ms),
+            ("haMaxTimeSlaveNotCatchup", self.ha_max_time_slave_not_catchup_ms),
+            ("checkSyncStateSetPeriod", self.check_sync_state_set_period_ms),
+            ("inSyncReplicas", self.in_sync_replicas),
+            ("minInSyncReplicas", self.min_in_sync_replicas),
+        ):
+            if value < 1:
+                raise ConfigError(f"config key {key!r}: {value} must be positive")
+        if self.broker_heartbeat_interval_ms * 3 > self.controller_heartbeat_timeout_ms:
+            raise ConfigError(
+                "config key 'controllerHeartBeatTimeoutMills' must be at least three brokerHeartbeatInterval, "
+                "or a master loses its lease between two heartbeats"
+            )
+
+    @property
+    def master_lease_ms(self) -> int:
+        """How long a master takes writes after the controller leader last confirmed it."""
+        return self.controller_heartbeat_timeout_ms * 3 // 4
+
     def server_limits(self) -> ServerLimits:
         """The transport limits of the broker's remoting server."""
         return ServerLimits(
@@ -326,7 +382,11 @@ class BrokerConfig:
                 f"config key 'accessMessageInMemoryMaxRatio': "
                 f"{self.access_message_in_memory_max_ratio_percent} is not 0..100"
             )
-        if self.ha_master_address is not None and self.broker_role is not BrokerRole.SLAVE:
+        if (
+            self.ha_master_address is not None
+            and self.broker_role is not BrokerRole.SLAVE
+            and not self.enable_controller_mode
+        ):
             raise ConfigError(
                 f"config key 'haMasterAddress' is for slaves; this broker is a {self.broker_role.value}"
             )
@@ -393,16 +453,16 @@ UNIMPLEMENTED_KEYS = frozenset(
 
 REFUSED_WHEN_ENABLED = {
     "enableDLegerCommitLog": "DLedger (Raft) CommitLog replication is not implemented; use brokerRole",
-    "enableControllerMode": "automatic failover with a controller is not implemented; use brokerRole",
     "enableSlaveActingMaster": "slave-acting-master mode is not implemented",
 }
 """Keys that switch on a replication mode OrbitMQ does not have: refused when true, ignored
 with a warning when false, so a broker never runs silently in a mode other than the one asked."""
 
 REFUSED_KEYS = {
-    key: "RocketMQ 5 quorum replication is not implemented: a SYNC_MASTER waits for one slave (4.x)"
-    for key in ("inSyncReplicas", "minInSyncReplicas", "totalReplicas", "allAckInSyncStateSet")
+    "totalReplicas": "slave-acting-master quorum writes are not implemented",
 }
+CONTROLLER_MODE_KEYS = ("inSyncReplicas", "minInSyncReplicas", "allAckInSyncStateSet")
+"""Quorum keys that mean something only in controller mode: refused without it."""
 """Keys whose every value asks for behaviour OrbitMQ does not have: always refused."""
 
 
@@ -422,6 +482,13 @@ def check_refused_keys(values: Mapping[str, object]) -> None:
     for key, reason in REFUSED_KEYS.items():
         if key in values:
             raise ConfigError(f"config key {key!r}: {reason}")
+    if not _enabled(values.get("enableControllerMode", "false")):
+        for key in CONTROLLER_MODE_KEYS:
+            if key in values:
+                raise ConfigError(
+                    f"config key {key!r} needs enableControllerMode=true: without a controller a "
+                    "SYNC_MASTER waits for one slave (4.x)"
+                )
 
 
 WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "", "::"})

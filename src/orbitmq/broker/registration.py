@@ -77,6 +77,12 @@ class NamesrvRegistration:
         self._client = client if client is not None else RemotingClient()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Controller mode: the epoch this broker leads (sent as masterEpoch; None otherwise).
+        self.master_epoch: int | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._task is not None
 
     def request(self) -> None:
         """Register soon (the topic table changed); safe to call many times in a row."""
@@ -121,6 +127,8 @@ class NamesrvRegistration:
             compressed=compressed,
             body_crc32=zlib.crc32(body) & _CRC_MASK,
         ).to_ext()
+        if self.master_epoch is not None:
+            header["masterEpoch"] = str(self.master_epoch)
         calls = [
             self._invoke(addr, RequestCode.REGISTER_BROKER, header, body)
             for addr in self._config.namesrv_addr
@@ -149,7 +157,8 @@ class NamesrvRegistration:
         return [answer is not None for answer in await asyncio.gather(*calls)]
 
     def set_config(self, config: BrokerConfig) -> None:
-        """Use ``config`` from the next registration on (the broker's permission may have changed)."""
+        """Use ``config`` from the next registration on (its permission, or in controller mode its
+        role and id, changed)."""
         self._config = config
 
     def _register_body(self) -> tuple[bytes, bool]:

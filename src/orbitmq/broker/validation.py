@@ -30,6 +30,8 @@ BENCHMARK_TOPIC = "BenchmarkTest"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+STAGE_HALF_TOPIC = "RMQ_SYS_STAGE_HALF_TOPIC"  # staged writes (broker.staging), OrbitMQ's own
+STAGE_LEDGER_TOPIC = "RMQ_SYS_STAGE_LEDGER_TOPIC"
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
@@ -48,6 +50,8 @@ SYSTEM_TOPICS = frozenset(
         TRACE_TOPIC,
         SELF_TEST_TOPIC,
         OFFSET_MOVED_EVENT,
+        STAGE_HALF_TOPIC,
+        STAGE_LEDGER_TOPIC,
     }
 )
 """Topics a RocketMQ broker owns; clients may not create or delete them."""
@@ -60,6 +64,8 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         TRANS_CHECK_MAX_TIME_TOPIC,
         SELF_TEST_TOPIC,
         OFFSET_MOVED_EVENT,
+        STAGE_HALF_TOPIC,
+        STAGE_LEDGER_TOPIC,
     }
 )
 """Topics only the broker itself writes to."""

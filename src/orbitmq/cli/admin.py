@@ -13,6 +13,8 @@ Two shapes of command: ``mqadmin``'s verbs with its option letters (``orbitmq ad
     orbitmq admin consumer progress GROUP [-t TOPIC]                  [consumerProgress]
     orbitmq admin consumer reset-offset GROUP TOPIC -s TIME           [resetOffsetByTime]
     orbitmq admin cluster list                                        [clusterList]
+    orbitmq admin controller list -c CONTROLLERS                      [getSyncStateSet,
+                                                                       getControllerMetaData]
     orbitmq admin acl update|delete|white-list|version|list ...       (see ``cli.admin_acl``)
 
 ``-n NAMESRV`` (and ``--timeout-ms``, ``--json``) go before or after the command, as with
@@ -232,6 +234,41 @@ async def _consumer_reset(admin: AdminClient, args: argparse.Namespace) -> None:
 # -- parser ------------------------------------------------------------------------------------
 
 
+async def _controller_list(admin: AdminClient, args: argparse.Namespace) -> None:
+    """``controller list``: the controller leader's view of every broker group."""
+    state = await admin.controller_state([addr for addr in args.controllers.split(";") if addr])
+    out = _out(args)
+    raft = state.get("controller", {})
+    out.line(
+        f"controller leader {raft.get('leader') or '-'} (term {raft.get('term')}); "
+        f"answered by {raft.get('self')}{' (leader)' if raft.get('isLeader') else ''}"
+    )
+    rows = []
+    for group in state.get("groups", []):
+        members = set(group["syncStateSet"])
+        for replica in group.get("replicaStates", []):
+            broker_id = replica["brokerId"]
+            rows.append(
+                (
+                    group["clusterName"],
+                    group["brokerName"],
+                    broker_id,
+                    replica["address"],
+                    "MASTER" if broker_id == group["masterBrokerId"] else "SLAVE",
+                    group["masterEpoch"],
+                    "yes" if broker_id in members else "no",
+                    group["syncStateSetEpoch"],
+                    "yes" if replica["alive"] else "NO",
+                    replica["maxOffset"],
+                    replica["confirmOffset"],
+                )
+            )
+        if group["masterBrokerId"] < 0:
+            out.line(f"{group['brokerName']}: NO MASTER (SyncStateSet {sorted(members)})")
+    headers = ("cluster", "broker", "id", "address", "role", "epoch", "in_sss", "sss_epoch", "alive")
+    out.table((*headers, "max_offset", "confirm_offset"), rows, document=state)
+
+
 def _add_create(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
@@ -353,6 +390,17 @@ def build_parser() -> argparse.ArgumentParser:
     }
     add_verbs(groups, common, shared, parse_time_ms, _perm)
     add_acl_parser(groups)
+
+    controller = groups.add_parser("controller", help="controller mode").add_subparsers(
+        dest="action", required=True
+    )
+    view = leaf(
+        controller,
+        "list",
+        "the controller's view: per group its master, epoch, SyncStateSet and live replicas",
+    )
+    view.add_argument("-c", "--controllers", required=True, help="controller addresses host:port;host:port")
+    view.set_defaults(command=_controller_list)
     return parser
 
 

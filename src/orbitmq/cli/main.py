@@ -54,6 +54,7 @@ _WILDCARD_ADDRESSES = ("0.0.0.0", "", "::")
 _FORWARDED = {
     "namesrv": "run a nameserver (orbitmq namesrv --help)",
     "broker": "run a broker (orbitmq broker --help); --enable-proxy adds the gRPC proxy",
+    "controller": "run a controller of controller mode (orbitmq controller --help)",
     "proxy": "run the gRPC proxy for RocketMQ 5.x clients (orbitmq proxy --help)",
     "admin": "administer topics, groups and clusters (orbitmq admin --help)",
     "cluster": "a local cluster: a nameserver and masters with slaves (orbitmq cluster --help)",
@@ -327,6 +328,10 @@ def _forward(command: str, rest: list[str]) -> int:
         from orbitmq.broker.__main__ import main as broker_main
 
         return broker_main(rest, prog="orbitmq broker")
+    if command == "controller":
+        from orbitmq.controller.__main__ import main as controller_main
+
+        return controller_main(rest)
     if command == "proxy":
         from orbitmq.proxy.__main__ import main as proxy_main
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,14 @@ from orbitmq.client._instance import ClientInstance
 from orbitmq.client._topic_names import check_topic_perm, is_internal_topic
 from orbitmq.client.acl_admin import AclAdminClient
 from orbitmq.client.config import ClientConfig, split_config
-from orbitmq.errors import ClientError, ClientStateError, OrbitError, TopicNotExistError, error_for_code
+from orbitmq.errors import (
+    ClientError,
+    ClientStateError,
+    ConnectError,
+    OrbitError,
+    TopicNotExistError,
+    error_for_code,
+)
 from orbitmq.model.message import MessageQueue
 from orbitmq.model.route import ClusterInfo, TopicConfig, TopicRouteData
 from orbitmq.protocol.bodies import decode_cluster_info, decode_topic_config_wrapper, decode_topic_list
@@ -181,6 +189,37 @@ class AdminClient(AdminOperations, AdminViews):
         except (OrbitError, orjson.JSONDecodeError):
             return None
         return status if isinstance(status, dict) else None
+
+    async def controller_state(self, controller_addrs: Sequence[str]) -> dict[str, Any]:
+        """The controller leader's view (CONTROLLER_GET_SYNC_STATE_DATA): every broker group's
+        master, epoch and SyncStateSet with each replica's liveness, plus the Raft status.
+
+        Asks every controller; the leader's answer wins (a follower's liveness view is its own).
+
+        Raises:
+            OrbitError: no controller answered.
+        """
+        request_code = RequestCode.CONTROLLER_GET_SYNC_STATE_DATA
+
+        async def ask(addr: str) -> dict[str, Any] | None:
+            try:
+                response = await self._client.remoting.invoke(
+                    addr, RemotingCommand.request(request_code, {}), self.client_config.request_timeout_ms
+                )
+                if response.code != ResponseCode.SUCCESS:
+                    return None
+                state = orjson.loads(response.body)
+            except (OrbitError, orjson.JSONDecodeError):
+                return None
+            return state if isinstance(state, dict) else None
+
+        answers = [
+            answer for answer in await asyncio.gather(*(ask(addr) for addr in controller_addrs)) if answer
+        ]
+        if not answers:
+            raise ConnectError(f"no controller of {';'.join(controller_addrs)} answered")
+        leaders = [answer for answer in answers if answer.get("controller", {}).get("isLeader")]
+        return leaders[0] if leaders else answers[0]
 
     async def list_topics(self) -> list[str]:
         """Every topic the name server knows, sorted."""

@@ -23,6 +23,7 @@ from orbitmq.client._send import SendResult
 from orbitmq.client.admin import AdminClient, MemberStatus, QueueProgress, QueueStatus
 from orbitmq.client.producer import MessageQueueSelector, Producer, SendCallback, select_queue_by_hash
 from orbitmq.client.selector import MessageSelector
+from orbitmq.client.staging import CommitResult, StagedChunk, StagingProducer
 from orbitmq.errors import ClientStateError
 from orbitmq.model.message import Message, MessageExt, MessageQueue
 from orbitmq.model.route import ClusterInfo, TopicRouteData
@@ -221,6 +222,42 @@ class BlockingProducer(_Facade[Producer]):
         timeout_ms: int | None = None,
     ) -> SendResult:
         return self._runner.run(self._producer.send_orderly(message, sharding_key, selector, timeout_ms))
+
+
+class BlockingStagingProducer(BlockingProducer):
+    """:class:`~orbitmq.client.staging.StagingProducer` with synchronous methods (same arguments)."""
+
+    def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
+        staging: list[StagingProducer] = []
+
+        def build() -> StagingProducer:
+            staging.append(StagingProducer(group, namesrv_addr, **options))
+            return staging[0]
+
+        _Facade.__init__(self, build)
+        self._producer = self._target
+        self._staging = staging[0]
+
+    def stage(
+        self,
+        messages: Sequence[Message],
+        write_id: str,
+        batch_id: int,
+        *,
+        queue: MessageQueue | None = None,
+        timeout_ms: int | None = None,
+    ) -> list[StagedChunk]:
+        return self._runner.run(
+            self._staging.stage(messages, write_id, batch_id, queue=queue, timeout_ms=timeout_ms)
+        )
+
+    def queue_for_key(self, topic: str, sharding_key: str) -> MessageQueue:
+        return self._runner.run(self._staging.queue_for_key(topic, sharding_key))
+
+    def commit(
+        self, write_id: str, batch_id: int, chunks: Sequence[StagedChunk], timeout_ms: int = 120_000
+    ) -> CommitResult:
+        return self._runner.run(self._staging.commit(write_id, batch_id, chunks, timeout_ms))
 
 
 async def _await(future: asyncio.Future[_T]) -> _T:

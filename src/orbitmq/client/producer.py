@@ -474,7 +474,9 @@ class Producer:
                     exc,
                 )
                 last_error, failed_broker = exc, queue.broker_name
-                if exc.refresh_route:
+                # A broker that stops answering may be a deposed master (paused, cut off): its
+                # group may have a new master the route already names.
+                if exc.refresh_route or isinstance(exc, RequestTimeoutError):
                     info = await self._publish_info(topic, refresh=True)
                 continue
             self._report_latency(queue.broker_name, _monotonic_ms() - started_ms, failed=False)
@@ -528,6 +530,10 @@ class Producer:
                 now_ms=_monotonic_ms(),
             )
         if not info.queues:
+            if not refresh:
+                # A cached route without a master (one just failed over) is asked for again at
+                # once, not kept until the next route poll.
+                return await self._publish_info(topic, refresh=True)
             raise NoRouteError(f"topic {topic} has no writable queue on any broker with a master")
         self._publish[topic] = info
         return info

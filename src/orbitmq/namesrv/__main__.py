@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from orbitmq.errors import ConfigError
 from orbitmq.namesrv.app import NamesrvApp
-from orbitmq.namesrv.config import load_namesrv_config
+from orbitmq.namesrv.config import load_namesrv_configs
 from orbitmq.transport.runner import run_app
 
 
@@ -40,11 +40,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m orbitmq.names
     if args.bind_address is not None:
         overrides["bindAddress"] = args.bind_address
     try:
-        config = load_namesrv_config(args.config_file, overrides)
+        config, controller = load_namesrv_configs(args.config_file, overrides)
     except ConfigError as exc:
         print(f"orbitmq namesrv: {exc}", file=sys.stderr)
         return 2
-    return run_app(NamesrvApp(config))
+    return run_app(NamesrvApp(config, controller=controller))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ with each of them, and clients may ask any of them.
 With ``aclEnable=true`` the handler table sits behind an :class:`AclService` that demands an
 admin signature for registration and the other broker-only writes (OrbitMQ's extension), so
 nobody can register a broker under a name that is not theirs and take its routes.
+
+With ``enableControllerInNamesrv=true`` a controller (``orbitmq.controller``) runs inside: its
+handlers join the name server's table (outside the ACL guard: brokers do not sign controller
+requests) and its Raft node and election scan start and stop with the server.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 from prometheus_client.core import Metric
 
 from orbitmq.acl.accounts import Account
+from orbitmq.controller import ControllerApp, ControllerConfig
 from orbitmq.errors import ConfigError
 from orbitmq.metrics import (
     LoopCollector,
@@ -64,6 +69,7 @@ class NamesrvApp:
         *,
         clock_ms: Callable[[], int] = monotonic_ms,
         inner_accounts: Iterable[Account] = (),
+        controller: ControllerConfig | None = None,
     ) -> None:
         self.config = config
         self.route_table = RouteTable()
@@ -80,6 +86,7 @@ class NamesrvApp:
         self.acl: AclService | None = None
         if config.acl_enable and config.acl_file:
             self.acl = AclService(Path(config.acl_file), "namesrv", inner_accounts=inner_accounts)
+        self.controller = ControllerApp(controller) if controller is not None else None
         self._server: RemotingServer | None = None
         self._scan_task: asyncio.Task[None] | None = None
         self._recorder: Recorder | None = None
@@ -132,6 +139,8 @@ class NamesrvApp:
             handlers = self.acl.guard(handlers)
         if config.metrics_exporter_type is MetricsExporterType.PROM:
             self._recorder = Recorder()
+        if self.controller is not None:
+            handlers = {**handlers, **self.controller.handler_table()}
         self._server = RemotingServer(
             config.bind_address,
             config.listen_port,
@@ -149,7 +158,13 @@ class NamesrvApp:
         if self.acl is not None:
             await self.acl.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_inactive_brokers())
-        logger.info("name server listening on %s", ", ".join(self._server.bound_addresses))
+        if self.controller is not None:
+            await self.controller.start_scan()
+        logger.info(
+            "name server listening on %s%s",
+            ", ".join(self._server.bound_addresses),
+            " with an embedded controller" if self.controller is not None else "",
+        )
         warn_if_exposed(logger, "name server", config.bind_address, self.port, self.acl is not None)
         if self._recorder is not None:
             self._start_metrics(self._recorder)
@@ -202,6 +217,9 @@ class NamesrvApp:
         # Then stop accepting and let requests in flight finish.
         if self._server is not None:
             await self._server.stop(SHUTDOWN_GRACE_S)
+        # The embedded controller's election scan and Raft node last.
+        if self.controller is not None:
+            await self.controller.stop_scan()
         logger.info("name server on port %d stopped", self.port)
 
     def scan_once(self) -> list[str]:

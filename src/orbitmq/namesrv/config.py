@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from orbitmq.conf import build_configs, load_properties
+from orbitmq.controller.config import CONTROLLER_UNIMPLEMENTED_KEYS, ControllerConfig
 from orbitmq.errors import ConfigError
 from orbitmq.metrics.exporter import MetricsExporterType
 from orbitmq.transport.server import ServerLimits
 from orbitmq.transport.tls import TLS_UNIMPLEMENTED_KEYS, TlsConfig, merge_tls_config_file
 
-__all__ = ["NAMESRV_UNIMPLEMENTED_KEYS", "NamesrvConfig", "load_namesrv_config"]
+__all__ = ["NAMESRV_UNIMPLEMENTED_KEYS", "NamesrvConfig", "load_namesrv_config", "load_namesrv_configs"]
 
 NAMESRV_UNIMPLEMENTED_KEYS = frozenset(
     {
@@ -66,6 +67,9 @@ class NamesrvConfig:
     kv_config_path: str = field(default="", metadata={"key": "kvConfigPath"})
     # Frames larger than this close their connection (RocketMQ: -Dcom.rocketmq.remoting.frameMaxLength).
     max_frame_bytes: int = field(default=16 * 1024 * 1024, metadata={"key": "frameMaxLength"})
+    # Run a controller (controller mode, RIP-44) inside this name server, on its port; the
+    # controller's keys (controllerDLegerPeers, ...) go in the same file.
+    enable_controller_in_namesrv: bool = field(default=False, metadata={"key": "enableControllerInNamesrv"})
     # Registration and other broker-only writes need an admin signature (OrbitMQ's extension).
     acl_enable: bool = field(default=False, metadata={"key": "aclEnable"})
     # The main accounts file (RocketMQ's plain_acl.yml format); required with aclEnable.
@@ -144,10 +148,23 @@ class NamesrvConfig:
 
 def load_namesrv_config(path: str | None, overrides: dict[str, object] | None = None) -> NamesrvConfig:
     """Defaults < ``path`` (a namesrv.conf, optional) < ``overrides`` (RocketMQ keys from the CLI)."""
+    config, _ = load_namesrv_configs(path, overrides)
+    return config
+
+
+def load_namesrv_configs(
+    path: str | None, overrides: dict[str, object] | None = None
+) -> tuple[NamesrvConfig, ControllerConfig | None]:
+    """The name server's config and, with ``enableControllerInNamesrv=true``, its controller's."""
     values: dict[str, object] = dict(load_properties(path)) if path else {}
     values.update(overrides or {})
     values = merge_tls_config_file(values)
-    namesrv_config, tls_config = build_configs(
-        [NamesrvConfig, TlsConfig], values, NAMESRV_UNIMPLEMENTED_KEYS | TLS_UNIMPLEMENTED_KEYS
-    )
-    return replace(namesrv_config, tls=tls_config)  # type: ignore[no-any-return]
+    enabled = str(values.get("enableControllerInNamesrv", "false")).strip().lower() in ("true", "1")
+    classes: list[type] = [NamesrvConfig, TlsConfig]
+    unimplemented = NAMESRV_UNIMPLEMENTED_KEYS | TLS_UNIMPLEMENTED_KEYS
+    if enabled:
+        classes.append(ControllerConfig)
+        unimplemented |= CONTROLLER_UNIMPLEMENTED_KEYS
+    built = build_configs(classes, values, unimplemented)
+    namesrv_config = replace(built[0], tls=built[1])
+    return namesrv_config, (built[2] if enabled else None)

@@ -153,6 +153,24 @@ class NamesrvHandlers:
                 return request.response(
                     ResponseCode.SYSTEM_ERROR, f"bad register body from broker {header.broker_addr}: {exc}"
                 )
+        epoch_text = request.ext_fields.get("masterEpoch")
+        fenced_by = self.route_table.fenced_master(
+            header.broker_name,
+            header.broker_id,
+            int(epoch_text) if epoch_text and epoch_text.isdigit() else None,
+        )
+        if fenced_by is not None:
+            logger.warning(
+                "broker %s at %s registers as master of epoch %s, but epoch %d has a newer master: refused",
+                header.broker_name,
+                header.broker_addr,
+                epoch_text,
+                fenced_by,
+            )
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"master epoch {epoch_text} of {header.broker_addr} is older than the group's epoch {fenced_by}",
+            )
         result = self.route_table.register_broker(
             cluster=header.cluster_name,
             broker_name=header.broker_name,

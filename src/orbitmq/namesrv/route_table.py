@@ -73,8 +73,21 @@ class RouteTable:
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[str, BrokerLiveInfo] = {}
+        # Controller mode: the highest master epoch a group's id-0 registration carried. A master
+        # registering with a lower one was deposed (it was paused, say): it may not take id 0 back.
+        self.master_epochs: dict[str, int] = {}
 
     # -- registration ------------------------------------------------------------------------
+
+    def fenced_master(self, broker_name: str, broker_id: int, master_epoch: int | None) -> int | None:
+        """The epoch that fences this id-0 registration out (None: it may register)."""
+        if broker_id != MASTER_BROKER_ID or master_epoch is None:
+            return None
+        known = self.master_epochs.get(broker_name, 0)
+        if master_epoch < known:
+            return known
+        self.master_epochs[broker_name] = master_epoch
+        return None
 
     def register_broker(
         self,

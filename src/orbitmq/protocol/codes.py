@@ -1,4 +1,5 @@
-"""Wire codes of the remoting protocol. Values are fixed forever: they are RocketMQ's."""
+"""Wire codes of the remoting protocol. Values are fixed forever: they are RocketMQ's, except
+the few marked as OrbitMQ's own."""
 
 from __future__ import annotations
 
@@ -74,12 +75,25 @@ class RequestCode(IntEnum):
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
+    BROKER_HEARTBEAT = 904
+    GET_BROKER_HA_STATUS = 907
+    CONTROLLER_ALTER_SYNC_STATE_SET = 1001
+    CONTROLLER_ELECT_MASTER = 1002
+    CONTROLLER_REGISTER_BROKER = 1003
+    CONTROLLER_GET_REPLICA_INFO = 1004
+    CONTROLLER_GET_METADATA_INFO = 1005
+    CONTROLLER_GET_SYNC_STATE_DATA = 1006
+    GET_BROKER_EPOCH_CACHE = 1007
+    NOTIFY_BROKER_ROLE_CHANGED = 1008
     GET_SUBSCRIPTIONGROUP_CONFIG = 352
     RECALL_MESSAGE = 370
-    GET_BROKER_HA_STATUS = 907
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
     CHANGE_MESSAGE_INVISIBLETIME = 200053
+    # OrbitMQ's own requests (no RocketMQ equivalent), in a range RocketMQ does not use:
+    # staged writes committed once per (write id, batch id) (protocol/staging.py).
+    STAGE_MESSAGES = 40001
+    COMMIT_STAGED = 40002
 
 
 class ResponseCode(IntEnum):
@@ -125,6 +139,16 @@ class ResponseCode(IntEnum):
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     FLOW_CONTROL = 215
     ILLEGAL_OPERATION = 604
+    # Controller mode (RocketMQ 5, ha-replication.md §5.3).
+    CONTROLLER_FENCED_MASTER_EPOCH = 2000
+    CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001
+    CONTROLLER_INVALID_MASTER = 2002
+    CONTROLLER_INVALID_REPLICAS = 2003
+    CONTROLLER_MASTER_NOT_AVAILABLE = 2004
+    CONTROLLER_INVALID_REQUEST = 2005
+    CONTROLLER_BROKER_NOT_ALIVE = 2006
+    CONTROLLER_NOT_LEADER = 2007
+    CONTROLLER_BROKER_METADATA_NOT_EXIST = 2008
 
 
 class LanguageCode(IntEnum):

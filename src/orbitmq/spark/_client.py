@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from orbitmq.client.staging import CommitResult, StagedChunk
 from orbitmq.model.message import Message, MessageQueue
 from orbitmq.spark._options import NO_SECURITY, ClientSecurity
 
@@ -85,11 +86,21 @@ class RangePort(Protocol):
 
 
 class ProducerPort(Protocol):
-    """What a write task asks of OrbitMQ."""
+    """What a write task asks of OrbitMQ (and, for exactly-once writes, the driver's commit)."""
 
     def send_batch(self, msgs: Sequence[Message]) -> Any: ...
 
     def send_orderly(self, msg: Message, sharding_key: str) -> Any: ...
+
+    def stage(
+        self, messages: Sequence[Message], write_id: str, batch_id: int, *, queue: MessageQueue | None = None
+    ) -> list[StagedChunk]: ...
+
+    def queue_for_key(self, topic: str, sharding_key: str) -> MessageQueue: ...
+
+    def commit(
+        self, write_id: str, batch_id: int, chunks: Sequence[StagedChunk], timeout_ms: int = ...
+    ) -> CommitResult: ...
 
 
 class ClientFactory(Protocol):
@@ -164,12 +175,12 @@ class OrbitClientFactory:
         request_timeout_ms: int,
         security: ClientSecurity = NO_SECURITY,
     ) -> ProducerPort:
-        from orbitmq.client.blocking import BlockingProducer
+        from orbitmq.client.blocking import BlockingStagingProducer
 
         with _lock:
             producer = _producers.get((group, namesrv_addr, security))
             if producer is None:
-                producer = BlockingProducer(
+                producer = BlockingStagingProducer(
                     group,
                     namesrv_addr,
                     request_timeout_ms=request_timeout_ms,

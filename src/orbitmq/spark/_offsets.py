@@ -14,7 +14,8 @@ A value is the queue offset of the next message to read, so a micro-batch covers
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from orbitmq.errors import ClientError
@@ -139,3 +140,59 @@ def cap_to_limit(
             grants[mq] += 1
             left -= 1
     return {mq: start.get(mq, latest[mq]) + grants[mq] for mq in order}
+
+
+def offsets_behind(end: Mapping[MessageQueue, int], latest: Mapping[MessageQueue, int]) -> dict[str, Any]:
+    """Spark's Kafka source metrics: how far a batch's end is behind each queue's latest offset.
+
+    ``minOffsetsBehindLatest``, ``maxOffsetsBehindLatest`` and ``avgOffsetsBehindLatest`` over
+    the queues of ``latest`` (values as strings, like the Kafka source's metrics map); empty
+    when there is no queue.
+    """
+    behind = [max(0, latest_offset - end.get(mq, 0)) for mq, latest_offset in latest.items()]
+    if not behind:
+        return {}
+    return {
+        "minOffsetsBehindLatest": str(min(behind)),
+        "maxOffsetsBehindLatest": str(max(behind)),
+        "avgOffsetsBehindLatest": str(sum(behind) / len(behind)),
+    }
+
+
+Span = tuple[MessageQueue, int, int]
+"""One queue's offset range ``(queue, first, stop)``, stop exclusive."""
+
+
+def split_ranges(spans: Sequence[Span], min_partitions: int | None, max_records: int | None) -> list[Span]:
+    """Split queue ranges into Spark partitions (``minPartitions``, ``maxRecordsPerPartition``).
+
+    As in Spark's Kafka source: first every range is cut into pieces of at most
+    ``max_records``; then, if there are still fewer pieces than ``min_partitions``, each piece
+    is cut again into ``size / total * min_partitions`` pieces rounded half up (at least one), so big
+    ranges give more tasks. Pieces of one range are contiguous and cover it exactly; the
+    result depends only on the input, so a replayed batch is split the same way.
+    """
+    pieces = [span for span in spans if span[2] > span[1]]
+    if max_records is not None:
+        pieces = [part for span in pieces for part in _divide(span, -(-(span[2] - span[1]) // max_records))]
+    if min_partitions is not None and min_partitions > len(pieces):
+        total = sum(stop - first for _, first, stop in pieces)
+        pieces = [
+            part
+            for span in pieces
+            for part in _divide(span, max(1, math.floor((span[2] - span[1]) / total * min_partitions + 0.5)))
+        ]
+    return pieces
+
+
+def _divide(span: Span, parts: int) -> list[Span]:
+    """``parts`` contiguous pieces of ``span`` whose sizes differ by at most one (no empty piece)."""
+    mq, first, stop = span
+    parts = max(1, min(parts, stop - first))
+    remaining, position, result = stop - first, first, []
+    for index in range(parts):
+        size = remaining // (parts - index)
+        result.append((mq, position, position + size))
+        position += size
+        remaining -= size
+    return result

@@ -10,7 +10,11 @@ otherwise (``namesrvAddr``, ``subExpression``, ``consumerGroup``).
 ``tlsTrustCertPath`` connect over TLS. The secret lives in a field that ``repr`` never shows,
 so it reaches neither logs nor Spark's plans through these objects.
 
-Exactly one of ``topic``, ``topicPattern`` and ``assign`` selects the queues to read.
+Exactly one of ``topic``, ``topicPattern`` and ``assign`` selects the queues to read. Where
+Spark's Kafka source silently lets one option win over another (``startingTimestamp`` over
+``startingOffsetsByTimestamp`` over ``startingOffsets``, and the same for the end), this
+source refuses the combination and names both options: a query that says two things does
+not start.
 ``assign`` is JSON in one of two shapes::
 
     {"TopicA": [0, 1, 2]}                        queue ids on every broker of TopicA
@@ -40,17 +44,35 @@ _READ_KEYS = _COMMON_KEYS | {
     "subexpression",
     "startingoffsets",
     "startingtimestamp",
+    "startingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy",
     "endingoffsets",
+    "endingtimestamp",
+    "endingoffsetsbytimestamp",
     "maxoffsetspertrigger",
     "minoffsetspertrigger",
     "maxtriggerdelay",
     "failondataloss",
     "consumergroup",
     "pullbatchsize",
+    "minpartitions",
+    "maxrecordsperpartition",
+    "fetchoffset.numretries",
+    "fetchoffset.retryintervalms",
 }
-_WRITE_KEYS = _COMMON_KEYS | {"topic", "producergroup", "writebatchsize"}
+_WRITE_KEYS = _COMMON_KEYS | {"topic", "producergroup", "writebatchsize", "exactlyonce", "committimeoutms"}
 _STREAM_ONLY_KEYS = frozenset({"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"})
-_BATCH_ONLY_KEYS = frozenset({"endingoffsets"})
+_BATCH_ONLY_KEYS = frozenset({"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"})
+_START_KEYS = ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp")
+_END_KEYS = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+_OPTION_NAMES = {
+    "startingoffsets": "startingOffsets",
+    "startingtimestamp": "startingTimestamp",
+    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
+    "endingoffsets": "endingOffsets",
+    "endingtimestamp": "endingTimestamp",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+}
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -70,6 +92,14 @@ class StartKind(Enum):
     LATEST = "latest"
     EXPLICIT = "explicit"
     TIMESTAMP = "timestamp"
+    """``startingTimestamp`` (one time for every queue) or ``startingOffsetsByTimestamp``."""
+
+
+class TimestampStrategy(Enum):
+    """``startingOffsetsByTimestampStrategy``: a queue with no message at or after the time."""
+
+    ERROR = "error"
+    LATEST = "latest"
 
 
 class SelectKind(Enum):
@@ -159,7 +189,11 @@ class ReadOptions:
     start_kind: StartKind = StartKind.LATEST
     starting_offsets: OffsetSpec | None = None
     starting_timestamp_ms: int | None = None
+    starting_timestamps: OffsetSpec | None = None  # startingOffsetsByTimestamp (values are ms)
+    timestamp_strategy: TimestampStrategy = TimestampStrategy.ERROR
     ending_offsets: OffsetSpec | None = None  # None = latest at planning time (batch only)
+    ending_timestamp_ms: int | None = None
+    ending_timestamps: OffsetSpec | None = None  # endingOffsetsByTimestamp (values are ms)
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60_000
@@ -167,7 +201,25 @@ class ReadOptions:
     consumer_group: str | None = None
     pull_batch_size: int = 1024
     request_timeout_ms: int = 10_000
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    fetch_offset_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 10
     security: ClientSecurity = field(default_factory=ClientSecurity)
+
+    def timestamp_for(self, topic: str, broker_name: str, queue_id: int) -> int | None:
+        """The start time of one queue (``startingTimestamp`` or its entry in the JSON)."""
+        if self.starting_timestamp_ms is not None:
+            return self.starting_timestamp_ms
+        spec = self.starting_timestamps
+        return None if spec is None else spec.lookup(topic, broker_name, queue_id)
+
+    def end_timestamp_for(self, topic: str, broker_name: str, queue_id: int) -> int | None:
+        """The end time of one queue (``endingTimestamp`` or its entry in the JSON)."""
+        if self.ending_timestamp_ms is not None:
+            return self.ending_timestamp_ms
+        spec = self.ending_timestamps
+        return None if spec is None else spec.lookup(topic, broker_name, queue_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +231,8 @@ class WriteOptions:
     producer_group: str = "orbitmq-spark-writer"
     write_batch_size: int = 256
     request_timeout_ms: int = 10_000
+    exactly_once: bool = False
+    commit_timeout_ms: int = 120_000
     security: ClientSecurity = field(default_factory=ClientSecurity)
 
 
@@ -191,7 +245,15 @@ def parse_read_options(options: dict[str, str], *, streaming: bool) -> ReadOptio
     """
     opts = _lower(options)
     _reject_unknown(opts, _READ_KEYS - (_BATCH_ONLY_KEYS if streaming else _STREAM_ONLY_KEYS), streaming)
+    _at_most_one(opts, _START_KEYS)
+    _at_most_one(opts, _END_KEYS)
     start_kind, start_spec, start_ts = _parse_start(opts, streaming)
+    by_timestamp = _timestamp_spec(opts, "startingOffsetsByTimestamp")
+    if by_timestamp is not None:
+        start_kind = StartKind.TIMESTAMP
+    strategy = _timestamp_strategy(opts, start_kind)
+    ending_offsets = _parse_ending(opts)
+    _check_start_before_end(start_spec, ending_offsets)
     min_rows = _positive_int(opts, "minOffsetsPerTrigger")
     if "maxtriggerdelay" in opts and min_rows is None:
         raise ConfigError("option maxTriggerDelay needs minOffsetsPerTrigger")
@@ -205,7 +267,11 @@ def parse_read_options(options: dict[str, str], *, streaming: bool) -> ReadOptio
         start_kind=start_kind,
         starting_offsets=start_spec,
         starting_timestamp_ms=start_ts,
-        ending_offsets=_parse_ending(opts),
+        starting_timestamps=by_timestamp,
+        timestamp_strategy=strategy,
+        ending_offsets=ending_offsets,
+        ending_timestamp_ms=_timestamp(opts, "endingTimestamp"),
+        ending_timestamps=_timestamp_spec(opts, "endingOffsetsByTimestamp"),
         max_offsets_per_trigger=max_rows,
         min_offsets_per_trigger=min_rows,
         max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", 15 * 60_000),
@@ -213,6 +279,10 @@ def parse_read_options(options: dict[str, str], *, streaming: bool) -> ReadOptio
         consumer_group=opts.get("consumergroup") or None,
         pull_batch_size=_positive_int(opts, "pullBatchSize") or 1024,
         request_timeout_ms=_positive_int(opts, "requestTimeoutMs") or 10_000,
+        min_partitions=_positive_int(opts, "minPartitions"),
+        max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
+        fetch_offset_retries=_non_negative_int(opts, "fetchOffset.numRetries", 3),
+        fetch_offset_retry_interval_ms=_non_negative_int(opts, "fetchOffset.retryIntervalMs", 10),
         security=_security(opts),
     )
 
@@ -236,6 +306,8 @@ def parse_write_options(options: dict[str, str]) -> WriteOptions:
         producer_group=opts.get("producergroup", "").strip() or "orbitmq-spark-writer",
         write_batch_size=_positive_int(opts, "writeBatchSize") or 256,
         request_timeout_ms=_positive_int(opts, "requestTimeoutMs") or 10_000,
+        exactly_once=_bool(opts, "exactlyOnce", False),
+        commit_timeout_ms=_positive_int(opts, "commitTimeoutMs") or 120_000,
         security=_security(opts),
     )
 
@@ -322,14 +394,74 @@ def _queue_ids(option: str, topic: str, value: Any) -> frozenset[int]:
     return frozenset(value)
 
 
+def _at_most_one(opts: dict[str, str], keys: tuple[str, ...]) -> None:
+    given = [_OPTION_NAMES[key] for key in keys if key in opts]
+    if len(given) > 1:
+        raise ConfigError(f"options {' and '.join(given)} contradict each other; give one")
+
+
+def _timestamp(opts: dict[str, str], name: str) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    timestamp_ms = _int_value(name, raw)
+    if timestamp_ms < 0:
+        raise ConfigError(f"option {name}={timestamp_ms} must be >= 0 (ms since the epoch)")
+    return timestamp_ms
+
+
+def _timestamp_spec(opts: dict[str, str], name: str) -> OffsetSpec | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    spec = parse_offset_spec(name, raw)
+    for topic, brokers in spec.offsets.items():
+        for queues in brokers.values():
+            for queue_id, timestamp_ms in queues.items():
+                if timestamp_ms < 0:
+                    raise ConfigError(
+                        f"option {name}: topic {topic!r} queue {queue_id} has timestamp {timestamp_ms}; "
+                        "timestamps are ms since the epoch (>= 0)"
+                    )
+    return spec
+
+
+def _timestamp_strategy(opts: dict[str, str], start_kind: StartKind) -> TimestampStrategy:
+    raw = opts.get("startingoffsetsbytimestampstrategy")
+    if raw is None:
+        return TimestampStrategy.ERROR
+    if start_kind is not StartKind.TIMESTAMP:
+        raise ConfigError(
+            "option startingOffsetsByTimestampStrategy needs startingTimestamp or startingOffsetsByTimestamp"
+        )
+    try:
+        return TimestampStrategy(raw.strip().lower())
+    except ValueError as exc:
+        raise ConfigError(
+            f"option startingOffsetsByTimestampStrategy={raw!r} must be error or latest"
+        ) from exc
+
+
+def _check_start_before_end(start: OffsetSpec | None, end: OffsetSpec | None) -> None:
+    if start is None or end is None:
+        return
+    for topic, brokers in start.offsets.items():
+        for broker, queues in brokers.items():
+            for queue_id, first in queues.items():
+                stop = end.offsets.get(topic, {}).get(broker, {}).get(queue_id)
+                if first >= 0 and stop is not None and stop >= 0 and first > stop:
+                    raise ConfigError(
+                        f"options startingOffsets and endingOffsets contradict each other: topic {topic!r} "
+                        f"queue {queue_id} starts at {first}, after its end {stop}"
+                    )
+
+
 def _parse_start(opts: dict[str, str], streaming: bool) -> tuple[StartKind, OffsetSpec | None, int | None]:
-    if "startingtimestamp" in opts:
-        if "startingoffsets" in opts:
-            raise ConfigError("options startingOffsets and startingTimestamp contradict each other; give one")
-        timestamp_ms = _int_value("startingTimestamp", opts["startingtimestamp"])
-        if timestamp_ms < 0:
-            raise ConfigError(f"option startingTimestamp={timestamp_ms} must be >= 0 (ms since the epoch)")
+    timestamp_ms = _timestamp(opts, "startingTimestamp")
+    if timestamp_ms is not None:
         return StartKind.TIMESTAMP, None, timestamp_ms
+    if "startingoffsetsbytimestamp" in opts:
+        return StartKind.TIMESTAMP, None, None
     raw = opts.get("startingoffsets", "latest" if streaming else "earliest").strip()
     if raw.lower() == "earliest":
         return StartKind.EARLIEST, None, None
@@ -411,6 +543,16 @@ def _positive_int(opts: dict[str, str], name: str) -> int | None:
     value = _int_value(name, raw)
     if value <= 0:
         raise ConfigError(f"option {name}={value} must be > 0")
+    return value
+
+
+def _non_negative_int(opts: dict[str, str], name: str, default: int) -> int:
+    raw = opts.get(name.lower())
+    if raw is None or not raw.strip():
+        return default
+    value = _int_value(name, raw)
+    if value < 0:
+        raise ConfigError(f"option {name}={value} must be >= 0")
     return value
 
 

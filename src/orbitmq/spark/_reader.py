@@ -7,8 +7,9 @@ and the streaming reader's planning methods run in a long-lived source-runner pr
 * a :class:`QueueRange` partition carries everything a task needs (queue, offset range,
   nameserver, tag expression); tasks never consult driver state;
 * client connections are opened lazily and never pickled (``__getstate__`` drops them);
-* one Spark partition reads one queue's ``[start_offset, end_offset)``. Filtering by tag
-  happens inside that range, so a replayed range yields exactly the same rows.
+* one Spark partition reads one queue's ``[start_offset, end_offset)`` (``minPartitions`` and
+  ``maxRecordsPerPartition`` split a queue's range into several). Filtering by tag happens
+  inside that range, so a replayed range yields exactly the same rows.
 
 Streaming positions are dicts in the canonical shape of :mod:`orbitmq.spark._offsets`. The
 first position is resolved by :meth:`OrbitStreamReader.initialOffset`, which Spark calls again
@@ -19,12 +20,13 @@ and read back on the next call (see docs/spark.md, "Starting position").
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -35,7 +37,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from orbitmq.errors import ClientError
+from orbitmq.errors import ClientError, OrbitError
 from orbitmq.model.message import MessageQueue
 from orbitmq.protocol.tags import TagFilter
 from orbitmq.spark._client import AdminPort, ClientFactory, OrbitClientFactory, QueueBounds
@@ -46,15 +48,25 @@ from orbitmq.spark._offsets import (
     backlog,
     cap_to_limit,
     from_offset_json,
+    offsets_behind,
     resolve_end,
     resolve_offset,
     spec_value,
+    split_ranges,
     to_offset_json,
 )
-from orbitmq.spark._options import NO_SECURITY, ClientSecurity, ReadOptions, SelectKind, StartKind
+from orbitmq.spark._options import (
+    NO_SECURITY,
+    ClientSecurity,
+    ReadOptions,
+    SelectKind,
+    StartKind,
+    TimestampStrategy,
+)
 from orbitmq.spark._schema import ColumnBuilder
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 ARROW_BATCH_ROWS = 4096
 """Rows per Arrow batch a task yields (a batch is flushed after the pull that reaches it)."""
@@ -70,7 +82,7 @@ def is_system_topic(topic: str) -> bool:
 
 
 def _is_placeholder(partition: InputPartition) -> bool:
-    """Spark's stand-in when ``partitions()`` planned none (every queue empty): nothing to read."""
+    """Spark's stand-in when ``partitions()`` planned none (nothing to read in any queue)."""
     return type(partition) is InputPartition and partition.value is None
 
 
@@ -143,13 +155,26 @@ class QueuePlanner:
             admin, self._admin = self._admin, None
             admin.close()
 
+    def _retrying(self, what: str, call: Callable[[], _T]) -> _T:
+        """``call()``, retried ``fetchOffset.numRetries`` times on a retriable client error."""
+        opts = self.options
+        for attempt in range(opts.fetch_offset_retries + 1):
+            try:
+                return call()
+            except OrbitError as exc:
+                if not exc.retriable or attempt == opts.fetch_offset_retries:
+                    raise
+                log.info("orbitmq source: %s failed (%s); retry %d", what, exc, attempt + 1)
+                time.sleep(opts.fetch_offset_retry_interval_ms / 1000)
+        raise AssertionError("unreachable")
+
     def topics(self) -> list[str]:
         selection = self.options.selection
         if selection.kind is SelectKind.TOPICS:
             return list(selection.topics)
         if selection.kind is SelectKind.ASSIGN:
             return sorted(selection.assigned)
-        names = self.admin.list_topics()
+        names = self._retrying("listing topics", lambda: self.admin.list_topics())
         return sorted(t for t in names if not is_system_topic(t) and selection.topic_matches(t))
 
     def bounds(self) -> dict[MessageQueue, QueueBounds]:
@@ -157,23 +182,65 @@ class QueuePlanner:
         selection = self.options.selection
         found: dict[MessageQueue, QueueBounds] = {}
         for topic in self.topics():
-            for mq, status in self.admin.topic_status(topic).items():
+            statuses = self._retrying(
+                f"offsets of {topic}", functools.partial(self.admin.topic_status, topic)
+            )
+            for mq, status in statuses.items():
                 if selection.queue_selected(mq.topic, mq.broker_name, mq.queue_id):
                     found[mq] = status
         return found
 
+    def _search(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._retrying(f"offset search in {mq}", lambda: self.admin.search_offset(mq, timestamp_ms))
+
     def starting_offsets(self, bounds: Mapping[MessageQueue, QueueBounds]) -> QueueOffsets:
-        """Resolve ``startingOffsets`` / ``startingTimestamp`` for every queue in ``bounds``."""
+        """Resolve ``startingOffsets`` / ``startingTimestamp`` / ``startingOffsetsByTimestamp``.
+
+        Raises:
+            ClientError: a queue has no message stored at or after its start time and
+                ``startingOffsetsByTimestampStrategy`` is ``error``; names queue and time.
+        """
         opts = self.options
         start: QueueOffsets = {}
         for mq, status in bounds.items():
             by_time = None
-            if opts.start_kind is StartKind.TIMESTAMP and opts.starting_timestamp_ms is not None:
-                by_time = self.admin.search_offset(mq, opts.starting_timestamp_ms)
+            timestamp_ms = opts.timestamp_for(mq.topic, mq.broker_name, mq.queue_id)
+            if opts.start_kind is StartKind.TIMESTAMP and timestamp_ms is not None:
+                by_time = self._search(mq, timestamp_ms)
+                if by_time >= status.max_offset:  # every message is older (or there is none)
+                    by_time = self._no_message_since(mq, timestamp_ms, status.max_offset)
+            kind = opts.start_kind
+            if kind is StartKind.TIMESTAMP and timestamp_ms is None:
+                kind = StartKind.EARLIEST  # a queue the JSON does not name
             start[mq] = resolve_offset(
-                spec_value(opts, mq), opts.start_kind, status.min_offset, status.max_offset, by_time
+                spec_value(opts, mq), kind, status.min_offset, status.max_offset, by_time
             )
         return start
+
+    def _no_message_since(self, mq: MessageQueue, timestamp_ms: int, max_offset: int) -> int:
+        if self.options.timestamp_strategy is TimestampStrategy.LATEST:
+            return max_offset
+        raise ClientError(
+            f"topic {mq.topic} broker {mq.broker_name} queue {mq.queue_id} has no message stored at or "
+            f"after timestamp {timestamp_ms} (max offset {max_offset}); set "
+            "startingOffsetsByTimestampStrategy=latest to start such queues at their latest offset"
+        )
+
+    def ending_offsets(self, bounds: Mapping[MessageQueue, QueueBounds]) -> QueueOffsets:
+        """Resolve ``endingOffsets`` / ``endingTimestamp`` / ``endingOffsetsByTimestamp`` (batch).
+
+        A time end is the first message stored at or after the time (exclusive), or the
+        queue's latest offset when there is none, as in Spark's Kafka source.
+        """
+        opts = self.options
+        end: QueueOffsets = {}
+        for mq, status in bounds.items():
+            timestamp_ms = opts.end_timestamp_for(mq.topic, mq.broker_name, mq.queue_id)
+            if timestamp_ms is not None:
+                end[mq] = min(self._search(mq, timestamp_ms), status.max_offset)
+            else:
+                end[mq] = resolve_end(opts.ending_offsets, mq, status.max_offset)
+        return end
 
     def ranges(self, start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int]) -> list[QueueRange]:
         """Partitions for ``[start, end)``, after checking nothing below ``end`` was deleted.
@@ -193,7 +260,7 @@ class QueuePlanner:
         if not wanted:
             return []
         bounds = self.bounds()
-        parts = []
+        spans = []
         for mq in sorted(wanted, key=lambda q: (q.topic, q.broker_name, q.queue_id)):
             first, stop = wanted[mq]
             status = bounds.get(mq)
@@ -201,8 +268,12 @@ class QueuePlanner:
             if min_offset > first:
                 first = self._on_data_loss(mq, first, stop, min_offset)
             if stop > first:
-                parts.append(self._range(mq, first, stop))
-        return parts
+                spans.append((mq, first, stop))
+        opts = self.options
+        return [
+            self._range(mq, first, stop)
+            for mq, first, stop in split_ranges(spans, opts.min_partitions, opts.max_records_per_partition)
+        ]
 
     def _on_data_loss(self, mq: MessageQueue, first: int, stop: int, min_offset: int) -> int:
         text = (
@@ -234,18 +305,20 @@ class OrbitBatchReader(DataSourceReader):
         try:
             bounds = self.planner.bounds()
             start = self.planner.starting_offsets(bounds)
-            spec = self.planner.options.ending_offsets
-            end = {mq: resolve_end(spec, mq, status.max_offset) for mq, status in bounds.items()}
-            return self.planner.ranges(start, end)
+            return self.planner.ranges(start, self.planner.ending_offsets(bounds))
         finally:
             self.planner.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if _is_placeholder(partition):
-            return iter(())
-        if not isinstance(partition, QueueRange):
-            raise ClientError(f"orbitmq reader got a foreign partition {partition!r}")
-        return read_range(partition, self.planner.factory)
+        return _read_partition(partition, self.planner.factory)
+
+
+def _read_partition(partition: InputPartition, factory: ClientFactory) -> Iterator[pa.RecordBatch]:
+    if _is_placeholder(partition):
+        return iter(())
+    if not isinstance(partition, QueueRange):
+        raise ClientError(f"orbitmq reader got a foreign partition {partition!r}")
+    return read_range(partition, factory)
 
 
 class OrbitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -261,6 +334,7 @@ class OrbitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.planner = QueuePlanner(options, factory or OrbitClientFactory())
         self._target: QueueOffsets | None = None
         self._latest: QueueOffsets = {}
+        self._end: QueueOffsets = {}
         self._published: QueueOffsets = {}
         self._last_trigger_ms = time.monotonic() * 1000
 
@@ -308,10 +382,12 @@ class OrbitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Queues that vanished keep their position; an end never moves backwards.
         end = {mq: max(latest.get(mq, 0), begin.get(mq, 0)) for mq in {*begin, *latest}}
         if self._hold_back(begin, end):
+            self._end = begin
             return to_offset_json(begin)
         if isinstance(limit, ReadMaxRows):
             end = cap_to_limit(begin, end, limit.max_rows)
         self._last_trigger_ms = time.monotonic() * 1000
+        self._end = end
         return to_offset_json(end)
 
     def _hold_back(self, begin: QueueOffsets, end: QueueOffsets) -> bool:
@@ -321,18 +397,23 @@ class OrbitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         waited_ms = time.monotonic() * 1000 - self._last_trigger_ms
         return backlog(begin, end) < min_rows and waited_ms < self.options.max_trigger_delay_ms
 
-    def reportLatestOffset(self) -> OffsetJson | None:
-        return to_offset_json(self._latest) if self._latest else None
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """Shown as ``latestOffset`` in ``StreamingQueryProgress.sources``.
+
+        PySpark 4.3 gives a Python source no way to fill the progress's ``metrics`` map (its
+        JVM stream class does not report source metrics), so the Kafka source's metrics
+        (``minOffsetsBehindLatest``, ``maxOffsetsBehindLatest``, ``avgOffsetsBehindLatest``:
+        the batch's end against each queue's latest offset) travel here, beside ``latest``.
+        """
+        if not self._latest:
+            return None
+        return {"latest": to_offset_json(self._latest), **offsets_behind(self._end, self._latest)}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         return self.planner.ranges(from_offset_json(start), from_offset_json(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if _is_placeholder(partition):
-            return iter(())
-        if not isinstance(partition, QueueRange):
-            raise ClientError(f"orbitmq reader got a foreign partition {partition!r}")
-        return read_range(partition, self.planner.factory)
+        return _read_partition(partition, self.planner.factory)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._publish(from_offset_json(end))

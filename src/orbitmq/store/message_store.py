@@ -99,6 +99,9 @@ class MessageStore:
         self._lock = threading.Lock()
         self._open = False
         self._puts_refused: str | None = None
+        # Reads never return a record ending past this commit-log offset (None: no limit). The
+        # broker of a replicated group sets its confirm offset here (controller mode).
+        self.read_limit: int | None = None
         self._commit_log = CommitLog(config.commit_log_dir, config.commit_log_segment_bytes)
         self._queues = ConsumeQueueTable(
             config.consume_queue_dir,
@@ -383,6 +386,7 @@ class MessageStore:
                 max_total_bytes,
                 tag_filter,
                 record_filter,
+                self.read_limit,
             )
             return result
 
@@ -557,6 +561,42 @@ class MessageStore:
                 listener(topic, queue_id, max_offset)
         status = AppendStatus.CORRUPT if found.problem else AppendStatus.APPENDED
         return AppendResult(status, found.whole_bytes, found.problem)
+
+    def truncate_to(self, commit_log_offset: int) -> int:
+        """Cut the log, its ConsumeQueues and its index back to ``commit_log_offset``.
+
+        A replica whose log diverged from its new master's (it was master once, with bytes
+        nobody acknowledged) drops its tail before it copies again. Crash-safe: the log's tail
+        is zeroed and fsynced first, so a crash at any point leaves a log that ends at the cut
+        or (recovery's torn-tail path) before nothing else; ConsumeQueue entries past the cut
+        are dropped as recovery drops them. Returns the bytes dropped (0: nothing past the cut).
+        """
+        with self._queues.flush_lock, self._lock:
+            self._require_open()
+            log = self._commit_log
+            end = log.max_offset
+            if commit_log_offset >= end:
+                return 0
+            if commit_log_offset < log.min_offset:
+                commit_log_offset = log.min_offset
+            log.truncate_after(commit_log_offset)
+            for queue in self._queues.loaded():
+                queue.truncate_past(commit_log_offset)
+            # Queues not loaded yet load bounded by the log's end as of now.
+            self._queues.known_bounds = {}
+            if self._recovered_end_offset is not None:
+                self._recovered_end_offset = min(self._recovered_end_offset, commit_log_offset)
+            if self._index is not None:
+                self._index.truncate_after(commit_log_offset)
+            self._dispatched_offset = min(self._dispatched_offset, commit_log_offset)
+        self.flush_consume_queues(thorough=True)
+        _log.warning(
+            "log truncated from %d back to %d (%d bytes dropped)",
+            end,
+            commit_log_offset,
+            end - commit_log_offset,
+        )
+        return end - commit_log_offset
 
     def refuse_puts(self, reason: str | None) -> None:
         """Refuse every put with SERVICE_NOT_AVAILABLE and ``reason`` (a slave); None accepts again.

@@ -18,13 +18,17 @@ def collect_records(
     max_total_bytes: int,
     tag_filter: Callable[[int], bool] | None,
     record_filter: Callable[[bytes], bool] | None = None,
+    read_limit: int | None = None,
 ) -> None:
     """Fill ``result`` with the records that consume-queue ``entries`` point at (store lock held).
 
     Stops at ``max_msg_nums`` records or before passing ``max_total_bytes`` (the first record
     always fits); entries below the commit-log minimum count as removed, ``tag_filter``
     sees each entry's tags code, and ``record_filter`` each record that passed it (a property
-    filter: the records it refuses are skipped like the tag filter's).
+    filter: the records it refuses are skipped like the tag filter's). A record that does not
+    end at or before ``read_limit`` (a confirm offset: bytes a failover could still discard)
+    stops the read before it; a read stopped there with nothing found is ``OFFSET_OVERFLOW_ONE``
+    at ``queue_offset`` (nothing new yet).
     """
     commit_log_min = commit_log.min_offset
     buffers, queue_offsets, commit_log_offsets = (
@@ -36,6 +40,13 @@ def collect_records(
     total_bytes = 0
     for commit_log_offset, size, tags in ENTRY.iter_unpack(entries):
         if len(buffers) >= max_msg_nums or (buffers and total_bytes + size > max_total_bytes):
+            break
+        if read_limit is not None and commit_log_offset + size > read_limit and size > 0:
+            if not buffers and not scanned:
+                result.status = GetStatus.OFFSET_OVERFLOW_ONE
+                result.next_begin_offset = queue_offset
+                result.gated = True
+                return
             break
         scanned += 1
         if commit_log_offset < commit_log_min or size <= 0:

@@ -80,6 +80,7 @@ class GetResult:
     buffers: list[bytes | memoryview] = field(default_factory=list)
     queue_offsets: list[int] = field(default_factory=list)
     commit_log_offsets: list[int] = field(default_factory=list)
+    gated: bool = False  # stopped at the store's read limit (a confirm offset) with nothing found
 
     @property
     def message_count(self) -> int:

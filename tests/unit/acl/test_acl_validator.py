@@ -135,6 +135,12 @@ def heartbeat(group: str, topic: str) -> bytes:
             signed(370, {"topic": "TopicSub", "producerGroup": "PG", "recallHandle": "h"}),
             "No permission for topic:TopicSub",
         ),
+        (signed(40001, {"topic": "TopicPub", "producerGroup": "PG", "writeId": "w", "batchId": "0"}), None),
+        (
+            signed(40001, {"topic": "TopicSub", "producerGroup": "PG", "writeId": "w", "batchId": "0"}),
+            "No permission for topic:TopicSub",
+        ),
+        (signed(40002, {"writeId": "w", "batchId": "0"}, b'{"chunks": [0], "remote": {}}'), None),
         (signed(14, {"topic": "TopicDeny", "consumerGroup": "GroupX", "queueId": "0"}), None),
         (
             signed(17, {"topic": "NewTopic"}),

@@ -109,11 +109,12 @@ def test_broker_config_ha_port_defaults_to_listen_port_plus_one() -> None:
 @pytest.mark.parametrize(
     ("line", "words"),
     [
-        ("enableControllerMode=true", "controller is not implemented"),
+        ("enableControllerMode=true", "needs controllerAddr"),
         ("enableDLegerCommitLog=true", "DLedger"),
         ("enableSlaveActingMaster=true", "slave-acting-master"),
-        ("inSyncReplicas=2", "quorum replication is not implemented"),
-        ("allAckInSyncStateSet=false", "quorum replication is not implemented"),
+        ("inSyncReplicas=2", "needs enableControllerMode=true"),
+        ("allAckInSyncStateSet=false", "needs enableControllerMode=true"),
+        ("totalReplicas=3", "slave-acting-master"),
     ],
 )
 def test_load_broker_config_refuses_replication_modes_it_lacks(tmp_path: Path, line: str, words: str) -> None:
@@ -125,10 +126,23 @@ def test_load_broker_config_refuses_replication_modes_it_lacks(tmp_path: Path, l
 def test_load_broker_config_mode_switched_off_only_warns(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    conf = _write(tmp_path / "broker.conf", f"storePathRootDir={tmp_path}\nenableControllerMode=false\n")
+    conf = _write(tmp_path / "broker.conf", f"storePathRootDir={tmp_path}\nenableDLegerCommitLog=false\n")
     with caplog.at_level(logging.WARNING):
         load_broker_config(conf)
-    assert "enableControllerMode" in caplog.text
+    assert "enableDLegerCommitLog" in caplog.text
+
+
+def test_load_broker_config_reads_controller_mode(tmp_path: Path) -> None:
+    conf = _write(
+        tmp_path / "broker.conf",
+        f"storePathRootDir={tmp_path}\nenableControllerMode=true\ncontrollerAddr=127.0.0.1:1;127.0.0.1:2\n"
+        "allAckInSyncStateSet=true\nminInSyncReplicas=2\nbrokerRole=SLAVE\nbrokerId=-1\n",
+    )
+    broker, _ = load_broker_config(conf)
+    assert broker.enable_controller_mode and broker.all_ack_in_sync_state_set
+    assert broker.controller_addr == ("127.0.0.1:1", "127.0.0.1:2")
+    assert broker.min_in_sync_replicas == 2
+    assert broker.master_lease_ms < broker.controller_heartbeat_timeout_ms
 
 
 def test_load_broker_config_reads_every_role(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from orbitmq.client.staging import CommitResult, StagedChunk
+from orbitmq.errors import RequestTimeoutError
 from orbitmq.model.message import Message, MessageConst, MessageExt, MessageQueue
 from orbitmq.protocol.message_codec import encode_stored_message
 from orbitmq.protocol.tags import TagFilter, tags_code
@@ -36,6 +38,9 @@ class FakeBroker:
     group_offsets: dict[tuple[str, MessageQueue], int] = field(default_factory=dict)
     sent: list[tuple[str, Message, str | None]] = field(default_factory=list)
     admin_calls: int = 0
+    failures_left: int = 0  # admin calls that fail with a request timeout before any succeeds
+    staged: list[tuple[str, int, StagedChunk, list[Message]]] = field(default_factory=list)
+    committed: dict[tuple[str, int], list[StagedChunk]] = field(default_factory=dict)
 
     def add_topic(self, topic: str, brokers: Sequence[str] = ("broker-a",), queues: int = 4) -> None:
         for broker in brokers:
@@ -72,6 +77,9 @@ class FakeAdmin:
 
     def topic_status(self, topic: str) -> dict[MessageQueue, FakeStatus]:
         self.broker.admin_calls += 1
+        if self.broker.failures_left > 0:
+            self.broker.failures_left -= 1
+            raise RequestTimeoutError(f"topic_status({topic}) timed out")
         return {
             mq: FakeStatus(self.broker.min_offsets.get(mq, 0), len(msgs))
             for mq, msgs in self.broker.queues.items()
@@ -148,6 +156,30 @@ class FakePuller:
 class FakeProducer:
     def __init__(self, broker: FakeBroker) -> None:
         self.broker = broker
+
+    def stage(
+        self, messages: Sequence[Message], write_id: str, batch_id: int, *, queue: MessageQueue | None = None
+    ) -> list[StagedChunk]:
+        chunk = StagedChunk(
+            "broker-a",
+            len(self.broker.staged),
+            messages[0].topic,
+            queue.queue_id if queue else -1,
+            len(messages),
+        )
+        self.broker.staged.append((write_id, batch_id, chunk, list(messages)))
+        return [chunk]
+
+    def queue_for_key(self, topic: str, sharding_key: str) -> MessageQueue:
+        return MessageQueue(topic, "broker-a", len(sharding_key) % 4)
+
+    def commit(
+        self, write_id: str, batch_id: int, chunks: Sequence[StagedChunk], timeout_ms: int = 0
+    ) -> CommitResult:
+        already = (write_id, batch_id) in self.broker.committed
+        if not already:
+            self.broker.committed[(write_id, batch_id)] = list(chunks)
+        return CommitResult(already, 1)
 
     def send_batch(self, msgs: Sequence[Message]) -> Any:
         if len({m.topic for m in msgs}) != 1:

@@ -13,8 +13,10 @@ from orbitmq.spark._offsets import (
     backlog,
     cap_to_limit,
     from_offset_json,
+    offsets_behind,
     resolve_end,
     resolve_offset,
+    split_ranges,
     to_offset_json,
 )
 from orbitmq.spark._options import StartKind, parse_offset_spec
@@ -85,3 +87,37 @@ def test_cap_to_limit_is_deterministic_for_tiny_budgets() -> None:
     ends = {json.dumps(to_offset_json(cap_to_limit(start, latest, 3))) for _ in range(3)}
     assert len(ends) == 1
     assert backlog(start, cap_to_limit(start, latest, 3)) == 3
+
+
+def test_split_ranges_caps_records_per_partition_and_covers_each_range() -> None:
+    spans = [(_mq("A", 0), 0, 10), (_mq("A", 1), 5, 5), (_mq("A", 2), 3, 6)]
+    pieces = split_ranges(spans, None, 4)
+    assert pieces == [
+        (_mq("A", 0), 0, 3), (_mq("A", 0), 3, 6), (_mq("A", 0), 6, 10), (_mq("A", 2), 3, 6),
+    ]  # fmt: skip
+    assert split_ranges(spans, None, None) == [spans[0], spans[2]]
+
+
+def test_split_ranges_min_partitions_splits_big_ranges_more() -> None:
+    spans = [(_mq("A", 0), 0, 900), (_mq("A", 1), 0, 100)]
+    pieces = split_ranges(spans, 10, None)
+    assert len([p for p in pieces if p[0].queue_id == 0]) == 9
+    assert len([p for p in pieces if p[0].queue_id == 1]) == 1
+    for queue_id, stop in ((0, 900), (1, 100)):
+        mine = [p for p in pieces if p[0].queue_id == queue_id]
+        assert mine[0][1] == 0 and mine[-1][2] == stop
+        assert all(a[2] == b[1] for a, b in zip(mine, mine[1:], strict=False))
+    # Already enough ranges: left alone; tiny ranges never give empty pieces.
+    assert split_ranges(spans, 2, None) == spans
+    assert split_ranges([(_mq("A", 0), 0, 2)], 8, None) == [(_mq("A", 0), 0, 1), (_mq("A", 0), 1, 2)]
+
+
+def test_offsets_behind_latest_metrics() -> None:
+    latest = {_mq("A", 0): 10, _mq("A", 1): 4, _mq("A", 2): 7}
+    end = {_mq("A", 0): 6, _mq("A", 1): 4}
+    assert offsets_behind(end, latest) == {
+        "minOffsetsBehindLatest": "0",
+        "maxOffsetsBehindLatest": "7",
+        "avgOffsetsBehindLatest": str(11 / 3),
+    }
+    assert offsets_behind({}, {}) == {}

@@ -8,6 +8,7 @@ from orbitmq.errors import ConfigError
 from orbitmq.spark._options import (
     SelectKind,
     StartKind,
+    TimestampStrategy,
     parse_offset_spec,
     parse_read_options,
     parse_write_options,
@@ -44,6 +45,24 @@ def test_read_options_keys_are_case_insensitive_and_lists_split() -> None:
         ({"topic": "A", "namesrvAddr": "nohost"}, "namesrvAddr"),
         ({"topic": "A", "startingOffsets": "{bad"}, "startingOffsets"),
         ({"topic": "A", "startingOffsets": "latest", "startingTimestamp": "5"}, "startingTimestamp"),
+        (
+            {"topic": "A", "startingOffsets": "latest", "startingOffsetsByTimestamp": '{"A": {"0": 5}}'},
+            "startingOffsets and startingOffsetsByTimestamp",
+        ),
+        (
+            {"topic": "A", "startingTimestamp": "5", "startingOffsetsByTimestamp": '{"A": {"0": 5}}'},
+            "startingTimestamp and startingOffsetsByTimestamp",
+        ),
+        ({"topic": "A", "startingOffsetsByTimestamp": '{"A": {"0": -1}}'}, "startingOffsetsByTimestamp"),
+        ({"topic": "A", "startingOffsetsByTimestampStrategy": "latest"}, "needs startingTimestamp"),
+        (
+            {"topic": "A", "startingTimestamp": "5", "startingOffsetsByTimestampStrategy": "skip"},
+            "startingOffsetsByTimestampStrategy='skip'",
+        ),
+        ({"topic": "A", "minPartitions": "0"}, "minPartitions"),
+        ({"topic": "A", "maxRecordsPerPartition": "-3"}, "maxRecordsPerPartition"),
+        ({"topic": "A", "fetchOffset.numRetries": "-1"}, "fetchOffset.numRetries"),
+        ({"topic": "A", "endingTimestamp": "5"}, "endingtimestamp applies to batch reads only"),
         ({"topic": "A", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
         ({"topic": "A", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"}, "minOffsetsPerTrigger"),
         ({"topic": "A", "maxTriggerDelay": "5s"}, "maxTriggerDelay"),
@@ -112,6 +131,83 @@ def test_write_options_validate_topic_and_unknown_keys() -> None:
         parse_write_options({**NS, "subExpression": "a"})
     with pytest.raises(ConfigError, match="one topic"):
         parse_write_options({**NS, "topic": "A,B"})
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"endingOffsets": "latest", "endingTimestamp": "5"}, "endingOffsets and endingTimestamp"),
+        (
+            {"endingTimestamp": "5", "endingOffsetsByTimestamp": '{"A": {"0": 5}}'},
+            "endingTimestamp and endingOffsetsByTimestamp",
+        ),
+        (
+            {"endingOffsets": '{"A": {"0": 5}}', "endingOffsetsByTimestamp": '{"A": {"0": 5}}'},
+            "endingOffsets and endingOffsetsByTimestamp",
+        ),
+        (
+            {"startingOffsets": '{"A": {"0": 9}}', "endingOffsets": '{"A": {"0": 5}}'},
+            "startingOffsets and endingOffsets contradict each other: topic 'A' queue 0 starts at 9",
+        ),
+        ({"endingTimestamp": "soon"}, "endingTimestamp"),
+        ({"maxOffsetsPerTrigger": "5"}, "maxoffsetspertrigger applies to streaming reads only"),
+    ],
+)
+def test_batch_read_options_reject_each_contradiction_naming_both(
+    options: dict[str, str], named: str
+) -> None:
+    with pytest.raises(ConfigError, match=named):
+        parse_read_options({**NS, "topic": "A", **options}, streaming=False)
+
+
+def test_timestamp_options_parse_per_queue_and_global() -> None:
+    by_queue = parse_read_options(
+        {
+            **NS,
+            "topic": "A",
+            "startingOffsetsByTimestamp": '{"A": {"0": 1000, "2": 3000}}',
+            "startingOffsetsByTimestampStrategy": "LATEST",
+            "endingOffsetsByTimestamp": '{"A": {"b1": {"0": 5000}}}',
+        },
+        streaming=False,
+    )
+    assert by_queue.start_kind is StartKind.TIMESTAMP
+    assert by_queue.timestamp_strategy is TimestampStrategy.LATEST
+    assert [by_queue.timestamp_for("A", "b1", q) for q in range(3)] == [1000, None, 3000]
+    assert (
+        by_queue.end_timestamp_for("A", "b1", 0) == 5000 and by_queue.end_timestamp_for("A", "b2", 0) is None
+    )
+    everywhere = parse_read_options(
+        {**NS, "topic": "A", "startingTimestamp": "7", "endingTimestamp": "9"}, streaming=False
+    )
+    assert everywhere.timestamp_strategy is TimestampStrategy.ERROR
+    assert everywhere.timestamp_for("A", "b", 4) == 7 and everywhere.end_timestamp_for("B", "c", 1) == 9
+
+
+def test_partitioning_and_retry_options_parse() -> None:
+    opts = parse_read_options(
+        {
+            **NS,
+            "topic": "A",
+            "minPartitions": "12",
+            "maxRecordsPerPartition": "500",
+            "fetchOffset.numRetries": "0",
+            "fetchOffset.retryIntervalMs": "250",
+        },
+        streaming=True,
+    )
+    assert (opts.min_partitions, opts.max_records_per_partition) == (12, 500)
+    assert (opts.fetch_offset_retries, opts.fetch_offset_retry_interval_ms) == (0, 250)
+    defaults = parse_read_options({**NS, "topic": "A"}, streaming=True)
+    assert (defaults.min_partitions, defaults.max_records_per_partition) == (None, None)
+    assert (defaults.fetch_offset_retries, defaults.fetch_offset_retry_interval_ms) == (3, 10)
+
+
+def test_write_options_exactly_once_flag() -> None:
+    assert parse_write_options({**NS, "topic": "Out"}).exactly_once is False
+    assert parse_write_options({**NS, "topic": "Out", "exactlyOnce": "TRUE"}).exactly_once is True
+    with pytest.raises(ConfigError, match="exactlyOnce"):
+        parse_write_options({**NS, "topic": "Out", "exactlyOnce": "yes"})
 
 
 def test_spark_options_credentials_and_tls_never_show_the_secret() -> None:

@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from orbitmq.errors import ClientError, RequestTimeoutError
 from orbitmq.model.message import MessageQueue
 from orbitmq.spark._offsets import DataLossError, from_offset_json
 from orbitmq.spark._options import parse_read_options
@@ -29,6 +30,12 @@ def _mq(queue_id: int, topic: str = "Orders") -> MessageQueue:
 def _stream(factory: FakeFactory, **options: str) -> OrbitStreamReader:
     return OrbitStreamReader(
         parse_read_options({**NS, "topic": "Orders", **options}, streaming=True), factory
+    )
+
+
+def _batch(factory: FakeFactory, **options: str) -> OrbitBatchReader:
+    return OrbitBatchReader(
+        parse_read_options({**NS, "topic": "Orders", **options}, streaming=False), factory
     )
 
 
@@ -191,3 +198,64 @@ def test_topic_pattern_skips_system_topics_and_finds_new_topics(
     end = reader.latestOffset(start, ReadAllAvailable())
     parts = reader.partitions(start, end)
     assert [(p.topic, p.start_offset, p.end_offset) for p in parts] == [("Payments", 0, 3)]
+
+
+def test_batch_reader_starts_by_timestamp_and_fails_or_skips_queues_without_a_match(
+    broker: FakeBroker, factory: FakeFactory
+) -> None:
+    _fill(broker, 10)  # store times 1001..1010 on every queue
+    by_queue = json.dumps({"Orders": {"0": 1005, "1": 5000}})
+    with pytest.raises(ClientError, match="queue 1 has no message stored at or after timestamp 5000"):
+        _batch(factory, startingOffsetsByTimestamp=by_queue).partitions()
+    parts = _batch(factory, startingOffsetsByTimestamp=by_queue, startingOffsetsByTimestampStrategy="latest")
+    ranges = {p.queue_id: (p.start_offset, p.end_offset) for p in parts.partitions()}
+    # queue 0 from the match, queue 1 at latest (nothing), queues 2 and 3 not named: earliest.
+    assert ranges == {0: (4, 10), 2: (0, 10), 3: (0, 10)}
+
+
+def test_batch_reader_ends_by_timestamp(broker: FakeBroker, factory: FakeFactory) -> None:
+    _fill(broker, 10)
+    ranges = {
+        p.queue_id: (p.start_offset, p.end_offset)
+        for p in _batch(factory, endingTimestamp="1004").partitions()
+    }
+    assert ranges == {q: (0, 3) for q in range(4)}
+    per_queue = _batch(factory, endingOffsetsByTimestamp=json.dumps({"Orders": {"1": 1002, "2": 99_999}}))
+    ranges = {p.queue_id: (p.start_offset, p.end_offset) for p in per_queue.partitions()}
+    assert ranges == {0: (0, 10), 1: (0, 1), 2: (0, 10), 3: (0, 10)}
+
+
+def test_batch_reader_splits_queues_into_partitions(broker: FakeBroker, factory: FakeFactory) -> None:
+    _fill(broker, 10)
+    reader = _batch(factory, maxRecordsPerPartition="4")
+    parts = reader.partitions()
+    assert len(parts) == 12 and max(p.end_offset - p.start_offset for p in parts) == 4
+    assert sorted(r["queue_offset"] for r in _rows(reader, parts)) == sorted(list(range(10)) * 4)
+    assert len(_batch(factory, minPartitions="10").partitions()) == 12  # 4 queues, ~2.5 pieces each
+
+
+def test_planner_retries_offset_lookups_on_retriable_faults(broker: FakeBroker, factory: FakeFactory) -> None:
+    _fill(broker, 3)
+    broker.failures_left = 2  # the next two admin calls fail with a request timeout
+    assert (
+        len(
+            _batch(
+                factory, **{"fetchOffset.numRetries": "2", "fetchOffset.retryIntervalMs": "1"}
+            ).partitions()
+        )
+        == 4
+    )
+    broker.failures_left = 1
+    with pytest.raises(RequestTimeoutError):
+        _batch(factory, **{"fetchOffset.numRetries": "0"}).partitions()
+
+
+def test_stream_reports_latest_offset_and_offsets_behind(broker: FakeBroker, factory: FakeFactory) -> None:
+    _fill(broker, 10)
+    reader = _stream(factory, startingOffsets="earliest", maxOffsetsPerTrigger="8")
+    end = reader.latestOffset(reader.initialOffset(), ReadMaxRows(8))
+    report = reader.reportLatestOffset()
+    assert report is not None and report["latest"] == {"Orders": {"broker-a": {str(q): 10 for q in range(4)}}}
+    assert sum(from_offset_json(end).values()) == 8
+    assert (report["minOffsetsBehindLatest"], report["maxOffsetsBehindLatest"]) == ("8", "8")
+    assert report["avgOffsetsBehindLatest"] == "8.0"

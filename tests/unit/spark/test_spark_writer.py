@@ -9,7 +9,17 @@ import pytest
 
 from orbitmq.errors import ClientError
 from orbitmq.spark._options import parse_write_options
-from orbitmq.spark._writer import OrbitBatchWriter, RowSender, RowSource, SentMessages, build_message, row_key
+from orbitmq.spark._writer import (
+    OrbitBatchWriter,
+    OrbitStreamWriter,
+    RowSender,
+    RowSource,
+    RowStager,
+    SentMessages,
+    StagedMessages,
+    build_message,
+    row_key,
+)
 
 if TYPE_CHECKING:
     from tests.unit.spark.conftest import FakeBroker, FakeFactory
@@ -78,3 +88,40 @@ def test_batch_writer_uses_one_write_id_outside_a_task(broker: FakeBroker, facto
     writer = OrbitBatchWriter(parse_write_options({**NS, "topic": "Out"}), factory)
     result = writer.write(iter([_batch(body=[b"z"])]))
     assert result.messages_sent == 1 and result.first_row_key == f"{writer.write_id}-0-0-0"
+
+
+def test_row_stager_stages_chunks_per_topic_and_key_queue_in_order(
+    broker: FakeBroker, factory: FakeFactory
+) -> None:
+    options = parse_write_options({**NS, "topic": "Out", "writeBatchSize": "2", "exactlyOnce": "true"})
+    rows = _batch(body=["a", "b", "c", "d", "e"], sharding_key=[None, "kk", None, "kk", "kk"])
+    result = RowStager(options, factory.producer("g", "ns", 1), RowSource("q", 3, 1)).stage_all(iter([rows]))
+    assert isinstance(result, StagedMessages) and (
+        result.write_id,
+        result.batch_id,
+        result.messages_sent,
+    ) == ("q", 3, 5)
+    assert broker.sent == [] and len(result.chunks) == 3
+    staged = [([m.body for m in msgs], chunk.queue_id) for _, _, chunk, msgs in broker.staged]
+    # the "kk" rows go to the key's queue (2) in order; the others round robin (-1 here)
+    assert staged == [([b"a", b"c"], -1), ([b"b", b"d"], 2), ([b"e"], 2)]
+    assert [m.uniq_key for _, _, _, msgs in broker.staged for m in msgs] == [
+        row_key("q", 3, 1, i) for i in (0, 2, 1, 3, 4)
+    ]
+
+
+def test_exactly_once_commit_commits_every_task_once_and_never_on_abort(
+    broker: FakeBroker, factory: FakeFactory
+) -> None:
+    writer = OrbitBatchWriter(parse_write_options({**NS, "topic": "Out", "exactlyOnce": "true"}), factory)
+    messages = [writer.write(iter([_batch(body=[b"x", b"y"])])) for _ in range(2)]
+    writer.abort(messages)
+    assert broker.committed == {}
+    writer.commit(messages)
+    assert list(broker.committed) == [(writer.write_id, 0)]
+    assert len(broker.committed[(writer.write_id, 0)]) == 2
+    stream = OrbitStreamWriter(parse_write_options({**NS, "topic": "Out", "exactlyOnce": "true"}), factory)
+    with pytest.raises(ClientError, match="different batch|come from writes"):
+        stream.commit(messages, 5)  # chunks of batch 0 offered as batch 5
+    stream.commit([], 5)  # no task reported: nothing to commit
+    assert len(broker.committed) == 1

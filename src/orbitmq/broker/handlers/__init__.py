@@ -29,7 +29,9 @@ from orbitmq.transport.server import ServerConnection
 if TYPE_CHECKING:
     from orbitmq.broker.pop import PopService
     from orbitmq.broker.replication import ReplicationService
+    from orbitmq.broker.replication.controlled import ReplicasManager
     from orbitmq.broker.schedule import ScheduleService
+    from orbitmq.broker.staging import StagingService
     from orbitmq.broker.timer import TimerService
     from orbitmq.broker.transaction import TransactionService
     from orbitmq.metrics import Recorder
@@ -76,5 +78,9 @@ class BrokerState:
     """The HA port, and for a slave its HA client and metadata copy (None until startup)."""
     pop: PopService | None = None
     """POP consumption (RocketMQ 5 clients; None until the broker starts its services)."""
+    replicas: ReplicasManager | None = None
+    """Controller mode: the role, lease and SyncStateSet the controller gives (None otherwise)."""
+    staging: StagingService | None = None
+    """Staged writes committed once per (write id, batch id)."""
     recorder: Recorder | None = None
     """Message and request counts for ``/metrics`` (None when metricsExporterType is DISABLE)."""

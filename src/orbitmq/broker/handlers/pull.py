@@ -32,7 +32,9 @@ at the same offset) and ignores the piggy-backed commit offset (the master's cop
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections.abc import Callable
 from functools import cache
 
@@ -57,6 +59,8 @@ FLAG_SUBSCRIPTION = 0x4
 
 PULL_MSG_NUMS_MAX = 32 * 1024
 """Most messages one pull reads (the 256 KiB transfer cap usually stops it first)."""
+_GATED_RECHECK_MS = 20
+"""How often a pull stopped at the confirm offset (controller mode) looks again."""
 
 MAX_TRANSFER_BYTES = 256 * 1024
 
@@ -85,7 +89,7 @@ class PullHandlers:
         moved = self._offset_reset(request, header)
         if moved is not None:
             return moved
-        response = self._read(request, header, message_filter)
+        response, gated = self._read(request, header, message_filter)
         if header.sys_flag & FLAG_SUSPEND and is_long_poll_candidate(ResponseCode(response.code)):
             config = self._state.config
             connection_id = ctx.connection.id
@@ -100,21 +104,28 @@ class PullHandlers:
             hold_ms = (
                 header.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_ms
             )
+            hold_ms = min(max(hold_ms, 0), config.long_polling_suspend_max_ms)
+            started = time.monotonic()
             self._parked[connection_id] = parked + 1
             try:
                 await self._state.long_polling.hold(
-                    header.topic,
-                    header.queue_id,
-                    header.queue_offset,
-                    min(max(hold_ms, 0), config.long_polling_suspend_max_ms),
+                    header.topic, header.queue_id, header.queue_offset, hold_ms
                 )
+                moved = self._offset_reset(request, header)
+                if moved is not None:
+                    return moved
+                response, gated = self._read(request, header, message_filter)
+                # Messages past the confirm offset (controller mode) are stored but not readable
+                # yet: look again shortly instead of sending the consumer straight back.
+                while gated and (time.monotonic() - started) * 1000 + _GATED_RECHECK_MS < hold_ms:
+                    await asyncio.sleep(_GATED_RECHECK_MS / 1000)
+                    response, gated = self._read(request, header, message_filter)
             finally:
                 remaining = self._parked[connection_id] - 1
                 if remaining:
                     self._parked[connection_id] = remaining
                 else:
                     del self._parked[connection_id]
-            response = self._offset_reset(request, header) or self._read(request, header, message_filter)
         if response.code != ResponseCode.SUCCESS:
             self._state.stats.on_get(header.consumer_group, header.topic, 0, 0)
         return response
@@ -246,7 +257,8 @@ class PullHandlers:
 
     def _read(
         self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: MessageFilter
-    ) -> RemotingCommand:
+    ) -> tuple[RemotingCommand, bool]:
+        """The answer, and whether the read stopped at the confirm offset with nothing to give."""
         # A property filter (SQL92) decides on properties alone: its tags-code check passes all.
         by_properties = message_filter.needs_properties
         result = self._state.store.get_messages(
@@ -258,6 +270,7 @@ class PullHandlers:
             None if message_filter.matches_all or by_properties else message_filter.matches_tags_code,
             _record_filter(message_filter) if by_properties else None,
         )
+
         code = pull_response_code(result.status, header.queue_offset)
         suggested = self._suggest(header.consumer_group, result)
         next_begin_offset = result.next_begin_offset
@@ -276,7 +289,7 @@ class PullHandlers:
         if body:
             self._state.stats.on_get(header.consumer_group, header.topic, result.message_count, len(body))
         remark = None if code is ResponseCode.SUCCESS else result.status.name
-        return request.response(code, remark, ext, body)
+        return request.response(code, remark, ext, body), result.gated
 
     def _suggest(self, consumer_group: str, result: GetResult) -> int:
         """suggestWhichBrokerId for this read (see the module docstring)."""

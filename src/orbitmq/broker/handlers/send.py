@@ -128,6 +128,11 @@ class SendHandlers:
 
     def _check_broker_writable(self) -> Rejection | None:
         config = self._state.config
+        replicas = self._state.replicas
+        if replicas is not None:
+            refusal = replicas.write_refusal()
+            if refusal is not None:
+                return Rejection(ResponseCode(refusal[0]), refusal[1])
         if config.broker_role is BrokerRole.SLAVE:
             return Rejection(
                 ResponseCode.SERVICE_NOT_AVAILABLE,
@@ -403,6 +408,10 @@ class SendHandlers:
         ):
             # A slave's status overrides PUT_OK, not a flush timeout (RocketMQ's order).
             status = await replication.wait_replicated(result.commit_log_offsets[0] + result.wrote_bytes)
+        replicas = self._state.replicas
+        if status is PutStatus.PUT_OK and replicas is not None and replicas.write_refusal() is not None:
+            # Deposed (lease lost) while the send waited: stored here, but never acknowledged.
+            status = PutStatus.FLUSH_SLAVE_TIMEOUT
         code, remark = put_response_code(status, result.remark)
         if code not in _STORED_CODES:
             self._state.stats.on_put_failed()

@@ -52,4 +52,14 @@ class SyncHandlers:
         replication = self._state.replication
         if replication is None:
             return request.response(ResponseCode.SYSTEM_ERROR, "replication is not started", {})
-        return request.response(ResponseCode.SUCCESS, None, {}, orjson.dumps(replication.runtime_info()))
+        info = replication.runtime_info()
+        if self._state.replicas is not None:
+            info["controllerMode"] = self._state.replicas.status()
+        return request.response(ResponseCode.SUCCESS, None, {}, orjson.dumps(info))
+
+    async def get_broker_epoch_cache(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_EPOCH_CACHE (1007): epoch entries and max offset (controller mode)."""
+        replicas = self._state.replicas
+        if replicas is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, "this broker is not in controller mode", {})
+        return request.response(ResponseCode.SUCCESS, None, {}, orjson.dumps(replicas.epoch_cache()))

@@ -45,6 +45,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
+_EVERY_OFFSET = (1 << 63) - 1
+
 __all__ = ["LinkState", "ReportOutcome", "SlaveLink", "SlaveLinks", "TransferWaiters", "WaitGroup"]
 
 
@@ -80,6 +82,9 @@ class SlaveLink:
     ack_offset: int = -1  # the slave's max offset as last reported and believed
     last_report_ms: int = 0
     connected_ms: int = 0
+    broker_id: int = -1  # the slave's controller-given id (controller mode's handshake), else -1
+    caught_up_ms: int = 0  # last time it held every byte the master had at its previous report
+    master_max_at_report: int = 0  # the master's max offset when it last reported
 
     @property
     def usable(self) -> bool:
@@ -94,6 +99,9 @@ class SlaveLinks:
         if acks_needed < 1:
             raise ValueError(f"acks_needed {acks_needed} < 1")
         self.acks_needed = acks_needed
+        # Controller mode with allAckInSyncStateSet: the broker ids whose acks a send needs (the
+        # SyncStateSet without the master). None: ``acks_needed`` acks of any slaves.
+        self.required: frozenset[int] | None = None
         self._links: dict[int, SlaveLink] = {}
         self._ids = itertools.count(1)
 
@@ -140,10 +148,26 @@ class SlaveLinks:
             return ReportOutcome.BOGUS
         if offset > link.ack_offset:
             link.ack_offset = offset
+        # Caught up: it holds what the master had one report ago (under load, never all of now).
+        if offset >= min(link.master_max_at_report, master_max):
+            link.caught_up_ms = now_ms
+        link.master_max_at_report = master_max
         return ReportOutcome.ACKED
 
     def acked_offset(self) -> int:
-        """The highest offset that ``acks_needed`` usable slaves have acknowledged (-1: none)."""
+        """The highest offset that ``acks_needed`` usable slaves have acknowledged (-1: none).
+
+        With ``required`` set: the lowest ack among those broker ids (-1 when one has no usable
+        link; every offset when the set is empty: the master alone is the SyncStateSet).
+        """
+        if self.required is not None:
+            if not self.required:
+                return _EVERY_OFFSET
+            best: dict[int, int] = {}
+            for link in self._links.values():
+                if link.usable and link.broker_id in self.required:
+                    best[link.broker_id] = max(best.get(link.broker_id, -1), link.ack_offset)
+            return min(best.values()) if len(best) == len(self.required) else -1
         acks = sorted((link.ack_offset for link in self._links.values() if link.usable), reverse=True)
         if len(acks) < self.acks_needed:
             return -1
@@ -159,8 +183,27 @@ class SlaveLinks:
         Enough usable slaves must be connected, and the acknowledged offset must be within
         ``haSlaveFallbehindMax`` of the send (else SLAVE_NOT_AVAILABLE at once, as in 4.x).
         """
+        if self.required is not None:
+            return True  # every SyncStateSet member is waited for; the set shrinks if one stays away
         acked = self.acked_offset()
         return acked >= 0 and end_offset - acked < fallbehind_max_bytes
+
+    def ack_of(self, broker_id: int) -> int:
+        """The best ack of ``broker_id``'s usable links (-1: none)."""
+        return max(
+            (link.ack_offset for link in self._links.values() if link.usable and link.broker_id == broker_id),
+            default=-1,
+        )
+
+    def caught_up_ms_of(self, broker_id: int) -> int:
+        return max(
+            (
+                link.caught_up_ms
+                for link in self._links.values()
+                if link.usable and link.broker_id == broker_id
+            ),
+            default=0,
+        )
 
 
 @dataclass(slots=True)

@@ -172,3 +172,31 @@ class TransferDecoder:
         if position:
             del buffer[:position]
         return frames
+
+
+# -- controller mode's slave handshake (ha-replication.md §5.7, first frame only) ----------------
+
+HANDSHAKE_BYTES = 16
+_HANDSHAKE = struct.Struct(">ihhq")
+_HANDSHAKE_STATE = 1
+
+
+def encode_handshake(broker_id: int) -> bytes:
+    """The slave's first 16 bytes in controller mode: state 1, two flags (0), its broker id.
+
+    OrbitMQ's controller-mode link uses only this frame of AutoSwitchHA: the epoch list comes
+    over remoting (GET_BROKER_EPOCH_CACHE) and the classic offset reports follow it.
+    """
+    return _HANDSHAKE.pack(_HANDSHAKE_STATE, 0, 0, broker_id)
+
+
+def decode_handshake(data: bytes | bytearray | memoryview) -> int:
+    """The broker id of a 16-byte handshake.
+
+    Raises:
+        RemoteProtocolError: not a handshake (wrong state or a negative id).
+    """
+    state, _, _, broker_id = _HANDSHAKE.unpack_from(data)
+    if state != _HANDSHAKE_STATE or broker_id < 0:
+        raise RemoteProtocolError(f"not a controller-mode handshake (state {state}, broker id {broker_id})")
+    return int(broker_id)

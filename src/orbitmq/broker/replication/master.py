@@ -26,11 +26,17 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.replication.acks import LinkState, ReportOutcome, SlaveLink, SlaveLinks, TransferWaiters
-from orbitmq.broker.replication.codec import OffsetReportDecoder, encode_transfer_header
+from orbitmq.broker.replication.codec import (
+    HANDSHAKE_BYTES,
+    OffsetReportDecoder,
+    decode_handshake,
+    encode_transfer_header,
+)
 from orbitmq.errors import RemoteProtocolError, RemotingError
 from orbitmq.store.message_store import MessageStore, PutStatus
 from orbitmq.transport.stream import ByteStream, StreamServer
@@ -51,6 +57,9 @@ class ReplicationMaster:
         self._waiters = TransferWaiters()
         self._server = StreamServer(config.bind_address, config.ha_port, self._serve)
         self._wakes: dict[int, asyncio.Event] = {}
+        self._streams: dict[int, ByteStream] = {}
+        # Called after every believed acknowledgement (controller mode: the confirm offset moves).
+        self.on_ack: list[Callable[[], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -139,9 +148,17 @@ class ReplicationMaster:
         # Shielded: one send cancelled (its client went away) must not cancel its group's answer.
         return await asyncio.shield(future)
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """Answer every send whose bytes are acknowledged now (also after the SyncStateSet changed)."""
         for group in self._waiters.release(self.links.acked_offset()):
             _resolve(group.token, PutStatus.PUT_OK)
+        for callback in self.on_ack:
+            callback()
+
+    def close_links(self) -> None:
+        """Close every slave connection (this broker stops being master: its slaves move on)."""
+        for stream in list(self._streams.values()):
+            stream.close()
 
     def _arm_timer(self) -> None:
         deadline_ms = self._waiters.next_deadline_ms()
@@ -172,6 +189,7 @@ class ReplicationMaster:
         link = self.links.add(stream.peer_address, _wall_ms())
         wake = asyncio.Event()
         self._wakes[link.link_id] = wake
+        self._streams[link.link_id] = stream
         logger.debug("connection to the HA port from %s", stream.peer_address)
         writer = loop.create_task(self._write_loop(stream, link, wake), name=f"ha-writer-{link.link_id}")
         try:
@@ -188,6 +206,7 @@ class ReplicationMaster:
                 logger.exception("HA writer to %s failed", stream.peer_address)
             self.links.remove(link)
             self._wakes.pop(link.link_id, None)
+            self._streams.pop(link.link_id, None)
         if link.request_offset >= 0 and not reason.startswith(_REFUSED):
             logger.info("slave %s disconnected from the HA port: %s", stream.peer_address, reason)
         else:
@@ -202,6 +221,7 @@ class ReplicationMaster:
         """Apply the slave's reports until the link must end; returns why it ended."""
         decoder = OffsetReportDecoder()
         timeout_s = self._config.ha_housekeeping_interval_ms / 1000
+        handshake = bytearray() if self._config.enable_controller_mode else None
         while True:
             if writer.done():
                 return "the writer stopped"
@@ -213,6 +233,17 @@ class ReplicationMaster:
                 return str(exc)
             if not data:
                 return "connection closed by the slave"
+            if handshake is not None:
+                # Controller mode: the slave names its broker id first.
+                handshake += data
+                if len(handshake) < HANDSHAKE_BYTES:
+                    continue
+                try:
+                    link.broker_id = decode_handshake(handshake[:HANDSHAKE_BYTES])
+                except RemoteProtocolError as exc:
+                    return _REFUSED + str(exc)
+                data = bytes(handshake[HANDSHAKE_BYTES:])
+                handshake = None
             try:
                 reports = decoder.feed(data)
             except RemoteProtocolError as exc:
@@ -232,7 +263,7 @@ class ReplicationMaster:
     def _apply(self, link: SlaveLink, outcome: ReportOutcome, offset: int, wake: asyncio.Event) -> str | None:
         """Act on one report; a returned text ends the link."""
         if outcome is ReportOutcome.ACKED:
-            self._release()
+            self.release()
             return None
         if outcome is ReportOutcome.STARTED:
             logger.info(
@@ -334,6 +365,7 @@ class ReplicationMaster:
                     "transferFromWhere": link.sent_offset,
                     "lagMs": lag_ms if link.usable else -1,
                     "state": link.state.value,
+                    "brokerId": link.broker_id,
                 }
             )
         return {

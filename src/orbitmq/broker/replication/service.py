@@ -11,6 +11,11 @@ SLAVE          the HA port too (a slave of a slave may stream from it), the HA c
 
 The registration service hands every name server answer to :meth:`on_registered`: a slave
 learns its master's HA address and remoting address there (unless ``haMasterAddress`` is set).
+
+In controller mode (``controlled.py``) the role changes at run time: :meth:`follow` starts the
+HA client and the metadata copy toward the master the controller named, :meth:`lead` stops
+them; the HA port serves throughout. The name servers' answers are then ignored: the
+controller, not the route, says who the master is.
 """
 
 from __future__ import annotations
@@ -39,9 +44,11 @@ class ReplicationService:
         self.role = config.broker_role
         self.master = ReplicationMaster(config, store)
         store.add_arrival_listener(self.master.on_arrival)
+        self._store = store
         self.slave: ReplicationSlave | None = None
         self.metadata: MetadataSync | None = None
-        if self.role is BrokerRole.SLAVE:
+        self.controlled = config.enable_controller_mode
+        if self.role is BrokerRole.SLAVE and not self.controlled:
             self.slave = ReplicationSlave(config, store)
         self._host = ""
 
@@ -74,18 +81,53 @@ class ReplicationService:
         (the master may have ACL on) and speaks TLS as the broker's settings say.
         """
         self._host = host
-        if self.is_slave:
+        if self.is_slave or self.controlled:
             self.metadata = MetadataSync(state, config_dir, write_file, client)
             state.store.add_arrival_listener(self.metadata.on_arrival)
 
     async def start(self) -> None:
         await self.master.start()
+        if self.controlled:
+            # The controller decides the rest (follow / lead); the metadata copy runs paused
+            # (no master address) until this broker follows a master.
+            if self.metadata is not None:
+                await self.metadata.start()
+            return
         if self.slave is not None:
             await self.slave.start()
         if self.metadata is not None:
             await self.metadata.start()
 
+    async def follow(self, broker_id: int, master_ha_address: str, master_addr: str) -> None:
+        """Controller mode: become a slave of the given master (after :meth:`lead` or another follow)."""
+        await self.unfollow()
+        self.role = BrokerRole.SLAVE
+        self.slave = ReplicationSlave(self.config, self._store, broker_id)
+        self.slave.set_master_address(master_ha_address)
+        await self.slave.start()
+        if self.metadata is not None:
+            self.metadata.set_master_addr(master_addr)
+
+    async def unfollow(self) -> None:
+        """Controller mode: stop copying from any master."""
+        if self.metadata is not None:
+            self.metadata.set_master_addr(None)
+        if self.slave is not None:
+            await self.slave.stop()
+            self.slave = None
+
+    async def lead(self, role: BrokerRole) -> None:
+        """Controller mode: become the master (the HA port already serves)."""
+        await self.unfollow()
+        self.role = role
+
     async def stop(self) -> None:
+        if self.controlled:
+            await self.unfollow()
+            if self.metadata is not None:
+                await self.metadata.stop()
+            await self.master.stop()
+            return
         if self.metadata is not None:
             await self.metadata.stop()
         if self.slave is not None:
@@ -94,6 +136,8 @@ class ReplicationService:
 
     def on_registered(self, ha_server_addr: str | None, master_addr: str | None) -> None:
         """A name server's answer to REGISTER_BROKER (both None: no live master known there)."""
+        if self.controlled:
+            return
         if self.slave is not None:
             # A live link is kept; a dead master's address stays for the reconnects.
             self.slave.set_master_address(ha_server_addr)
@@ -110,6 +154,7 @@ class ReplicationService:
         info = self.master.runtime_info()
         info["master"] = not self.is_slave
         info["brokerRole"] = self.role.value
+        info["controllerMode"] = self.controlled
         info["haServerAddr"] = self.ha_address
         if self.slave is not None:
             info["haClientRuntimeInfo"] = self.slave.runtime_info()

@@ -34,7 +34,12 @@ from typing import Any
 
 from orbitmq.broker._tasks import cancel_and_wait
 from orbitmq.broker.config import BrokerConfig
-from orbitmq.broker.replication.codec import TransferDecoder, TransferFrame, encode_offset_report
+from orbitmq.broker.replication.codec import (
+    TransferDecoder,
+    TransferFrame,
+    encode_handshake,
+    encode_offset_report,
+)
 from orbitmq.errors import RemoteProtocolError, RemotingError
 from orbitmq.store.message_store import AppendStatus, MessageStore
 from orbitmq.transport.stream import ByteStream, open_stream
@@ -65,9 +70,10 @@ class _Closing(Exception):
 class ReplicationSlave:
     """Copies the master's CommitLog into this broker's store (see the module docstring)."""
 
-    def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
+    def __init__(self, config: BrokerConfig, store: MessageStore, broker_id: int | None = None) -> None:
         self._config = config
         self._store = store
+        self._broker_id = broker_id  # controller mode: named to the master in a handshake
         self._configured_address = config.ha_master_address
         self.master_ha_address: str | None = config.ha_master_address
         self._address_known = asyncio.Event()
@@ -150,6 +156,8 @@ class ReplicationSlave:
     async def _session(self, stream: ByteStream) -> str:
         """Stream from the master until the link must end; returns why it ended."""
         store = self._store
+        if self._broker_id is not None:
+            stream.write(encode_handshake(self._broker_id))
         self._report(stream, store.max_commit_log_offset)
         self.state = SlaveState.STREAMING
         logger.info(
