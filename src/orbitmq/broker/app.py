@@ -70,7 +70,7 @@ from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.transaction import TransactionService
 from orbitmq.broker.validation import is_system_topic
 from orbitmq.errors import ConfigError, ProtocolError
-from orbitmq.metrics import LoopCollector, MetricsExporter, MetricsExporterType, Recorder, instrument_handlers
+from orbitmq.metrics import LoopCollector, MetricsExporter, MetricsExporterType, Recorder, rpc_timer
 from orbitmq.model.route import PERM_READ_WRITE
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.security import AclService, ha_exposure_warning, warn_if_exposed
@@ -280,10 +280,9 @@ class BrokerApp:
         # Prometheus counts (metrics.Recorder) and request timing only with metricsExporterType=PROM;
         # the runtime figures of GET_BROKER_RUNTIME_INFO are broker.stats' own, always kept.
         if config.metrics_exporter_type is MetricsExporterType.PROM:
-            state.recorder = Recorder(is_system_topic)
+            state.recorder = Recorder(is_system_topic, state.stats.group_get_totals)
             # The zero sample: rates in the first minute span the time since start-up.
             state.recorder.sample(now_ms())
-            handlers = instrument_handlers(handlers, state.recorder)
         self._server = RemotingServer(
             config.bind_address,
             config.listen_port,
@@ -295,6 +294,7 @@ class BrokerApp:
             bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
             tls_mode=config.tls.server_mode,
             ssl_context=ssl_context,
+            on_handled=rpc_timer(state.recorder) if state.recorder is not None else None,
         )
         await self._server.start()
         # With listenPort=0 the bound port is known only now; records must carry the real one.

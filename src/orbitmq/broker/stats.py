@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -177,12 +178,10 @@ class BrokerStats:
             counters.put += count
             counters.put_times += 1
             counters.put_bytes += size_bytes
-            counters.put_time_max_ms = max(counters.put_time_max_ms, latency_ms)
-            bucket = next(
-                (index for index, bound in enumerate(_LATENCY_BOUNDS_MS) if latency_ms <= bound),
-                len(_LATENCY_BOUNDS_MS),
-            )
-            counters.put_latency_buckets[bucket] += 1
+            if latency_ms > counters.put_time_max_ms:
+                counters.put_time_max_ms = latency_ms
+            # The first bucket whose bound is >= the latency (the last one: above every bound).
+            counters.put_latency_buckets[bisect_left(_LATENCY_BOUNDS_MS, latency_ms)] += 1
 
     def on_put_failed(self) -> None:
         with self._lock:
@@ -254,6 +253,17 @@ class BrokerStats:
                 (now - then) / elapsed_s for now, then in zip(current, first, strict=True)
             )
             return put, found, miss, transferred
+
+    def group_get_totals(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(topic, group) -> messages and bytes handed out so far (GROUP_GET_NUMS, GROUP_GET_SIZE)."""
+        with self._lock:
+            totals: dict[tuple[str, str], tuple[int, int]] = {}
+            for (name, key), item in self._items.items():
+                if name == GROUP_GET_NUMS:
+                    topic, _, group = key.partition("@")
+                    size = self._items.get((GROUP_GET_SIZE, key))
+                    totals[(topic, group)] = (item.value, size.value if size is not None else 0)
+            return totals
 
     def keys_of(self, name: str) -> list[str]:
         with self._lock:

@@ -2,14 +2,15 @@
 
 ``recorder`` counts on the request path (plain integers, per request or batch), ``families``
 turns the counts and a view of the server's tables into Prometheus families at scrape time,
-``exporter`` serves them on ``metricsPromExporterPort``, ``instrument`` times every handler.
+``exporter`` serves them on ``metricsPromExporterPort``, ``instrument`` times every request
+(the transport's ``on_handled`` hook).
 This package knows no broker internals: the broker fills :class:`BrokerView`
 (``broker.metrics_view``).
 """
 
 from orbitmq.metrics.exporter import LoopCollector, MetricsExporter, MetricsExporterType
 from orbitmq.metrics.families import BrokerView, LagRow, NamesrvView, broker_families, namesrv_families
-from orbitmq.metrics.instrument import instrument_handlers, request_code_names
+from orbitmq.metrics.instrument import request_code_names, rpc_timer
 from orbitmq.metrics.recorder import Recorder, message_type_of
 
 __all__ = [
@@ -20,8 +21,8 @@ __all__ = [
     "MetricsExporterType",
     "NamesrvView",
     "Recorder",
+    "rpc_timer",
     "broker_families",
-    "instrument_handlers",
     "message_type_of",
     "namesrv_families",
     "request_code_names",

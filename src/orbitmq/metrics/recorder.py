@@ -1,8 +1,10 @@
 """Counting on the request path, kept cheap: plain dictionaries of integers, read on scrape.
 
-What this module owns: the broker's and name server's running totals (messages and bytes in
-and out, dead letters, remote-call latencies) and the per-minute rate window the exporter-style
-TPS gauges read. It is pure: no I/O, no clock of its own (callers pass the time), no
+What this module owns: the broker's and name server's running totals (messages and bytes in,
+dead letters, remote-call latencies) and the per-minute rate window the exporter-style TPS
+gauges read. Messages and bytes out are not counted here: the broker's operations stats
+(``broker.stats``, GROUP_GET_NUMS/GROUP_GET_SIZE) already count every pull and pop, and the
+recorder reads those totals when it samples or is scraped (``out_totals``). It is pure: no I/O, no clock of its own (callers pass the time), no
 prometheus_client objects. ``orbitmq.metrics.families`` turns a :class:`RecorderSnapshot` into
 Prometheus metric families when ``/metrics`` is scraped.
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -63,6 +65,33 @@ class Histogram:
         other.total = self.total
         other.count = self.count
         return other
+
+
+RPC_LATENCY_BOUNDS_NS = tuple(bound * 1_000_000 for bound in RPC_LATENCY_BUCKETS_MS)
+
+
+class LatencyHistogram:
+    """Remote-call latencies in integer nanoseconds: one ``bisect`` and two additions per call.
+
+    Converted to a millisecond :class:`Histogram` only when scraped (:meth:`to_ms`).
+    """
+
+    __slots__ = ("counts", "total_ns")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(RPC_LATENCY_BOUNDS_NS) + 1)
+        self.total_ns = 0
+
+    def observe_ns(self, elapsed_ns: int) -> None:
+        self.counts[bisect_left(RPC_LATENCY_BOUNDS_NS, elapsed_ns)] += 1
+        self.total_ns += elapsed_ns
+
+    def to_ms(self) -> Histogram:
+        histogram = Histogram(RPC_LATENCY_BUCKETS_MS)
+        histogram.counts = list(self.counts)
+        histogram.total = self.total_ns / 1_000_000
+        histogram.count = sum(self.counts)
+        return histogram
 
 
 InKey = tuple[str, str, bool]
@@ -116,14 +145,22 @@ class Recorder:
     Args:
         is_system_topic: tells system topics apart (the ``is_system`` label); asked once per
             new topic, not per message.
+        out_totals: messages and bytes handed to consumers so far, per (topic, group). The
+            broker counts them already for its operations stats (GROUP_GET_NUMS and
+            GROUP_GET_SIZE), so they are read from there on scrape and sample, not counted a
+            second time on the pull path.
     """
 
-    def __init__(self, is_system_topic: Callable[[str], bool] = lambda topic: False) -> None:
+    def __init__(
+        self,
+        is_system_topic: Callable[[str], bool] = lambda topic: False,
+        out_totals: Callable[[], Mapping[tuple[str, str], tuple[int, int]]] = dict,
+    ) -> None:
         self._is_system_topic = is_system_topic
+        self._out_totals = out_totals
         self._in: dict[tuple[str, str], _Traffic] = {}
-        self._out: dict[tuple[str, str], _Traffic] = {}
         self.send_to_dlq: dict[tuple[str, str, bool], int] = {}
-        self.rpc_latency: dict[RpcKey, Histogram] = {}
+        self.rpc_latency: dict[RpcKey, LatencyHistogram] = {}
         self._samples: deque[_Sample] = deque()
 
     def count_in(self, topic: str, message_type: str, size_bytes: int, messages: int = 1) -> None:
@@ -143,14 +180,6 @@ class Recorder:
         else:
             traffic.sizes[bisect_left(MESSAGE_SIZE_BUCKETS_BYTES, average)] += messages
 
-    def count_out(self, topic: str, group: str, messages: int, size_bytes: int) -> None:
-        """Messages handed to a consumer by one pull or pop."""
-        traffic = self._out.get((topic, group))
-        if traffic is None:
-            traffic = self._out[(topic, group)] = _Traffic()
-        traffic.messages += messages
-        traffic.size_bytes += size_bytes
-
     def count_dlq(self, group: str, topic: str) -> None:
         """One message moved to ``%DLQ%<group>``."""
         key = (group, topic, self._is_system_topic(topic))
@@ -160,16 +189,18 @@ class Recorder:
         self, request_code: int, response_code: int, is_long_polling: bool, result: str, elapsed_ms: float
     ) -> None:
         """One remote call handled; ``result`` is ``success``, ``oneway`` or ``process_request_failed``."""
-        self.rpc_histogram(request_code, response_code, is_long_polling, result).observe(elapsed_ms)
+        self.rpc_histogram(request_code, response_code, is_long_polling, result).observe_ns(
+            round(elapsed_ms * 1_000_000)
+        )
 
     def rpc_histogram(
         self, request_code: int, response_code: int, is_long_polling: bool, result: str
-    ) -> Histogram:
-        """The latency histogram of one label set (callers may keep it and observe directly)."""
+    ) -> LatencyHistogram:
+        """The latency histogram of one label set (callers keep it and observe directly)."""
         key = (request_code, response_code, is_long_polling, result)
         histogram = self.rpc_latency.get(key)
         if histogram is None:
-            histogram = self.rpc_latency[key] = Histogram(RPC_LATENCY_BUCKETS_MS)
+            histogram = self.rpc_latency[key] = LatencyHistogram()
         return histogram
 
     # -- rates ----------------------------------------------------------------------------------
@@ -180,9 +211,9 @@ class Recorder:
         for (topic, _), traffic in self._in.items():
             sample.put[topic] = sample.put.get(topic, 0) + traffic.messages
             sample.put_total += traffic.messages
-        for key, traffic in self._out.items():
-            sample.get[key] = traffic.messages
-            sample.get_total += traffic.messages
+        for key, (messages, _) in self._out_totals().items():
+            sample.get[key] = messages
+            sample.get_total += messages
         self._samples.append(sample)
         # Keep one sample at or beyond the window's far edge, so a rate always spans it.
         while len(self._samples) > 2 and self._samples[1].at_ms <= now_ms - RATE_HISTORY_MS:
@@ -213,7 +244,7 @@ class Recorder:
     def totals(self) -> tuple[int, int]:
         """Messages put and got since start-up."""
         put = sum(traffic.messages for traffic in self._in.values())
-        got = sum(traffic.messages for traffic in self._out.values())
+        got = sum(messages for messages, _ in self._out_totals().values())
         return put, got
 
     def snapshot(self, now_ms: int) -> RecorderSnapshot:
@@ -238,12 +269,12 @@ class Recorder:
         return RecorderSnapshot(
             messages_in=messages_in,
             messages_out={
-                (topic, group, system(topic)): [traffic.messages, traffic.size_bytes]
-                for (topic, group), traffic in self._out.items()
+                (topic, group, system(topic)): [messages, size_bytes]
+                for (topic, group), (messages, size_bytes) in self._out_totals().items()
             },
             message_size=message_size,
             send_to_dlq=dict(self.send_to_dlq),
-            rpc_latency={key: value.copy() for key, value in self.rpc_latency.items()},
+            rpc_latency={key: value.to_ms() for key, value in self.rpc_latency.items()},
             put_tps=put_tps,
             get_tps=get_tps,
             broker_put_tps=_rate(newest.put_total, oldest.put_total, span_s),

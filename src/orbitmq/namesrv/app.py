@@ -33,9 +33,9 @@ from orbitmq.metrics import (
     MetricsExporterType,
     NamesrvView,
     Recorder,
-    instrument_handlers,
     namesrv_families,
     request_code_names,
+    rpc_timer,
 )
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.handlers import NamesrvHandlers, monotonic_ms
@@ -139,7 +139,6 @@ class NamesrvApp:
             handlers = self.acl.guard(handlers)
         if config.metrics_exporter_type is MetricsExporterType.PROM:
             self._recorder = Recorder()
-            handlers = instrument_handlers(handlers, self._recorder)
         if self.controller is not None:
             handlers = {**handlers, **self.controller.handler_table()}
         self._server = RemotingServer(
@@ -153,6 +152,7 @@ class NamesrvApp:
             bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
             tls_mode=config.tls.server_mode,
             ssl_context=config.tls.server_context(),
+            on_handled=rpc_timer(self._recorder) if self._recorder is not None else None,
         )
         await self._server.start()
         if self.acl is not None:

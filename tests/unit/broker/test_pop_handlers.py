@@ -139,6 +139,24 @@ async def test_pop_handlers_deliver_hide_ack_nack_and_filter(
     assert broker.state.offsets.query(GROUP, TOPIC, 0) == 2
 
 
+async def test_pop_handlers_count_deliveries_in_group_get_stats(
+    broker: BrokerApp, client: RemotingClient
+) -> None:
+    # RocketMQ's pop processor counts what it hands out like a pull does (GROUP_GET_NUMS/SIZE);
+    # VIEW_BROKER_STATS_DATA and rocketmq_messages_out_total both read these totals.
+    await _setup(client, broker, ["a", "b", "a"])
+    response, messages = await _pop(client, broker)
+    assert response.code == ResponseCode.SUCCESS and len(messages) == 3
+    empty, _ = await _pop(client, broker)
+    assert empty.code == ResponseCode.PULL_NOT_FOUND
+    stats = broker.state.stats
+    assert stats.group_get_totals() == {(TOPIC, GROUP): (3, len(response.body))}
+    now = int(time.time() * 1000)
+    stats.sample(now)  # the once-a-second sampling that opens the item's windows
+    figures = stats.figures("GROUP_GET_NUMS", f"{TOPIC}@{GROUP}", now)
+    assert figures is not None and figures[0].sum == 3
+
+
 async def test_pop_handlers_state_survives_a_clean_restart(tmp_path: Path, client: RemotingClient) -> None:
     app = await start_broker_app(tmp_path)
     try:

@@ -11,8 +11,18 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from orbitmq.metrics import BrokerView, LagRow, Recorder, broker_families, message_type_of, request_code_names
+from orbitmq.metrics import (
+    BrokerView,
+    LagRow,
+    Recorder,
+    broker_families,
+    message_type_of,
+    request_code_names,
+    rpc_timer,
+)
 from orbitmq.metrics.recorder import Histogram
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
 
 
 def _parse(
@@ -74,14 +84,16 @@ def test_recorder_rates_span_the_last_minute() -> None:
 
 
 def test_broker_families_render_counts_lag_and_latency() -> None:
-    recorder = Recorder(lambda topic: topic.startswith("rmq_sys_"))
+    # Messages out are the broker's GROUP_GET_NUMS/GROUP_GET_SIZE, read on sample and scrape.
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    recorder = Recorder(lambda topic: topic.startswith("rmq_sys_"), lambda: out)
     recorder.sample(0)
+    out[("Orders", "CG")] = (3, 2600)
     recorder.count_in("Orders", "normal", 200)
     recorder.count_in("Orders", "normal", 300)
     recorder.count_in("Orders", "normal", 2000)
     recorder.count_in("Orders", "delay", 50)
     recorder.count_in("rmq_sys_X", "normal", 50)
-    recorder.count_out("Orders", "CG", 3, 2600)
     recorder.count_dlq("CG", "Orders")
     recorder.count_rpc(310, 0, False, "success", 0.5)
     recorder.count_rpc(310, 0, False, "success", 50.0)
@@ -116,3 +128,24 @@ def test_message_type_of_reads_the_properties_5x_labels_by() -> None:
     assert message_type_of({"DELAY": "3"}) == "delay"
     assert message_type_of({"TIMER_DELIVER_MS": "1"}) == "delay"
     assert message_type_of({"__SHARDINGKEY": "g"}) == "fifo"
+
+
+def test_rpc_timer_labels_success_oneway_failure_and_long_polls() -> None:
+    recorder = Recorder()
+    timer = rpc_timer(recorder)
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {})
+    ok = request.response(ResponseCode.SUCCESS)
+    timer(RequestCode.SEND_MESSAGE_V2, ok, False, 400_000)  # 0.4 ms
+    timer(RequestCode.SEND_MESSAGE_V2, ok, False, 4_000_000)  # 4 ms
+    timer(RequestCode.SEND_MESSAGE_V2, None, False, 100_000)
+    timer(RequestCode.SEND_MESSAGE_V2, request.response(ResponseCode.SYSTEM_ERROR), True, 100_000)
+    found = request.response(ResponseCode.SUCCESS)
+    timer(RequestCode.PULL_MESSAGE, found, False, 600_000_000)  # parked 600 ms
+    timer(RequestCode.PULL_MESSAGE, found, False, 2_000_000)
+    success = recorder.rpc_latency[(RequestCode.SEND_MESSAGE_V2, 0, False, "success")].to_ms()
+    assert (success.counts[:3], success.count, success.total) == ([1, 0, 1], 2, 4.4)
+    assert recorder.rpc_latency[(RequestCode.SEND_MESSAGE_V2, -1, False, "oneway")].to_ms().count == 1
+    failed = recorder.rpc_latency[(RequestCode.SEND_MESSAGE_V2, 1, False, "process_request_failed")]
+    assert failed.to_ms().count == 1
+    assert recorder.rpc_latency[(RequestCode.PULL_MESSAGE, 0, True, "success")].to_ms().count == 1
+    assert recorder.rpc_latency[(RequestCode.PULL_MESSAGE, 0, False, "success")].to_ms().count == 1

@@ -145,6 +145,46 @@ async def test_server_broker_response_error_answers_its_code_and_remark(
     assert (response.code, response.remark) == (ResponseCode.NO_PERMISSION, "topic T is not writable")
 
 
+async def test_server_on_handled_hears_each_request_with_its_outcome_and_time(
+    make_server: ServerFactory, client: RemotingClient
+) -> None:
+    heard: list[tuple[int, int | None, bool, int]] = []
+    arrived = asyncio.Event()
+
+    def on_handled(code: int, response: RemotingCommand | None, failed: bool, elapsed_ns: int) -> None:
+        heard.append((code, None if response is None else response.code, failed, elapsed_ns))
+        if code == CAPTURE:
+            arrived.set()
+
+    async def slow(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
+        await asyncio.sleep(0.05)
+        return req.response(ResponseCode.SUCCESS)
+
+    async def fail(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
+        raise ValueError("disk on fire")
+
+    async def refuse(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
+        raise BrokerResponseError(ResponseCode.NO_PERMISSION, "topic T is not writable")
+
+    async def record(ctx: RequestContext, req: RemotingCommand) -> None:
+        return None
+
+    server = await make_server(
+        {SLOW: slow, FAIL: fail, REFUSE: refuse, CAPTURE: record}, on_handled=on_handled
+    )
+    for code in (SLOW, FAIL, REFUSE):
+        await client.invoke(addr(server), request(code))
+    await client.invoke_oneway(addr(server), request(CAPTURE))
+    await asyncio.wait_for(arrived.wait(), 2)
+    assert [entry[:3] for entry in heard] == [
+        (SLOW, ResponseCode.SUCCESS, False),
+        (FAIL, ResponseCode.SYSTEM_ERROR, True),
+        (REFUSE, ResponseCode.NO_PERMISSION, False),
+        (CAPTURE, None, False),
+    ]
+    assert heard[0][3] >= 50_000_000  # the handler's time, in nanoseconds
+
+
 async def raw_exchange(
     server: RemotingServer, payload: bytes, timeout_s: float = 2.0
 ) -> list[RemotingCommand]:

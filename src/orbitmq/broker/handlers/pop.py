@@ -132,14 +132,8 @@ class PopHandlers:
         )
         if result.status is PopStatus.FOUND:
             body = b"".join(message.record for message in result.messages)
-            recorder = self._state.recorder
-            if recorder is not None:
-                recorder.count_out(
-                    header.topic,
-                    header.consumer_group,
-                    len(result.messages),
-                    len(body),
-                )
+            # Counted like a pull (RocketMQ's PopMessageProcessor: incGroupGetNums/Size).
+            self._state.stats.on_get(header.consumer_group, header.topic, len(result.messages), len(body))
             return request.response(ResponseCode.SUCCESS, None, response_header.to_ext(), body)
         code = ResponseCode.POLLING_TIMEOUT if poll_ms > 0 else ResponseCode.PULL_NOT_FOUND
         return request.response(code, "no new message", response_header.to_ext())

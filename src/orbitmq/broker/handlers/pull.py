@@ -288,14 +288,6 @@ class PullHandlers:
         body = result.body() if code is ResponseCode.SUCCESS else b""
         if body:
             self._state.stats.on_get(header.consumer_group, header.topic, result.message_count, len(body))
-        recorder = self._state.recorder
-        if recorder is not None and body:
-            recorder.count_out(
-                header.topic,
-                header.consumer_group,
-                len(result.buffers),
-                len(body),
-            )
         remark = None if code is ResponseCode.SUCCESS else result.status.name
         return request.response(code, remark, ext, body), result.gated
 
