@@ -84,6 +84,7 @@ BROKER_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: None,
     RequestCode.GET_TIMER_CHECK_POINT: None,
     RequestCode.GET_BROKER_HA_STATUS: None,
+    RequestCode.GET_BROKER_EPOCH_CACHE: None,
     # Staged writes (OrbitMQ's own codes: exactly-once writes of the Spark sink).
     RequestCode.STAGE_MESSAGES: staging.StageMessagesRequestHeader,
     RequestCode.COMMIT_STAGED: staging.CommitStagedRequestHeader,
