@@ -70,7 +70,7 @@ from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.transaction import TransactionService
 from orbitmq.broker.validation import is_system_topic
 from orbitmq.errors import ConfigError, ProtocolError
-from orbitmq.metrics import LoopCollector, MetricsExporter, MetricsExporterType, Recorder, rpc_timer
+from orbitmq.metrics import MetricsExporter, MetricsExporterType, Recorder, rpc_timer, serve_metrics
 from orbitmq.model.route import PERM_READ_WRITE
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.security import AclService, ha_exposure_warning, warn_if_exposed
@@ -393,16 +393,7 @@ class BrokerApp:
             return metrics_view.families(state, recorder, self._boot_timestamp_ms, address)
 
         host = config.metrics_prom_exporter_host or self._host
-        exporter = MetricsExporter(
-            host, config.metrics_prom_exporter_port, LoopCollector(asyncio.get_running_loop(), build)
-        )
-        try:
-            exporter.start()
-        except OSError as exc:
-            raise ConfigError(
-                f"config key 'metricsPromExporterPort': cannot serve /metrics on {host}:"
-                f"{config.metrics_prom_exporter_port}: {exc}"
-            ) from exc
+        exporter = serve_metrics(host, config.metrics_prom_exporter_port, build)
         self._metrics = exporter
         logger.info("broker %s metrics at %s", config.broker_name, exporter.url)
 

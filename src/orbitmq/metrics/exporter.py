@@ -25,7 +25,9 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["LoopCollector", "MetricsExporter", "MetricsExporterType"]
+from orbitmq.errors import ConfigError
+
+__all__ = ["LoopCollector", "MetricsExporter", "MetricsExporterType", "serve_metrics"]
 
 logger = logging.getLogger(__name__)
 
@@ -119,3 +121,19 @@ class MetricsExporter:
         server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+
+def serve_metrics(host: str, port: int, build: Callable[[], Iterable[Metric]]) -> MetricsExporter:
+    """Serve ``build()``'s families at ``http://host:port/metrics``, built on the running loop.
+
+    Raises:
+        ConfigError: the port cannot be bound (names ``metricsPromExporterPort``).
+    """
+    exporter = MetricsExporter(host, port, LoopCollector(asyncio.get_running_loop(), build))
+    try:
+        exporter.start()
+    except OSError as exc:
+        raise ConfigError(
+            f"config key 'metricsPromExporterPort': cannot serve /metrics on {host}:{port}: {exc}"
+        ) from exc
+    return exporter

@@ -26,9 +26,7 @@ from prometheus_client.core import Metric
 
 from orbitmq.acl.accounts import Account
 from orbitmq.controller import ControllerApp, ControllerConfig
-from orbitmq.errors import ConfigError
 from orbitmq.metrics import (
-    LoopCollector,
     MetricsExporter,
     MetricsExporterType,
     NamesrvView,
@@ -36,6 +34,7 @@ from orbitmq.metrics import (
     namesrv_families,
     request_code_names,
     rpc_timer,
+    serve_metrics,
 )
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.handlers import NamesrvHandlers, monotonic_ms
@@ -188,16 +187,7 @@ class NamesrvApp:
             return list(namesrv_families(recorder.snapshot(int(time.time() * 1000)), view, _CODE_NAMES))
 
         host = config.metrics_prom_exporter_host or config.bind_address
-        exporter = MetricsExporter(
-            host, config.metrics_prom_exporter_port, LoopCollector(asyncio.get_running_loop(), build)
-        )
-        try:
-            exporter.start()
-        except OSError as exc:
-            raise ConfigError(
-                f"config key 'metricsPromExporterPort': cannot serve /metrics on {host}:"
-                f"{config.metrics_prom_exporter_port}: {exc}"
-            ) from exc
+        exporter = serve_metrics(host, config.metrics_prom_exporter_port, build)
         self._metrics = exporter
         logger.info("name server metrics at %s", exporter.url)
 
