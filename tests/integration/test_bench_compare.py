@@ -45,16 +45,3 @@ def test_bench_compare_prints_both_peers_ratios_and_cpu(tmp_path: Path) -> None:
         ), out
     assert len(re.findall(r"CPU s: server \d+\.\d\d, client \d+\.\d\d", out)) == 6, out
     assert "skipped" not in out
-
-
-def test_bench_compare_without_redis_server_says_how_to_install_it(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "orbitmq.bench", "compare", "--quick",
-         "--redis-server", str(tmp_path / "no-redis-server")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert (
-        "redis-server not found: the Redis Streams peer is skipped; install Debian's package" in done.stdout
-    )
-    assert re.search(rf"^produce, acked as stored\s+n/a\s+{_RATE}\s+n/a$", done.stdout, re.M), done.stdout
