@@ -14,7 +14,7 @@ TEST_WORKERS ?= 3
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,spark,dashboard]'
+	$(BIN)/python -m pip install --quiet -e '.[test,spark,dashboard,compare]'
 	touch $@
 
 install: $(BIN)/.installed
