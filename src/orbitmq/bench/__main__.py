@@ -40,6 +40,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "proxy": ("orbitmq.bench.proxy", "gRPC proxy send and receive+ack msgs/s beside the remoting port"),
     "acl": ("orbitmq.bench.acl", "producer throughput with ACL off and on, in one run"),
     "dashboard": ("orbitmq.bench.dashboard", "dashboard page load times over 1,000 topics and 500 groups"),
+    "namesrv": (
+        "orbitmq.bench.namesrv",
+        "route queries/s, CPU per query and registration rounds of one name server, simulated brokers",
+    ),
     "metrics": ("orbitmq.bench.metrics", "produce msgs/s with the broker's /metrics on and off, one run"),
 }
 
