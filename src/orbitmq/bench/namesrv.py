@@ -340,5 +340,6 @@ def _query_phase(args: argparse.Namespace, pid: int, port: int, names: list[str]
     )
     print(f"  {qps:,.0f} queries/s; name server busy {cpu_s / wall_s:.0%} of one core")
     print(f"  name server CPU {cpu_per_query * 1e6:.1f} us/query = {per_core:,.0f} queries per CPU second")
+    print(f"  name server RSS {_rss_mib(pid):.0f} MiB after the queries (encoded routes cached)")
     print(f"target >= {TARGET_QPS:,} route queries/s on one core: {per_core:,.0f}/s {verdict(per_core >= TARGET_QPS)}")
     return 1 if errors or not answered else 0
