@@ -139,7 +139,9 @@ def _register_frames(args: argparse.Namespace, names: list[str], version: int) -
             name: TopicConfig(topic_name=name, read_queue_nums=args.queues, write_queue_nums=args.queues)
             for name in _group_topics(args, group, names)
         }
-        wrapper = TopicConfigSerializeWrapper(table, DataVersion(timestamp=1_700_000_000_000 + version, counter=version))
+        wrapper = TopicConfigSerializeWrapper(
+            table, DataVersion(timestamp=1_700_000_000_000 + version, counter=version)
+        )
         body = encode_register_broker_body(RegisterBrokerBody(wrapper), compressed=args.compressed)
         for member in range(args.members):
             header = RegisterBrokerRequestHeader(
@@ -151,7 +153,9 @@ def _register_frames(args: argparse.Namespace, names: list[str], version: int) -
                 compressed=args.compressed,
                 body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
             )
-            frames.append(RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext(), body).encode())
+            frames.append(
+                RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext(), body).encode()
+            )
     return frames
 
 
@@ -188,7 +192,9 @@ async def _register_round(
 
 def _query_frames(names: list[str]) -> list[bytes]:
     return [
-        RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(name).to_ext()).encode()
+        RemotingCommand.request(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(name).to_ext()
+        ).encode()
         for name in names
     ]
 
@@ -237,7 +243,11 @@ async def _query_connection(
 
 
 def _query_process(
-    port: int, names: list[str], proc_index: int, args: tuple[int, int, float, float], out: "multiprocessing.Queue[tuple[int, int]]"
+    port: int,
+    names: list[str],
+    proc_index: int,
+    args: tuple[int, int, float, float],
+    out: multiprocessing.Queue[tuple[int, int]],
 ) -> None:
     connections, pipeline, start_at, stop_at = args
     frames = _query_frames(names)
@@ -246,7 +256,14 @@ def _query_process(
         spread = len(frames) // max(1, connections)
         return await asyncio.gather(
             *(
-                _query_connection(port, frames, (proc_index * 7919 + index * spread) % len(frames), pipeline, start_at, stop_at)
+                _query_connection(
+                    port,
+                    frames,
+                    (proc_index * 7919 + index * spread) % len(frames),
+                    pipeline,
+                    start_at,
+                    stop_at,
+                )
                 for index in range(connections)
             )
         )
@@ -289,7 +306,9 @@ async def _measure(args: argparse.Namespace, pid: int, port: int, names: list[st
         cpu_before = _cpu_s(pid)
         first_s = await _register_round(streams, first_frames)
         first_cpu = _cpu_s(pid) - cpu_before
-        print(f"first registration round     {first_s:7.2f} s  ({members} members, name server CPU {first_cpu:.2f} s)")
+        print(
+            f"first registration round     {first_s:7.2f} s  ({members} members, name server CPU {first_cpu:.2f} s)"
+        )
         cpu_before = _cpu_s(pid)
         same_s = await _register_round(streams, first_frames)
         same_cpu = _cpu_s(pid) - cpu_before
@@ -341,5 +360,7 @@ def _query_phase(args: argparse.Namespace, pid: int, port: int, names: list[str]
     print(f"  {qps:,.0f} queries/s; name server busy {cpu_s / wall_s:.0%} of one core")
     print(f"  name server CPU {cpu_per_query * 1e6:.1f} us/query = {per_core:,.0f} queries per CPU second")
     print(f"  name server RSS {_rss_mib(pid):.0f} MiB after the queries (encoded routes cached)")
-    print(f"target >= {TARGET_QPS:,} route queries/s on one core: {per_core:,.0f}/s {verdict(per_core >= TARGET_QPS)}")
+    print(
+        f"target >= {TARGET_QPS:,} route queries/s on one core: {per_core:,.0f}/s {verdict(per_core >= TARGET_QPS)}"
+    )
     return 1 if errors or not answered else 0

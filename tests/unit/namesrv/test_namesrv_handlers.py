@@ -253,7 +253,8 @@ async def test_namesrv_route_answer_follows_every_route_change(
     assert orjson.loads((await route()).body)["queueDatas"][0]["writeQueueNums"] == 16
 
     put = RemotingCommand.request(
-        RequestCode.PUT_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicA", "value": "broker-a:16"}
+        RequestCode.PUT_KV_CONFIG,
+        {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicA", "value": "broker-a:16"},
     )
     assert (await client.invoke(namesrv.address, put)).code == ResponseCode.SUCCESS
     assert orjson.loads((await route()).body)["orderTopicConf"] == "broker-a:16"
