@@ -40,6 +40,7 @@ import tempfile
 import time
 import zlib
 from pathlib import Path
+from threading import Barrier
 
 from orbitmq.bench._report import verdict
 from orbitmq.bench._servers import _free_ports
@@ -200,16 +201,19 @@ def _query_frames(names: list[str]) -> list[bytes]:
 
 
 async def _query_connection(
-    port: int, frames: list[bytes], first: int, pipeline: int, start_at: float, stop_at: float
+    stream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    frames: list[bytes],
+    first: int,
+    pipeline: int,
+    stop_at: float,
 ) -> tuple[int, int]:
-    """Queries on one connection between ``start_at`` and ``stop_at`` (wall clock): (answers, errors)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    """Queries on one connection until ``stop_at`` (wall clock): (answers before then, errors)."""
+    reader, writer = stream
     count = len(frames)
     next_index = first
     answered = errors = 0
     buffer = bytearray()
     try:
-        await asyncio.sleep(max(0.0, start_at - time.time()))
         writer.write(b"".join(frames[(next_index + i) % count] for i in range(pipeline)))
         next_index += pipeline
         in_flight = pipeline
@@ -246,25 +250,25 @@ def _query_process(
     port: int,
     names: list[str],
     proc_index: int,
-    args: tuple[int, int, float, float],
+    args: tuple[int, int, float],
+    ready: Barrier,
     out: multiprocessing.Queue[tuple[int, int]],
 ) -> None:
-    connections, pipeline, start_at, stop_at = args
+    """One client process: encode every query, connect, wait for the others, query."""
+    connections, pipeline, duration_s = args
     frames = _query_frames(names)
 
     async def main() -> list[tuple[int, int]]:
+        streams = [await asyncio.open_connection("127.0.0.1", port) for _ in range(connections)]
+        await asyncio.to_thread(ready.wait, 120)
+        stop_at = time.time() + duration_s
         spread = len(frames) // max(1, connections)
         return await asyncio.gather(
             *(
                 _query_connection(
-                    port,
-                    frames,
-                    (proc_index * 7919 + index * spread) % len(frames),
-                    pipeline,
-                    start_at,
-                    stop_at,
+                    stream, frames, (proc_index * 7919 + index * spread) % len(frames), pipeline, stop_at
                 )
-                for index in range(connections)
+                for index, stream in enumerate(streams)
             )
         )
 
@@ -329,21 +333,20 @@ async def _measure(args: argparse.Namespace, pid: int, port: int, names: list[st
 def _query_phase(args: argparse.Namespace, pid: int, port: int, names: list[str]) -> int:
     context = multiprocessing.get_context("spawn")
     out: multiprocessing.Queue[tuple[int, int]] = context.Queue()
-    # The processes start (and import) first; all query between start_at and stop_at.
-    start_at = time.time() + 2.0 + 0.5 * args.client_procs
-    stop_at = start_at + args.duration_s
+    # The processes start, encode their queries and connect first; then all query at once.
+    ready = context.Barrier(args.client_procs + 1)
     workers = [
         context.Process(
             target=_query_process,
-            args=(port, names, index, (args.connections, args.pipeline, start_at, stop_at), out),
+            args=(port, names, index, (args.connections, args.pipeline, args.duration_s), ready, out),
         )
         for index in range(args.client_procs)
     ]
     for worker in workers:
         worker.start()
-    time.sleep(max(0.0, start_at - time.time()))
+    ready.wait(120)
     cpu_before, wall_before = _cpu_s(pid), time.perf_counter()
-    time.sleep(max(0.0, stop_at - time.time()))
+    time.sleep(args.duration_s)
     cpu_s, wall_s = _cpu_s(pid) - cpu_before, time.perf_counter() - wall_before
     results = [out.get(timeout=60) for _ in workers]
     for worker in workers:
