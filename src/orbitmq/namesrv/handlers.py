@@ -290,7 +290,9 @@ class NamesrvHandlers:
             )
         if order_conf is not None:
             route.order_topic_conf = order_conf
-        body = encode_topic_route(route)
+        # orjson hands back bytes inside a 4 KiB allocation: keep an exact-size copy, or 50,000
+        # cached routes of ~900 bytes hold 200 MiB instead of 50 MiB.
+        body = bytes(memoryview(encode_topic_route(route)))
         self._route_bodies[topic] = (order_conf, body)
         return request.response(ResponseCode.SUCCESS, None, None, body)
 
