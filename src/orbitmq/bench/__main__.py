@@ -44,6 +44,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "orbitmq.bench.compare",
         "OrbitMQ beside Redis Streams through their Python clients: produce, consume, sync latency",
     ),
+    "namesrv": (
+        "orbitmq.bench.namesrv",
+        "route queries/s, CPU per query and registration rounds of one name server, simulated brokers",
+    ),
     "metrics": ("orbitmq.bench.metrics", "produce msgs/s with the broker's /metrics on and off, one run"),
 }
 

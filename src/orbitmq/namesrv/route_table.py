@@ -23,6 +23,10 @@ Rules (remoting-protocol §2.17-§2.18):
 - A broker that has not registered for ``expiry_ms``, or whose connection closed, is removed.
   Queue data belongs to a broker *name*, so it goes only when the name's last address goes.
 - A topic has a route only while it has both queue data and broker data.
+
+``version`` counts changes to what a route lookup returns (queue data and broker addresses);
+a re-registration that changes neither leaves it alone, so answers derived from routes (the
+handlers' encoded route bodies) stay valid until it moves.
 """
 
 from __future__ import annotations
@@ -76,6 +80,8 @@ class RouteTable:
         # Controller mode: the highest master epoch a group's id-0 registration carried. A master
         # registering with a lower one was deposed (it was paused, say): it may not take id 0 back.
         self.master_epochs: dict[str, int] = {}
+        self.version = 0
+        """Bumped whenever a route lookup's answer may change (see the module docstring)."""
 
     # -- registration ------------------------------------------------------------------------
 
@@ -109,13 +115,14 @@ class RouteTable:
             broker_data = BrokerData(cluster=cluster, broker_name=broker_name)
             self.broker_addr_table[broker_name] = broker_data
         # A promoted slave re-registers its address under id 0: forget its old id.
-        for stale_id in [
-            i for i, a in broker_data.broker_addrs.items() if a == broker_addr and i != broker_id
-        ]:
+        stale_ids = [i for i, a in broker_data.broker_addrs.items() if a == broker_addr and i != broker_id]
+        for stale_id in stale_ids:
             del broker_data.broker_addrs[stale_id]
         previous_addr = broker_data.broker_addrs.get(broker_id)
         broker_data.broker_addrs[broker_id] = broker_addr
         first_registration = first_registration or previous_addr is None
+        if stale_ids or previous_addr != broker_addr:
+            self.version += 1
 
         # Compare versions before the live table records the new one.
         publishes = first_registration or self.is_data_version_changed(broker_addr, data_version)
@@ -133,6 +140,7 @@ class RouteTable:
     def _replace_queue_data(self, broker_name: str, topic_config_table: Mapping[str, TopicConfig]) -> None:
         # QueueData is frozen: topics with the same layout share one (a broker's 100,000
         # topics have a handful of layouts, and this runs on the event loop).
+        self.version += 1
         shared: dict[tuple[int, int, int, int], QueueData] = {}
         table = self.topic_queue_table
         for topic, config in topic_config_table.items():
@@ -167,6 +175,7 @@ class RouteTable:
         broker_data = self.broker_addr_table.get(broker_name)
         if broker_data is not None and broker_data.broker_addrs.get(broker_id) == broker_addr:
             del broker_data.broker_addrs[broker_id]
+            self.version += 1
             known = True
             if not broker_data.broker_addrs:
                 self._remove_broker_name(broker_name, cluster)
@@ -213,10 +222,12 @@ class RouteTable:
         for broker_name, broker_data in list(self.broker_addr_table.items()):
             for broker_id in [i for i, a in broker_data.broker_addrs.items() if a == broker_addr]:
                 del broker_data.broker_addrs[broker_id]
+                self.version += 1
             if not broker_data.broker_addrs:
                 self._remove_broker_name(broker_name, broker_data.cluster)
 
     def _remove_broker_name(self, broker_name: str, cluster: str) -> None:
+        self.version += 1
         self.broker_addr_table.pop(broker_name, None)
         for cluster_name in [cluster, *self.cluster_addr_table]:
             names = self.cluster_addr_table.get(cluster_name)
@@ -231,7 +242,8 @@ class RouteTable:
         by_broker = self.topic_queue_table.get(topic)
         if by_broker is None:
             return
-        by_broker.pop(broker_name, None)
+        if by_broker.pop(broker_name, None) is not None:
+            self.version += 1
         if not by_broker:
             del self.topic_queue_table[topic]
 
@@ -242,10 +254,11 @@ class RouteTable:
         by_broker = self.topic_queue_table.get(topic)
         if not by_broker:
             return None
+        # Copies (the caller may keep or change them); a BrokerData holds only strings and one dict.
         broker_datas = [
-            copy.deepcopy(self.broker_addr_table[name])
-            for name in by_broker
-            if name in self.broker_addr_table
+            BrokerData(data.cluster, data.broker_name, dict(data.broker_addrs))
+            for data in (self.broker_addr_table.get(name) for name in by_broker)
+            if data is not None
         ]
         if not broker_datas:
             return None
@@ -269,6 +282,7 @@ class RouteTable:
             return False
         if cluster is None:
             del self.topic_queue_table[topic]
+            self.version += 1
             return True
         names = self.cluster_addr_table.get(cluster, set())
         removed = [name for name in by_broker if name in names]

@@ -230,3 +230,35 @@ async def test_namesrv_broker_connection_close_removes_its_routes(namesrv: Names
         await asyncio.sleep(0.01)
     assert namesrv.route_table.all_topics() == []
     assert namesrv.route_table.cluster_info().broker_addr_table == {}
+
+
+async def test_namesrv_route_answer_follows_every_route_change(
+    namesrv: NamesrvApp, client: RemotingClient
+) -> None:
+    async def route() -> RemotingCommand:
+        return await client.invoke(namesrv.address, route_request("TopicA"))
+
+    await client.invoke(namesrv.address, register_request(TOPICS))
+    first = await route()
+    await client.invoke(namesrv.address, register_request(TOPICS))
+    assert (await route()).body == first.body, "an unchanged re-registration keeps the same answer"
+
+    await client.invoke(namesrv.address, register_request({}, broker_addr="127.0.0.1:20911", broker_id=1))
+    assert orjson.loads((await route()).body)["brokerDatas"][0]["brokerAddrs"] == {
+        "0": BROKER_ADDR,
+        "1": "127.0.0.1:20911",
+    }
+    wider = {**TOPICS, "TopicA": TopicConfig("TopicA", 16, 16)}
+    await client.invoke(namesrv.address, register_request(wider, version=DataVersion(2, 2)))
+    assert orjson.loads((await route()).body)["queueDatas"][0]["writeQueueNums"] == 16
+
+    put = RemotingCommand.request(
+        RequestCode.PUT_KV_CONFIG,
+        {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicA", "value": "broker-a:16"},
+    )
+    assert (await client.invoke(namesrv.address, put)).code == ResponseCode.SUCCESS
+    assert orjson.loads((await route()).body)["orderTopicConf"] == "broker-a:16"
+
+    delete = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "TopicA"})
+    assert (await client.invoke(namesrv.address, delete)).code == ResponseCode.SUCCESS
+    assert (await route()).code == ResponseCode.TOPIC_NOT_EXIST

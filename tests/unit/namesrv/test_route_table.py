@@ -193,3 +193,35 @@ def test_route_table_data_version_queries() -> None:
     assert table.data_version_of("10.0.0.1:10911") == V1
     table.touch("10.0.0.1:10911", now_ms=500_000)
     assert table.scan_inactive(now_ms=600_000) == []
+
+
+def test_route_table_version_moves_on_route_changes_only() -> None:
+    table = RouteTable()
+    register(table, topic_table=topics("TopicA"))
+    after_first = table.version
+    assert after_first > 0
+    register(table, topic_table=topics("TopicA"), now_ms=30_000)
+    assert table.version == after_first, "an unchanged re-registration changes no route"
+    steps = [
+        lambda: register(table, addr="10.0.0.2:10911", broker_id=1, connection_id=2),
+        lambda: register(table, topic_table=topics("TopicA", queues=8), version=V2),
+        lambda: table.unregister_broker("DefaultCluster", "broker-a", "10.0.0.2:10911", 1),
+        lambda: table.delete_topic("TopicA"),
+        lambda: register(table, topic_table=topics("TopicB"), version=V1),
+        lambda: table.on_connection_closed(1),
+    ]
+    for step in steps:
+        before = table.version
+        step()
+        assert table.version > before
+    assert table.topic_route("TopicB") is None
+
+
+def test_route_table_route_copies_broker_data() -> None:
+    table = RouteTable()
+    register(table, topic_table=topics("TopicA"))
+    route = table.topic_route("TopicA")
+    assert route is not None
+    route.broker_datas[0].broker_addrs[5] = "elsewhere:1"
+    again = table.topic_route("TopicA")
+    assert again is not None and again.broker_datas[0].broker_addrs == {0: "10.0.0.1:10911"}
