@@ -9,7 +9,9 @@ background tasks:
 task                   what it does
 =====================  ======================================================================
 route refresh          every ``poll_name_server_interval_ms``: fetch the route of every topic
-                       in use (asked for by a producer, subscribed by a consumer)
+                       in use (asked for by a producer, subscribed by a consumer); at once
+                       (``refresh_route_soon``, at most once a second per topic) when a
+                       consumer's pull or offset request finds the routed broker gone
 heartbeat              every ``heartbeat_broker_interval_ms``: HEART_BEAT to every broker,
                        naming this client's producer and consumer groups
 persist offsets        every ``persist_consumer_offset_interval_ms``: each consumer's
@@ -34,6 +36,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -76,6 +79,15 @@ from orbitmq.transport.connection import RemotingClient
 __all__ = ["ClientInstance", "ConsumerHandle", "TransactionCheckHook"]
 
 logger = logging.getLogger(__name__)
+
+ROUTE_REFRESH_MIN_INTERVAL_S = 1.0
+"""An on-demand route refresh of one topic happens at most this often (see refresh_route_soon)."""
+
+
+def _log_refresh_failure(fetch: asyncio.Task[TopicRouteData | None]) -> None:
+    if not fetch.cancelled() and fetch.exception() is not None:
+        logger.info("on-demand route refresh failed: %s", fetch.exception())
+
 
 # Requests every name server serves; a peer that refuses them is something else.
 _NAMESRV_CODES = frozenset(
@@ -150,6 +162,7 @@ class ClientInstance:
         self._routes: dict[str, TopicRouteData] = {}
         self._route_topics: set[str] = set()
         self._route_fetches: dict[str, asyncio.Task[TopicRouteData | None]] = {}
+        self._route_refreshed_at: dict[str, float] = {}
         self._broker_addrs: dict[str, dict[int, str]] = {}
         self._producers: dict[str, object] = {}
         self._consumers: dict[str, ConsumerHandle] = {}
@@ -362,19 +375,40 @@ class ClientInstance:
         cached = self._routes.get(topic)
         if cached is not None and not refresh:
             return cached
+        try:
+            return await asyncio.shield(self._start_route_fetch(topic))
+        except RemotingError:
+            if cached is None:
+                raise
+            logger.info("route refresh of topic %s failed; keeping the cached route", topic)
+            return cached
+
+    def refresh_route_soon(self, topic: str) -> None:
+        """Fetch the route of ``topic`` now, in the background, instead of at the next poll.
+
+        Callers that saw a broker answer as if it were no longer what the route says (the
+        routed master unreachable, a fault whose class says ``refresh_route``) call this; the
+        producer's retry loop fetches the route itself, through the same shared request.
+        At most once per ``ROUTE_REFRESH_MIN_INTERVAL_S`` per topic, so a flapping broker cannot
+        flood the name server. A failed fetch is logged; the cached route stays.
+        """
+        if self._closed:
+            return
+        now = time.monotonic()
+        last = self._route_refreshed_at.get(topic)
+        if last is not None and now - last < ROUTE_REFRESH_MIN_INTERVAL_S:
+            return
+        self._route_refreshed_at[topic] = now
+        self._start_route_fetch(topic).add_done_callback(_log_refresh_failure)
+
+    def _start_route_fetch(self, topic: str) -> asyncio.Task[TopicRouteData | None]:
         fetch = self._route_fetches.get(topic)
         if fetch is None:
             # Concurrent callers share one request per topic.
             fetch = asyncio.get_running_loop().create_task(self._fetch_route(topic))
             self._route_fetches[topic] = fetch
             fetch.add_done_callback(lambda _: self._route_fetches.pop(topic, None))
-        try:
-            return await asyncio.shield(fetch)
-        except RemotingError:
-            if cached is None:
-                raise
-            logger.info("route refresh of topic %s failed; keeping the cached route", topic)
-            return cached
+        return fetch
 
     def cached_route(self, topic: str) -> TopicRouteData | None:
         """The cached route of ``topic`` without any request."""

@@ -19,6 +19,11 @@ Which broker of a group serves a queue's next pull (ha-replication §4.2): the o
 answer suggested (``suggestWhichBrokerId``, kept per queue in a :class:`PullNodeTable`), else
 the master; when the route has no broker of that id (a master that went away) the lowest id
 it has. A piggy-backed offset commit goes only to a master: a slave would ignore it.
+
+After a failover the route is stale until the next poll (30 s): a pull that cannot reach its
+broker, fails with a fault whose class says ``refresh_route`` (as the producer's retry loop
+reads it), or finds no master in the route asks for the topic's route at once
+(``refresh_route_soon``, rate-limited per topic), so the next pull goes to the new master.
 """
 
 from __future__ import annotations
@@ -31,9 +36,10 @@ from typing import Protocol
 
 from orbitmq.client._record_decode import decode_records
 from orbitmq.client.selector import MessageSelector
-from orbitmq.errors import ClientError, RemoteProtocolError, error_for_code
+from orbitmq.errors import ClientError, OrbitError, RemoteProtocolError, error_for_code
 from orbitmq.model.heartbeat import ConsumeFromWhere
 from orbitmq.model.message import MessageConst, MessageExt, MessageQueue
+from orbitmq.model.route import MASTER_BROKER_ID
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
@@ -102,6 +108,8 @@ class BrokerInvoker(Protocol):
     def find_broker_addr(
         self, broker_name: str, broker_id: int = 0, *, only_this: bool = False
     ) -> str | None: ...
+
+    def refresh_route_soon(self, topic: str) -> None: ...
 
 
 class PullNodeTable:
@@ -178,12 +186,23 @@ async def pull_queue(
     )
     request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
     timeout_ms = spec.timeout_ms if suspend else min(spec.timeout_ms, 10_000)
-    response = await invoker.invoke_broker(mq.broker_name, request, timeout_ms, broker_id)
+    if broker_id == MASTER_BROKER_ID and invoker.find_broker_addr(mq.broker_name, only_this=True) is None:
+        # The route has no master (a failover under way): this pull goes to a slave meanwhile.
+        invoker.refresh_route_soon(mq.topic)
+    try:
+        response = await invoker.invoke_broker(mq.broker_name, request, timeout_ms, broker_id)
+    except OrbitError as exc:
+        if exc.refresh_route:
+            invoker.refresh_route_soon(mq.topic)
+        raise
     status = _STATUS_BY_CODE.get(response.code)
     if status is None:
-        raise error_for_code(
+        error = error_for_code(
             response.code, f"pull {mq} at queue offset {queue_offset}: {response.remark or ''}"
         )
+        if error.refresh_route:
+            invoker.refresh_route_soon(mq.topic)
+        raise error
     try:
         answer = PullMessageResponseHeader.from_ext(response.ext_fields)
     except RemoteProtocolError as exc:

@@ -7,6 +7,9 @@
   keeps its own offsets in ``<directory>/<client_id>/<group>/offsets.json``, rewritten
   atomically (temporary file, fsync, rename) so a crash leaves the old or the new file.
 
+A commit that cannot reach the queue's master (a failover) asks the client for the topic's
+route at once (``refresh_route_soon``), so the next persist round finds the new master.
+
 Both hold the working values in an :class:`OffsetTable` (pure state) that consumers update
 as messages finish; ``persist`` writes the table out (every 5 s and at shutdown).
 
@@ -25,7 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-from orbitmq.errors import ClientError, RemoteProtocolError, error_for_code
+from orbitmq.errors import ClientError, OrbitError, RemoteProtocolError, error_for_code
 from orbitmq.model.message import MessageQueue
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -89,6 +92,12 @@ class BrokerInvoker(Protocol):
         self, broker_name: str, request: RemotingCommand, timeout_ms: int | None = None, broker_id: int = 0
     ) -> RemotingCommand: ...
 
+    def find_broker_addr(
+        self, broker_name: str, broker_id: int = 0, *, only_this: bool = False
+    ) -> str | None: ...
+
+    def refresh_route_soon(self, topic: str) -> None: ...
+
 
 class RemoteOffsetStore:
     """Offsets of a clustering group, kept by the brokers.
@@ -140,14 +149,21 @@ class RemoteOffsetStore:
         """Store one offset on the queue's broker; False (logged) when that fails."""
         header = UpdateConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id, queue_offset)
         request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext())
+        if self._instance.find_broker_addr(mq.broker_name, only_this=True) is None:
+            # No master in the route (a failover under way): the commit reaches a slave only.
+            self._instance.refresh_route_soon(mq.topic)
         try:
             response = await self._instance.invoke_broker(mq.broker_name, request)
         except Exception as exc:  # a failed commit is retried by the next persist round
+            if isinstance(exc, OrbitError) and exc.refresh_route:
+                self._instance.refresh_route_soon(mq.topic)
             logger.warning(
                 "commit of offset %d for group %s on %s failed: %s", queue_offset, self.group, mq, exc
             )
             return False
         if response.code != ResponseCode.SUCCESS:
+            if error_for_code(response.code).refresh_route:
+                self._instance.refresh_route_soon(mq.topic)
             logger.warning(
                 "commit of offset %d for group %s on %s refused: %d %s",
                 queue_offset,

@@ -58,12 +58,21 @@ class FakeBroker:
     def __init__(self, answer: RemotingCommand) -> None:
         self.answer = answer
         self.requests: list[tuple[str, RemotingCommand]] = []
+        self.refreshed: list[str] = []
 
     async def invoke_broker(
         self, broker_name: str, request: RemotingCommand, timeout_ms: int | None = None, broker_id: int = 0
     ) -> RemotingCommand:
         self.requests.append((broker_name, request))
         return self.answer
+
+    def find_broker_addr(
+        self, broker_name: str, broker_id: int = 0, *, only_this: bool = False
+    ) -> str | None:
+        return "127.0.0.1:1"
+
+    def refresh_route_soon(self, topic: str) -> None:
+        self.refreshed.append(topic)
 
 
 async def test_offset_store_remote_query_not_found_is_none() -> None:
@@ -83,3 +92,10 @@ async def test_offset_store_remote_persist_sends_updates() -> None:
     await store.persist([MQ, MQ2])
     updates = [r for _, r in broker.requests if r.code == RequestCode.UPDATE_CONSUMER_OFFSET]
     assert len(updates) == 1 and updates[0].ext_fields["commitOffset"] == "9"
+
+
+async def test_offset_store_remote_commit_refused_as_not_available_refreshes_the_route() -> None:
+    broker = FakeBroker(RemotingCommand.request(0).response(ResponseCode.SERVICE_NOT_AVAILABLE, "slave"))
+    store = RemoteOffsetStore(broker, "g")
+    assert await store.commit(MQ, 5) is False
+    assert broker.refreshed == [MQ.topic]

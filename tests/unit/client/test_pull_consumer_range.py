@@ -26,6 +26,9 @@ class ScriptedBroker:
     def find_broker_addr(self, broker_name: str, broker_id: int = 0, *, only_this: bool = False) -> str:
         return "127.0.0.1:1"
 
+    def refresh_route_soon(self, topic: str) -> None:
+        raise AssertionError(f"no route refresh expected for {topic}")
+
     async def invoke_broker(
         self, broker_name: str, request: RemotingCommand, timeout_ms: int | None = None, broker_id: int = 0
     ) -> RemotingCommand:
