@@ -71,13 +71,18 @@ class SignatureKey:
     Setting up an HMAC key costs more than hashing a small request (OpenSSL 3 looks the digest
     up and pads the key on every one-shot call), so the keyed HMAC is made once and each
     signature starts from a copy of it. The ext-field text and the body are fed in turn, so
-    a body of any size is never copied.
+    a body of any size is never copied. It pickles and copies as its secret (a keyed HMAC
+    itself does not), so credentials still travel to Spark executors.
     """
 
-    __slots__ = ("_keyed",)
+    __slots__ = ("_secret", "_keyed")
 
     def __init__(self, secret_key: bytes) -> None:
+        self._secret = secret_key
         self._keyed = hmac.new(secret_key, digestmod="sha1")
+
+    def __reduce__(self) -> tuple[type[SignatureKey], tuple[bytes]]:
+        return SignatureKey, (self._secret,)
 
     def signature(self, ext: Mapping[str, str], body: bytes, version: int) -> str:
         """:func:`compute_signature` of :func:`signature_content` under this key."""
