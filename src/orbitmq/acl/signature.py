@@ -28,6 +28,7 @@ __all__ = [
     "ACCESS_KEY",
     "Credentials",
     "SIGNATURE",
+    "SignatureKey",
     "compute_signature",
     "request_signature",
     "sign_request",
@@ -64,20 +65,37 @@ def compute_signature(content: bytes, secret_key: str | bytes) -> str:
     return binascii.b2a_base64(hmac.digest(key, content, "sha1"), newline=False).decode("ascii")
 
 
-_INCREMENTAL_BODY_BYTES = 64 * 1024
-"""Above this body size the HMAC is fed in two parts rather than copying the body once."""
+class SignatureKey:
+    """A secret key, keyed once: what signs and checks many requests with one account.
+
+    Setting up an HMAC key costs more than hashing a small request (OpenSSL 3 looks the digest
+    up and pads the key on every one-shot call), so the keyed HMAC is made once and each
+    signature starts from a copy of it. The ext-field text and the body are fed in turn, so
+    a body of any size is never copied. It pickles and copies as its secret (a keyed HMAC
+    itself does not), so credentials still travel to Spark executors.
+    """
+
+    __slots__ = ("_secret", "_keyed")
+
+    def __init__(self, secret_key: bytes) -> None:
+        self._secret = secret_key
+        self._keyed = hmac.new(secret_key, digestmod="sha1")
+
+    def __reduce__(self) -> tuple[type[SignatureKey], tuple[bytes]]:
+        return SignatureKey, (self._secret,)
+
+    def signature(self, ext: Mapping[str, str], body: bytes, version: int) -> str:
+        """:func:`compute_signature` of :func:`signature_content` under this key."""
+        mac = self._keyed.copy()
+        mac.update(_fields_text(ext, version))
+        if body:
+            mac.update(body)
+        return binascii.b2a_base64(mac.digest(), newline=False).decode("ascii")
 
 
 def request_signature(ext: Mapping[str, str], body: bytes, version: int, secret_key: bytes) -> str:
-    """:func:`compute_signature` of :func:`signature_content`, without copying a large body."""
-    text = _fields_text(ext, version)
-    if len(body) <= _INCREMENTAL_BODY_BYTES:
-        digest = hmac.digest(secret_key, text + body, "sha1")
-    else:
-        mac = hmac.new(secret_key, text, "sha1")
-        mac.update(body)
-        digest = mac.digest()
-    return binascii.b2a_base64(digest, newline=False).decode("ascii")
+    """:func:`compute_signature` of :func:`signature_content`, without copying the body."""
+    return SignatureKey(secret_key).signature(ext, body, version)
 
 
 def signatures_equal(expected: str, given: str | None) -> bool:
@@ -99,13 +117,13 @@ class Credentials:
 
     access_key: str
     secret_key: str = field(repr=False)
-    _key: bytes = field(init=False, repr=False, compare=False)
+    _key: SignatureKey = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_key", self.secret_key.encode("utf-8"))
+        object.__setattr__(self, "_key", SignatureKey(self.secret_key.encode("utf-8")))
 
     def sign(self, request: RemotingCommand) -> None:
         """Sign ``request`` in place (its ext fields and body must be final)."""
         ext = request.ext_fields
         ext[ACCESS_KEY] = self.access_key
-        ext[SIGNATURE] = request_signature(ext, request.body, request.version, self._key)
+        ext[SIGNATURE] = self._key.signature(ext, request.body, request.version)

@@ -43,7 +43,7 @@ from orbitmq.acl.resources import (
     ResourceError,
     required_resources,
 )
-from orbitmq.acl.signature import ACCESS_KEY, SIGNATURE, request_signature, signatures_equal
+from orbitmq.acl.signature import ACCESS_KEY, SIGNATURE, SignatureKey, signatures_equal
 from orbitmq.protocol.command import RemotingCommand
 
 __all__ = ["AclTable", "CompiledAccount", "GrpcRefusal"]
@@ -56,6 +56,7 @@ class CompiledAccount:
     access_key: str
     secret_key: str = field(repr=False)
     secret_key_bytes: bytes = field(repr=False)
+    signature_key: SignatureKey = field(repr=False, compare=False)
     white: AddressPattern
     admin: bool
     default_topic_perm: int
@@ -86,6 +87,7 @@ def _compile(account: Account, source: str, warnings: list[str]) -> CompiledAcco
         access_key=account.access_key,
         secret_key=account.secret_key,
         secret_key_bytes=account.secret_key.encode("utf-8"),
+        signature_key=SignatureKey(account.secret_key.encode("utf-8")),
         white=parse_address_pattern(account.white_remote_address),
         admin=account.admin,
         default_topic_perm=parse_permission(account.default_topic_perm),
@@ -173,7 +175,7 @@ class AclTable:
             return f"No acl config for {access_key}"
         if account.white.matches(peer_host):
             return None
-        expected = request_signature(ext, request.body, request.version, account.secret_key_bytes)
+        expected = account.signature_key.signature(ext, request.body, request.version)
         if not signatures_equal(expected, ext.get(SIGNATURE)):
             return f"Check signature failed for accessKey={access_key}"
         if not resources:

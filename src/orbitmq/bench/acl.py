@@ -10,6 +10,12 @@ neighbour on the machine hits both alike. The summary prints each side's median 
 the round a neighbour spoiled. A batch request is signed and checked once, whatever its message
 count, so batches amortise the check; a single send pays it (and the producer's signing) per
 message.
+
+The two servers differ only in ACL: both start from a ``broker.conf`` (``aclEnable=false`` and
+``true``) with the same other keys, and the ACL side's producer signs. Beside throughput each
+side's CPU time per message is printed (the benchmark process and the server, from
+``/proc``): on a machine shared with other work throughput follows the neighbours, while the
+CPU a message costs shows what ACL itself adds.
 """
 
 from __future__ import annotations
@@ -63,10 +69,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _server_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (None where /proc is not there)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def _round(
-    producer: Producer, args: argparse.Namespace, body: bytes, batch_size: int
-) -> tuple[int, float, int]:
-    """Send for ``--round-s`` after a warm-up; (messages, seconds, errors)."""
+    producer: Producer, args: argparse.Namespace, body: bytes, batch_size: int, server_pid: int
+) -> tuple[int, float, int, float, float | None]:
+    """Send for ``--round-s`` after a warm-up.
+
+    Returns:
+        Messages, seconds, errors, this process's CPU seconds and the server's (None if unknown).
+    """
     stop = asyncio.Event()
     counted = {"messages": 0, "errors": 0, "on": False}
 
@@ -90,21 +109,26 @@ async def _round(
     tasks = [asyncio.create_task(sender()) for _ in range(args.concurrency)]
     await asyncio.sleep(args.warmup_s)
     counted["on"] = True
-    started = time.perf_counter()
+    started, client_cpu, server_cpu = time.perf_counter(), time.process_time(), _server_cpu_s(server_pid)
     await asyncio.sleep(args.round_s)
     counted["on"] = False
     elapsed = time.perf_counter() - started
+    client_cpu = time.process_time() - client_cpu
+    server_after = _server_cpu_s(server_pid)
+    server_used = None if server_cpu is None or server_after is None else server_after - server_cpu
     stop.set()
     await asyncio.gather(*tasks)
-    return int(counted["messages"]), elapsed, int(counted["errors"])
+    return int(counted["messages"]), elapsed, int(counted["errors"]), client_cpu, server_used
 
 
-async def _bench(off_namesrv: str, on_namesrv: str, args: argparse.Namespace) -> int:
+async def _bench(servers: dict[str, tuple[str, int]], args: argparse.Namespace) -> int:
+    """Run every workload against ``servers``: side -> (name-server address, server pid)."""
     body = os.urandom(args.size // 2 + 1).hex().encode()[: args.size]
     sides: dict[str, tuple[str, dict[str, Any]]] = {
-        "off": (off_namesrv, {}),
-        "on": (on_namesrv, {"access_key": PRODUCER[0], "secret_key": PRODUCER[1]}),
+        "off": (servers["off"][0], {}),
+        "on": (servers["on"][0], {"access_key": PRODUCER[0], "secret_key": PRODUCER[1]}),
     }
+    pids = {name: pid for name, (_, pid) in servers.items()}
     for name, (namesrv, _) in sides.items():
         credentials = {"access_key": ADMIN[0], "secret_key": ADMIN[1]} if name == "on" else {}
         async with AdminClient(namesrv, **credentials) as admin:
@@ -124,7 +148,7 @@ async def _bench(off_namesrv: str, on_namesrv: str, args: argparse.Namespace) ->
         for producer in producers.values():
             await producer.start()
         for batch_size in [int(text) for text in args.batch_sizes.split(",") if text.strip()]:
-            errors += await _workload(producers, args, body, batch_size)
+            errors += await _workload(producers, pids, args, body, batch_size)
     finally:
         for producer in producers.values():
             await producer.shutdown()
@@ -132,23 +156,37 @@ async def _bench(off_namesrv: str, on_namesrv: str, args: argparse.Namespace) ->
 
 
 async def _workload(
-    producers: dict[str, Producer], args: argparse.Namespace, body: bytes, batch_size: int
+    producers: dict[str, Producer],
+    pids: dict[str, int],
+    args: argparse.Namespace,
+    body: bytes,
+    batch_size: int,
 ) -> int:
     mode = f"batches of {batch_size}" if batch_size else "single sends"
     print(
         f"{mode}: {args.size} B bodies, {args.concurrency} senders, {args.rounds} x {args.round_s:g} s per side"
     )
     rates: dict[str, list[float]] = {name: [] for name in producers}
+    cpu_us: dict[str, dict[str, list[float]]] = {name: {"benchmark": [], "server": []} for name in producers}
     errors = 0
     for number in range(1, args.rounds + 1):
         # Alternate which side goes first, so a load that drifts within a round hits both alike.
         order = list(producers.items())
         for name, producer in order if number % 2 else reversed(order):
-            messages, seconds, failed = await _round(producer, args, body, batch_size)
+            messages, seconds, failed, client_s, server_s = await _round(
+                producer, args, body, batch_size, pids[name]
+            )
             rates[name].append(messages / seconds)
             errors += failed
+            cpu = ""
+            if messages:
+                cpu_us[name]["benchmark"].append(client_s / messages * 1e6)
+                cpu = f"; CPU per message: benchmark {client_s / messages * 1e6:,.1f} us"
+                if server_s is not None:
+                    cpu_us[name]["server"].append(server_s / messages * 1e6)
+                    cpu += f", server {server_s / messages * 1e6:,.1f} us"
             print(
-                f"  round {number} ACL {name:>3}: {messages / seconds:>10,.0f} msg/s ({failed} errors)",
+                f"  round {number} ACL {name:>3}: {messages / seconds:>10,.0f} msg/s ({failed} errors{cpu})",
                 flush=True,
             )
     rate = {name: statistics.median(values) for name, values in rates.items()}
@@ -157,7 +195,15 @@ async def _workload(
     print(f"  summary, {mode} (median round):")
     print(f"    ACL off: {rate['off']:>10,.0f} msg/s")
     print(f"    ACL on:  {rate['on']:>10,.0f} msg/s (signature and topic permission checked per request)")
-    print(f"    ratio on/off: {ratio:.3f} ({verdict} the target >= {TARGET_RATIO:.2f})", flush=True)
+    print(f"    ratio on/off: {ratio:.3f} ({verdict} the target >= {TARGET_RATIO:.2f})")
+    for name in producers:
+        spent = {part: statistics.median(values) for part, values in cpu_us[name].items() if values}
+        if spent:
+            text = ", ".join(f"{part} {value:,.1f} us" for part, value in spent.items())
+            print(
+                f"    CPU per message, ACL {name} (median round): {text} (total {sum(spent.values()):,.1f} us)"
+            )
+    sys.stdout.flush()
     return errors
 
 
@@ -168,14 +214,24 @@ def run(args: argparse.Namespace) -> int:
         accounts = on_dir / "data" / "conf" / "plain_acl.yml"
         accounts.parent.mkdir(parents=True)
         accounts.write_text(_ACCOUNTS)
-        conf = on_dir / "broker.conf"
-        conf.write_text("aclEnable=true\nbindAddress=127.0.0.1\n")
-        off = start_standalone(off_dir)
+        confs = {}
+        for name, directory in (("off", off_dir), ("on", on_dir)):
+            # The same file on both sides but for aclEnable, so ACL is the only difference.
+            confs[name] = directory / "broker.conf"
+            directory.mkdir(parents=True, exist_ok=True)
+            confs[name].write_text(
+                f"aclEnable={'true' if name == 'on' else 'false'}\nbindAddress=127.0.0.1\n"
+            )
+        off = start_standalone(off_dir, "-c", str(confs["off"]))
         try:
-            on = start_standalone(on_dir, "-c", str(conf))
+            on = start_standalone(on_dir, "-c", str(confs["on"]))
             try:
+                servers = {
+                    "off": (f"127.0.0.1:{off[1]}", off[0].pid),
+                    "on": (f"127.0.0.1:{on[1]}", on[0].pid),
+                }
                 with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                    return runner.run(_bench(f"127.0.0.1:{off[1]}", f"127.0.0.1:{on[1]}", args))
+                    return runner.run(_bench(servers, args))
             finally:
                 on[0].terminate()
                 on[0].wait(30)

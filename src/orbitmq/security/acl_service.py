@@ -227,8 +227,8 @@ class AclService:
 
     async def reload_if_changed(self) -> bool:
         """Reload when the files changed since the last load; True if it reloaded."""
-        paths = await asyncio.to_thread(acl_file_set, self.acl_file)
-        fingerprint = await asyncio.to_thread(_fingerprint, paths)
+        # One trip to a worker thread per look: listing and stating the files together.
+        paths, fingerprint = await asyncio.to_thread(self._look)
         if fingerprint == self._fingerprint:
             return False
         # Let an editor finish: reload only once the files hold still for a moment.
@@ -238,6 +238,10 @@ class AclService:
         async with self._lock:
             await self._reload(paths, fingerprint)
         return True
+
+    def _look(self) -> tuple[list[Path], _Fingerprint]:
+        paths = acl_file_set(self.acl_file)
+        return paths, _fingerprint(paths)
 
     async def _reload(self, paths: list[Path], fingerprint: _Fingerprint) -> None:
         documents: dict[str, AclDocument] = {}
@@ -352,8 +356,7 @@ class AclService:
         except OSError as exc:
             raise ConfigError(f"cannot write accounts file {path}: {exc}") from None
         logger.info("accounts file %s rewritten (dataVersion %s)", path, document.data_version)
-        paths = await asyncio.to_thread(acl_file_set, self.acl_file)
-        await self._reload(paths, await asyncio.to_thread(_fingerprint, paths))
+        await self._reload(*await asyncio.to_thread(self._look))
 
     # -- views -----------------------------------------------------------------------------
 
