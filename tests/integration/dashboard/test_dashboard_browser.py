@@ -66,6 +66,24 @@ def click(driver: Any, css: str) -> None:
     driver.find_element(_by("CSS_SELECTOR"), css).click()
 
 
+def wait_for_notice(driver: Any, expected: str) -> str:
+    """The ``#notice`` text once it contains ``expected``.
+
+    A form's submit leaves the old page, whose own notice may still be found (and then go
+    stale) until the browser has loaded the answer.
+    """
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    def current() -> str | None:
+        try:
+            texts = [str(element.text) for element in driver.find_elements(_by("CSS_SELECTOR"), "#notice")]
+        except StaleElementReferenceException:
+            return None
+        return next((text for text in texts if expected in text), None)
+
+    return str(wait_for(current))
+
+
 def wait_for(predicate: Any, timeout_s: float = 15.0) -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -107,14 +125,14 @@ def test_dashboard_creates_topic_sends_and_finds_message_with_trace(
     fill(chromium, "#new-topic", "BrowserOrders")
     click(chromium, "#create-topic-submit")
     wait_for(lambda: "/topics/BrowserOrders" in chromium.current_url)
-    assert "Topic BrowserOrders saved" in text_of(chromium, "#notice")
+    wait_for_notice(chromium, "Topic BrowserOrders saved")
     assert len(chromium.find_elements(_by("CSS_SELECTOR"), "#status tbody tr")) == 8
 
     fill(chromium, "#send-keys", "browser-key-1")
     fill(chromium, "#send-tags", "TagB")
     fill(chromium, "#send-body", "hello from a real browser")
     click(chromium, "#send-submit")
-    notice = wait_for(lambda: chromium.find_elements(_by("CSS_SELECTOR"), "#notice"))[0].text
+    notice = wait_for_notice(chromium, "Sent message ")
     msg_id = notice.removeprefix("Sent message ").rstrip(".")
     assert len(msg_id) == 32, notice
     asyncio.run(_write_trace(dashboard.namesrv_addr, "BrowserOrders", msg_id, "browser-key-1"))
@@ -185,8 +203,7 @@ def test_dashboard_skips_a_groups_accumulation(dashboard: Dashboard, chromium: A
     fill(chromium, "#reset-topic", "BrowserLag")
     click(chromium, "#reset-skip")
     click(chromium, "#reset-submit")
-    notice = wait_for(lambda: chromium.find_elements(_by("CSS_SELECTOR"), "#notice"))[0].text
-    assert "skipped to the newest message" in notice
+    wait_for_notice(chromium, "skipped to the newest message")
     lags = [int(cell.text) for cell in chromium.find_elements(_by("CSS_SELECTOR"), "td.lag")]
     assert lags == [0, 0]
     committed = asyncio.run(_committed(dashboard.namesrv_addr))

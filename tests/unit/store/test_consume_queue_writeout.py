@@ -77,7 +77,19 @@ def test_consume_queue_writeout_threads_write_every_entry_of_many_queues(tmp_pat
     table = _table(tmp_path)
     keys = _keys()
     threads_seen: set[str] = set()
-    _watch(lambda: threads_seen.add(threading.current_thread().name))
+    second_writer = threading.Event()
+
+    def watch() -> None:
+        # The first writer waits (once, 10 s at most) for a second one: a busy machine may
+        # start the helper threads only after one thread alone has taken every chunk.
+        threads_seen.add(threading.current_thread().name)
+        if len(threads_seen) >= 2:
+            second_writer.set()
+        elif not second_writer.is_set():
+            second_writer.wait(10)
+            second_writer.set()
+
+    _watch(watch)
 
     def first(index: int) -> int:
         return 1 + index % 25  # up to 25 entries: three files
