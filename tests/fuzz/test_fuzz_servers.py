@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from orbitmq.bench import _fuzz_frames, _fuzz_run
-from orbitmq.broker.app import build_handler_table
+from orbitmq.broker.handler_table import build_handler_table
 from orbitmq.broker.handlers.client_manage import ClientManageHandlers
 from orbitmq.namesrv.handlers import NamesrvHandlers
 from orbitmq.namesrv.route_table import RouteTable

@@ -2,8 +2,8 @@
 
 Lifecycle (uvicorn style): :meth:`BrokerApp.startup` opens the store on a thread (recovery may
 take a while), loads the persisted tables from ``<storePathRootDir>/config``, creates the system
-topics, binds the remoting server with every handler in one table keyed by request code, then
-starts the services. :meth:`BrokerApp.shutdown` undoes it in reverse, one commented step each.
+topics, binds the remoting server with every handler in one table keyed by request code
+(:mod:`orbitmq.broker.handler_table`), then starts the services. :meth:`BrokerApp.shutdown` undoes it in reverse, one commented step each.
 
 With ``aclEnable=true`` the accounts are loaded first (a bad file stops the start), every
 handler sits behind the :class:`~orbitmq.security.AclService` check, and the service reloads
@@ -36,23 +36,10 @@ from orbitmq.acl.signature import Credentials
 from orbitmq.broker import metrics_view
 from orbitmq.broker.clients import ConsumerTable, ProducerTable
 from orbitmq.broker.config import BrokerConfig, BrokerRole
+from orbitmq.broker.handler_table import build_handler_table
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.handlers.acl import AclHandlers
-from orbitmq.broker.handlers.admin import AdminHandlers
-from orbitmq.broker.handlers.broker_info import BrokerInfoHandlers
 from orbitmq.broker.handlers.client_manage import ClientManageHandlers
-from orbitmq.broker.handlers.client_relay import ClientRelayHandlers
-from orbitmq.broker.handlers.group_admin import GroupAdminHandlers
-from orbitmq.broker.handlers.offsets import OffsetHandlers
-from orbitmq.broker.handlers.pop import PopHandlers
-from orbitmq.broker.handlers.pull import PullHandlers
-from orbitmq.broker.handlers.query import QueryHandlers
-from orbitmq.broker.handlers.recall import RecallHandlers
-from orbitmq.broker.handlers.reply import ReplyHandlers
-from orbitmq.broker.handlers.send import SendHandlers
-from orbitmq.broker.handlers.staging import StagingHandlers
-from orbitmq.broker.handlers.sync import SyncHandlers
-from orbitmq.broker.handlers.transaction import TransactionHandlers
 from orbitmq.broker.locks import QueueLockTable
 from orbitmq.broker.long_polling import LongPollingService
 from orbitmq.broker.offsets import ConsumerOffsetTable
@@ -72,12 +59,11 @@ from orbitmq.broker.validation import is_system_topic
 from orbitmq.errors import ConfigError, ProtocolError
 from orbitmq.metrics import MetricsExporter, MetricsExporterType, Recorder, rpc_timer, serve_metrics
 from orbitmq.model.route import PERM_READ_WRITE
-from orbitmq.protocol.codes import RequestCode
 from orbitmq.security import AclService, ha_exposure_warning, warn_if_exposed
 from orbitmq.store.config import StoreConfig, delay_levels_ms
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.connection import RemotingClient
-from orbitmq.transport.server import Handler, RemotingServer
+from orbitmq.transport.server import RemotingServer
 
 logger = logging.getLogger(__name__)
 
@@ -626,77 +612,3 @@ class BrokerApp:
         for path, data in writes:
             await asyncio.to_thread(write_atomically, path, data)
         await self._persist_topics(force=force)
-
-
-def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers) -> dict[int, Handler]:
-    """Every request code the broker serves, mapped to its handler (RocketMQ's registerProcessor)."""
-    send = SendHandlers(state)
-    pull = PullHandlers(state)
-    offsets = OffsetHandlers(state)
-    admin = AdminHandlers(state)
-    broker_info = BrokerInfoHandlers(state)
-    group_admin = GroupAdminHandlers(state)
-    relay = ClientRelayHandlers(state)
-    reply = ReplyHandlers(state, send)
-    query = QueryHandlers(state)
-    transaction = TransactionHandlers(state)
-    staging = StagingHandlers(state)
-    sync = SyncHandlers(state)
-    pop = PopHandlers(state)
-    recall = RecallHandlers(state)
-    return {
-        RequestCode.SEND_MESSAGE: send.send_message,
-        RequestCode.SEND_MESSAGE_V2: send.send_message,
-        RequestCode.SEND_BATCH_MESSAGE: send.send_message,
-        RequestCode.CONSUMER_SEND_MSG_BACK: send.consumer_send_msg_back,
-        RequestCode.PULL_MESSAGE: pull.pull_message,
-        RequestCode.QUERY_CONSUMER_OFFSET: offsets.query_consumer_offset,
-        RequestCode.UPDATE_CONSUMER_OFFSET: offsets.update_consumer_offset,
-        RequestCode.GET_MAX_OFFSET: offsets.get_max_offset,
-        RequestCode.GET_MIN_OFFSET: offsets.get_min_offset,
-        RequestCode.GET_EARLIEST_MSG_STORETIME: offsets.get_earliest_msg_storetime,
-        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offsets.search_offset_by_timestamp,
-        RequestCode.HEART_BEAT: client_manage.heart_beat,
-        RequestCode.UNREGISTER_CLIENT: client_manage.unregister_client,
-        RequestCode.GET_CONSUMER_LIST_BY_GROUP: client_manage.get_consumer_list_by_group,
-        RequestCode.LOCK_BATCH_MQ: client_manage.lock_batch_mq,
-        RequestCode.UNLOCK_BATCH_MQ: client_manage.unlock_batch_mq,
-        RequestCode.CHECK_CLIENT_CONFIG: client_manage.check_client_config,
-        RequestCode.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
-        RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic_in_broker,
-        RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
-        RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: admin.get_subscription_group_config,
-        RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
-        RequestCode.QUERY_MESSAGE: query.query_message,
-        RequestCode.END_TRANSACTION: transaction.end_transaction,
-        RequestCode.STAGE_MESSAGES: staging.stage_messages,
-        RequestCode.COMMIT_STAGED: staging.commit_staged,
-        RequestCode.GET_BROKER_RUNTIME_INFO: broker_info.get_broker_runtime_info,
-        RequestCode.VIEW_BROKER_STATS_DATA: broker_info.view_broker_stats_data,
-        RequestCode.GET_BROKER_CONFIG: broker_info.get_broker_config,
-        RequestCode.UPDATE_BROKER_CONFIG: broker_info.update_broker_config,
-        RequestCode.GET_TOPIC_STATS_INFO: group_admin.get_topic_stats_info,
-        RequestCode.GET_CONSUME_STATS: group_admin.get_consume_stats,
-        RequestCode.GET_BROKER_CONSUME_STATS: group_admin.get_broker_consume_stats,
-        RequestCode.GET_CONSUMER_CONNECTION_LIST: group_admin.get_consumer_connection_list,
-        RequestCode.GET_PRODUCER_CONNECTION_LIST: group_admin.get_producer_connection_list,
-        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: group_admin.query_topic_consume_by_who,
-        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: group_admin.get_all_subscription_group_config,
-        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: group_admin.update_and_create_subscription_group,
-        RequestCode.DELETE_SUBSCRIPTIONGROUP: group_admin.delete_subscription_group,
-        RequestCode.CLONE_GROUP_OFFSET: group_admin.clone_group_offset,
-        RequestCode.GET_CONSUMER_RUNNING_INFO: relay.get_consumer_running_info,
-        RequestCode.CONSUME_MESSAGE_DIRECTLY: relay.consume_message_directly,
-        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: relay.invoke_broker_to_reset_offset,
-        RequestCode.SEND_REPLY_MESSAGE: reply.send_reply_message,
-        RequestCode.SEND_REPLY_MESSAGE_V2: reply.send_reply_message,
-        RequestCode.GET_ALL_CONSUMER_OFFSET: sync.get_all_consumer_offset,
-        RequestCode.GET_ALL_DELAY_OFFSET: sync.get_all_delay_offset,
-        RequestCode.GET_TIMER_CHECK_POINT: sync.get_timer_check_point,
-        RequestCode.GET_BROKER_HA_STATUS: sync.get_broker_ha_status,
-        RequestCode.GET_BROKER_EPOCH_CACHE: sync.get_broker_epoch_cache,
-        RequestCode.POP_MESSAGE: pop.pop_message,
-        RequestCode.ACK_MESSAGE: pop.ack_message,
-        RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.change_invisible_time,
-        RequestCode.RECALL_MESSAGE: recall.recall_message,
-    }
