@@ -10,19 +10,19 @@ and 5.x SDK drivers. Without ``node`` and ``npm`` the tests that need it skip, s
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
+from tests.support.cached_build import build_once
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = Path(__file__).resolve().parent / "ali_ons"
 DRIVER = PACKAGE_DIR / "driver.js"
 ALI_ONS_VERSION = "3.12.0"
 INSTALL_DIR = REPO_ROOT / ".cache" / f"ali-ons-{ALI_ONS_VERSION}"
-_INSTALL_TIMEOUT_S = 600
 
 Event = dict[str, object]
 
@@ -41,32 +41,14 @@ def node_modules() -> Path:
     Raises:
         RuntimeError: npm failed (the message has its output).
     """
-    modules = INSTALL_DIR / "node_modules"
-    marker = INSTALL_DIR / ".complete"
-    if marker.exists():
-        return modules
-    INSTALL_DIR.parent.mkdir(parents=True, exist_ok=True)
-    with open(INSTALL_DIR.parent / f"{INSTALL_DIR.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another test process may be installing it right now
-        if marker.exists():
-            return modules
-        shutil.rmtree(INSTALL_DIR, ignore_errors=True)
-        INSTALL_DIR.mkdir(parents=True)
+
+    def steps() -> list[list[str]]:
         for name in ("package.json", "package-lock.json"):
             shutil.copy(PACKAGE_DIR / name, INSTALL_DIR / name)
-        done = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=INSTALL_DIR,
-            capture_output=True,
-            timeout=_INSTALL_TIMEOUT_S,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(
-                f"npm ci of ali-ons {ALI_ONS_VERSION} failed:\n"
-                f"{done.stdout.decode(errors='replace')}{done.stderr.decode(errors='replace')}"
-            )
-        marker.touch()
-    return modules
+        return [["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"]]
+
+    build_once(INSTALL_DIR, f"ali-ons {ALI_ONS_VERSION}", steps)
+    return INSTALL_DIR / "node_modules"
 
 
 def run_driver(*args: str, timeout_s: float = 90.0) -> list[Event]:

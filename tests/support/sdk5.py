@@ -10,10 +10,8 @@ lines, as with the C++ driver.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,12 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.cached_build import build_once
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SDK_PACKAGE = "rocketmq-python-client"
 SDK_VERSION = "5.1.2"
 VENV_DIR = REPO_ROOT / ".cache" / f"{SDK_PACKAGE}-{SDK_VERSION}"
 DRIVER = Path(__file__).resolve().parent / "sdk5_client.py"
-_BUILD_TIMEOUT_S = 600
 
 Event = dict[str, object]
 
@@ -39,28 +38,12 @@ def sdk_python() -> Path:
         RuntimeError: the venv could not be built (the message has pip's output).
     """
     python = VENV_DIR / "bin" / "python"
-    marker = VENV_DIR / ".complete"
-    if marker.exists():
-        return python
-    VENV_DIR.parent.mkdir(parents=True, exist_ok=True)
-    with open(VENV_DIR.parent / f"{VENV_DIR.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another test process may be building it right now
-        if marker.exists():
-            return python
-        shutil.rmtree(VENV_DIR, ignore_errors=True)
-        steps = [
-            [sys.executable, "-m", "venv", str(VENV_DIR)],
-            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-             f"{SDK_PACKAGE}=={SDK_VERSION}"],
-        ]  # fmt: skip
-        for step in steps:
-            done = subprocess.run(step, capture_output=True, timeout=_BUILD_TIMEOUT_S)
-            if done.returncode != 0:
-                raise RuntimeError(
-                    f"building the {SDK_PACKAGE} {SDK_VERSION} venv failed at {step[2:]}:\n"
-                    f"{done.stdout.decode()[-2000:]}{done.stderr.decode()[-2000:]}"
-                )
-        marker.write_text(f"{SDK_PACKAGE}=={SDK_VERSION}\n")
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    build_once(
+        VENV_DIR,
+        f"the {SDK_PACKAGE} {SDK_VERSION} venv",
+        lambda: [[sys.executable, "-m", "venv", str(VENV_DIR)], [*pip, f"{SDK_PACKAGE}=={SDK_VERSION}"]],
+    )
     return python
 
 
