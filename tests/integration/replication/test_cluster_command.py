@@ -9,6 +9,7 @@ SIGINT: the command must exit 0 and leave no broker or nameserver running.
 
 from __future__ import annotations
 
+import random
 import signal
 import socket
 import subprocess
@@ -26,11 +27,18 @@ from tests.support.processes import free_port
 
 
 def _free_block(count: int) -> int:
-    """The first of ``count`` consecutive ports that were all free a moment ago."""
+    """The first of ``count`` consecutive ports that were all free a moment ago.
+
+    The block is taken below the kernel's ephemeral range, where no port-0 bind and no
+    outgoing connection of another test can land on it before the cluster binds it.
+    """
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    low = max(1024, ephemeral_low - 12_000)
     for _ in range(50):
-        base = free_port()
-        if base + count > 65535:
-            continue
+        base = random.randrange(low, ephemeral_low - count)
         sockets = []
         try:
             for port in range(base, base + count):
@@ -43,7 +51,7 @@ def _free_block(count: int) -> int:
         finally:
             for sock in sockets:
                 sock.close()
-    raise RuntimeError(f"no {count} consecutive free ports")
+    raise RuntimeError(f"no {count} consecutive free ports below {ephemeral_low}")
 
 
 def test_cluster_command_runs_a_replicated_group_until_interrupted(
