@@ -22,6 +22,7 @@ from pathlib import Path
 
 from orbitmq.bench import _fuzz_frames, _fuzz_run
 from orbitmq.broker.handler_table import build_handler_table
+from orbitmq.broker.handlers.acl import AclHandlers
 from orbitmq.broker.handlers.client_manage import ClientManageHandlers
 from orbitmq.namesrv.handlers import NamesrvHandlers
 from orbitmq.namesrv.route_table import RouteTable
@@ -38,6 +39,7 @@ FRAMES_PER_CODE_MIN = 100
 def _registered_codes() -> tuple[set[int], set[int]]:
     """The request codes each server has a handler for (the tables only keep bound methods)."""
     broker = set(build_handler_table(None, ClientManageHandlers(None)))  # type: ignore[arg-type]
+    broker |= set(AclHandlers(None, None, str).handler_table())  # type: ignore[arg-type]
     namesrv = set(NamesrvHandlers(RouteTable()).table())
     return broker, namesrv
 

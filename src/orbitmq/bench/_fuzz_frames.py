@@ -34,6 +34,7 @@ import orjson
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from orbitmq.protocol import acl_commands as acl
 from orbitmq.protocol import admin_headers as ah
 from orbitmq.protocol import headers as h
 from orbitmq.protocol import pop, staging
@@ -108,6 +109,12 @@ BROKER_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.GET_CONSUMER_RUNNING_INFO: h.GetConsumerRunningInfoRequestHeader,
     RequestCode.CONSUME_MESSAGE_DIRECTLY: ah.ConsumeMessageDirectlyRequestHeader,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: h.ResetOffsetRequestHeader,
+    # ACL admin (served whether or not ACL is on; off, each answers that ACL is off).
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: acl.CreateAccessConfigRequestHeader,
+    RequestCode.DELETE_ACL_CONFIG: acl.DeleteAccessConfigRequestHeader,
+    RequestCode.GET_BROKER_CLUSTER_ACL_INFO: None,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl.UpdateGlobalWhiteAddrsConfigRequestHeader,
+    RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: None,
 }
 NAMESRV_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.REGISTER_BROKER: h.RegisterBrokerRequestHeader,
