@@ -5,7 +5,11 @@ OrbitMQ's own requests (``protocol/staging.py``); the work is in
 (broker writable, topic name and permission, queue id, auto-creation from the template topic)
 before its body is stored as one staged record; the answer names the record's commit-log
 offset. COMMIT_STAGED answers ``alreadyCommitted`` and, when the key was committed before, the
-recorded commit as its body. Under SYNC_FLUSH both answer once their records are on disk.
+recorded commit as its body. Under SYNC_FLUSH both answer once their records are on disk, and
+on a SYNC_MASTER COMMIT_STAGED answers once a slave holds every byte of the commit
+(``handlers.replicated``), the staged records it names included; without one it answers
+FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE as a send does, and a commit sent again finds the
+key already committed and waits the same way.
 A slave answers both with SERVICE_NOT_AVAILABLE: it stores no message of its own.
 """
 
@@ -17,6 +21,7 @@ import re
 
 from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState
+from orbitmq.broker.handlers.replicated import replicated_status
 from orbitmq.broker.staging import CommitOutcome
 from orbitmq.broker.status_map import put_response_code
 from orbitmq.broker.validation import Rejection, check_group_name, check_queue_id, check_send_topic
@@ -122,6 +127,13 @@ class StagingHandlers:
                 ctx.peer_address, header.write_id, header.batch_id, outcome.remark,
             )  # fmt: skip
             return request.response(outcome.code, outcome.remark, {})
+        # Every record of the commit (and the staged records it names, written before it) lies
+        # below the store's end now: a SYNC_MASTER answers once a slave holds them all.
+        status = await replicated_status(self._state, self._state.store.max_commit_log_offset)
+        if status is not PutStatus.PUT_OK:
+            code, remark = put_response_code(status)
+            key = f"{header.write_id}/{header.batch_id}"
+            return request.response(code, f"commit {key} is stored but not acknowledged: {remark}", {})
         ext = {"alreadyCommitted": "true" if outcome.already else "false", "messages": str(outcome.messages)}
         return request.response(
             ResponseCode.SUCCESS, None, ext, outcome.body.encode() if outcome.already else b""
