@@ -52,15 +52,24 @@ def parse_events(text: str) -> list[Event]:
 
 
 class Sdk5:
-    """Runs driver children against one gRPC endpoint, HOME in a temporary directory."""
+    """Runs driver children against one gRPC endpoint, HOME in a temporary directory.
+
+    With ``tls_ca`` the SDK connects over TLS and trusts that CA certificate.
+    """
 
     def __init__(
-        self, python: Path, endpoint: str, home: Path, credentials: tuple[str, str] | None = None
+        self,
+        python: Path,
+        endpoint: str,
+        home: Path,
+        credentials: tuple[str, str] | None = None,
+        tls_ca: Path | None = None,
     ) -> None:
         self.python = python
         self.endpoint = endpoint
         self.home = home
         self.credentials = credentials
+        self.tls_ca = tls_ca
         self.home.mkdir(parents=True, exist_ok=True)
         self.children: list[subprocess.Popen[bytes]] = []
         self._count = 0
@@ -71,6 +80,10 @@ class Sdk5:
         env.pop("PYTHONPATH", None)
         if self.credentials is not None:
             env["SDK5_ACCESS_KEY"], env["SDK5_SECRET_KEY"] = self.credentials
+        if self.tls_ca is not None:
+            # The SDK's TLS channel trusts grpc's default roots: the test's CA here.
+            env["SDK5_TLS"] = "1"
+            env["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = str(self.tls_ca)
         return env
 
     def command(self, command: str, *args: str) -> list[str]:

@@ -12,7 +12,8 @@ never share a process. It imports nothing of OrbitMQ. HOME points at a temporary
     recall:       {"event": "sent" ...}, {"event": "recalled", "message_id"}
 
 Bodies are ``body_for(seq, size)``, the C++ driver's pattern, so tests compare bytes. ACL
-credentials, when a test sets them, come from ``SDK5_ACCESS_KEY`` / ``SDK5_SECRET_KEY``.
+credentials, when a test sets them, come from ``SDK5_ACCESS_KEY`` / ``SDK5_SECRET_KEY``;
+``SDK5_TLS=1`` turns the SDK's TLS on (grpc then trusts ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from rocketmq import (  # type: ignore[import-not-found]
 from rocketmq.grpc_protocol import FilterType  # type: ignore[import-not-found]
 
 _lock = threading.Lock()
+TLS = os.environ.get("SDK5_TLS") == "1"
 _stop = threading.Event()
 
 
@@ -100,7 +102,7 @@ def error_event(kind: str, exc: Exception, **extra: object) -> dict[str, object]
 
 
 def produce(args: argparse.Namespace) -> int:
-    producer = Producer(config(args), (args.topic,))
+    producer = Producer(config(args), (args.topic,), tls_enable=TLS)
     producer.startup()
     try:
         futures = []
@@ -149,7 +151,7 @@ class _Checker(TransactionChecker):  # type: ignore[misc]
 
 def transaction(args: argparse.Namespace) -> int:
     checker = _Checker(args.check_answer)
-    producer = Producer(config(args), (args.topic,), checker)
+    producer = Producer(config(args), (args.topic,), checker, tls_enable=TLS)
     producer.startup()
     try:
         for seq, decision in enumerate(args.decisions.split(",")):
@@ -174,7 +176,7 @@ def transaction(args: argparse.Namespace) -> int:
 
 
 def recall(args: argparse.Namespace) -> int:
-    producer = Producer(config(args), (args.topic,))
+    producer = Producer(config(args), (args.topic,), tls_enable=TLS)
     producer.startup()
     try:
         message = build(args, 0)
@@ -198,7 +200,7 @@ def _filter(args: argparse.Namespace) -> object:
 
 def simple(args: argparse.Namespace) -> int:
     consumer = SimpleConsumer(
-        config(args), args.group, {args.topic: _filter(args)}, await_duration=args.await_s
+        config(args), args.group, {args.topic: _filter(args)}, await_duration=args.await_s, tls_enable=TLS
     )
     consumer.startup()
     deadline = time.monotonic() + args.max_wait_s
@@ -258,7 +260,7 @@ class _Listener(MessageListener):  # type: ignore[misc]
 
 def push(args: argparse.Namespace) -> int:
     listener = _Listener(args)
-    consumer = PushConsumer(config(args), args.group, listener, {args.topic: _filter(args)})
+    consumer = PushConsumer(config(args), args.group, listener, {args.topic: _filter(args)}, tls_enable=TLS)
     consumer.startup()
     emit({"event": "started"})
     try:

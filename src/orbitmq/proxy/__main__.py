@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from orbitmq.errors import ConfigError
 from orbitmq.proxy.app import ProxyApp
-from orbitmq.proxy.config import load_proxy_config
+from orbitmq.proxy.config import load_proxy_configs
 from orbitmq.transport.runner import run_app
 
 
@@ -46,11 +46,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "grpcBindAddress": args.bind_address,
     }
     try:
-        config = load_proxy_config(args.config_file, {k: v for k, v in flags.items() if v is not None})
+        config, tls = load_proxy_configs(args.config_file, {k: v for k, v in flags.items() if v is not None})
     except ConfigError as exc:
         print(f"orbitmq proxy: {exc}", file=sys.stderr)
         return 2
-    return run_app(ProxyApp(config))
+    return run_app(ProxyApp(config, tls=tls))
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ alone (``orbitmq proxy``, cluster mode) or beside a broker in one process (local
 With ``aclEnable=true`` the accounts files are loaded first (a bad file stops the start) and
 watched like a broker's; every call is checked (``proxy.auth``), and the proxy signs its own
 requests to name servers and brokers with ``innerClientAuthenticationCredentials`` (or the
-credentials its process hands it: a standalone's in-memory key). In local mode the process also
-hands it the broker's outgoing TLS settings (``tls.enable`` and the ``tls.client.*`` keys), so
-it reaches a broker whose port enforces TLS; the gRPC port itself is plaintext.
+credentials its process hands it: a standalone's in-memory key). Its ``tls.*`` settings (the
+broker's in local mode, the proxy.conf's in cluster mode) are used both ways: outgoing
+(``tls.enable``, ``tls.client.*``) to reach brokers whose ports enforce TLS, and on the gRPC
+port, which speaks TLS when ``tls.server.mode=enforcing`` (``proxy.tls``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from orbitmq.proxy.core import ProxyCore
 from orbitmq.proxy.gateway import BrokerGateway
 from orbitmq.proxy.service import MessagingService
 from orbitmq.proxy.sessions import SessionTable
+from orbitmq.proxy.tls import grpc_server_credentials
 from orbitmq.security import AclService
 from orbitmq.security.exposure import grpc_exposure_warning
 from orbitmq.transport.tls import TlsConfig
@@ -119,7 +121,16 @@ class ProxyApp:
             ]
         )
         spb_grpc.add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
-        self._port = server.add_insecure_port(f"{config.grpc_bind_address}:{config.grpc_server_port}")
+        address = f"{config.grpc_bind_address}:{config.grpc_server_port}"
+        try:
+            credentials = grpc_server_credentials(self._tls)
+        except ConfigError:
+            await gateway.close()
+            raise
+        if credentials is None:
+            self._port = server.add_insecure_port(address)
+        else:
+            self._port = server.add_secure_port(address, credentials)
         if self._port == 0:
             await gateway.close()
             raise OSError(f"cannot bind the gRPC port {config.grpc_bind_address}:{config.grpc_server_port}")
@@ -132,9 +143,10 @@ class ProxyApp:
             asyncio.create_task(self._every(_EXPIRY_SCAN_S, self._expire_clients)),
         ]
         logger.info(
-            "gRPC proxy listening on %s:%d (name servers %s)",
+            "gRPC proxy listening on %s:%d (%s; name servers %s)",
             config.grpc_bind_address,
             self._port,
+            "plaintext" if credentials is None else "TLS",
             ";".join(config.namesrv_addr),
         )
         if self.acl is not None:

@@ -1,6 +1,8 @@
 """ProxyConfig: the gRPC proxy's settings, with the Java proxy's key names and defaults.
 
-Cluster mode (``orbitmq proxy -c proxy.conf``) reads them from their own ``key=value`` file.
+Cluster mode (``orbitmq proxy -c proxy.conf``) reads them from their own ``key=value`` file,
+with the ``tls.*`` keys of ``transport.tls`` (the gRPC port's TLS, and the connections to
+brokers).
 Local mode (inside ``orbitmq broker`` / ``orbitmq standalone``) reads them from the broker's
 ``broker.conf``: ``namesrvAddr``, ``maxMessageSize`` and the ACL keys (``aclEnable``,
 ``aclFile``, ``innerClientAuthenticationCredentials``) then mean the same thing for the broker,
@@ -12,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orbitmq.conf import build_config, load_properties
+from orbitmq.conf import build_configs, load_properties
 from orbitmq.errors import ConfigError
+from orbitmq.transport.tls import TLS_UNIMPLEMENTED_KEYS, TlsConfig, merge_tls_config_file
 
-__all__ = ["ProxyConfig", "load_proxy_config"]
+__all__ = ["ProxyConfig", "load_proxy_config", "load_proxy_configs"]
 
 _HOUR_MS = 3_600_000
 
@@ -106,9 +109,21 @@ def load_proxy_config(path: str | Path | None, overrides: dict[str, object] | No
     Raises:
         ConfigError: unreadable file, unknown key or bad value; or no ``namesrvAddr``.
     """
+    return load_proxy_configs(path, overrides)[0]
+
+
+def load_proxy_configs(
+    path: str | Path | None, overrides: dict[str, object] | None = None
+) -> tuple[ProxyConfig, TlsConfig]:
+    """As :func:`load_proxy_config`, with the file's ``tls.*`` keys (``transport.tls``) too.
+
+    Raises:
+        ConfigError: as :func:`load_proxy_config`, or a bad ``tls.*`` value.
+    """
     values: dict[str, object] = dict(load_properties(path)) if path else {}
     values.update(overrides or {})
-    config = build_config(ProxyConfig, values)
+    values = merge_tls_config_file(values)
+    config, tls = build_configs([ProxyConfig, TlsConfig], values, TLS_UNIMPLEMENTED_KEYS)
     if not config.namesrv_addr:
         raise ConfigError("config key 'namesrvAddr' is required: the proxy reads routes from name servers")
     if config.acl_enable and not config.acl_file:
@@ -118,4 +133,4 @@ def load_proxy_config(path: str | Path | None, overrides: dict[str, object] | No
             "aclEnable=true needs innerClientAuthenticationCredentials: the account the proxy "
             "uses at the brokers, which check it as any client"
         )
-    return config
+    return config, tls

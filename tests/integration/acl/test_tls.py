@@ -19,7 +19,7 @@ from orbitmq.errors import ConnectionClosedError
 from tests.integration.client.test_producer import wait_for_brokers
 from tests.support.certs import Pki, make_pki
 from tests.support.processes import ServerProcess, start_standalone, write_conf
-from tests.support.sdk5 import Sdk5, sdk_python
+from tests.support.sdk5 import Sdk5, parse_events, sdk_python
 
 pytestmark = pytest.mark.integration
 
@@ -129,22 +129,43 @@ def test_tls_permissive_serves_plaintext_and_tls_on_one_port(tmp_path: Path, pki
         proc.kill()
 
 
-def test_tls_enforcing_standalone_serves_5x_clients_through_its_grpc_proxy(
-    enforcing: ServerProcess, pki: Pki, tmp_path: Path
-) -> None:
-    """The in-process gRPC proxy reaches its broker over TLS with the broker's client settings."""
+def _create_topic(namesrv: str, topic: str, options: dict[str, object]) -> None:
     from orbitmq.client import AdminClient
 
-    async def create_topic() -> None:
-        async with AdminClient(enforcing.addr, **client_tls(pki)) as admin:
+    async def create() -> None:
+        async with AdminClient(namesrv, **options) as admin:
             await wait_for_brokers(admin)
-            await admin.create_topic("TlsGrpcTopic", 2)
+            await admin.create_topic(topic, 2)
 
-    asyncio.run(create_topic())
-    sdk = Sdk5(sdk_python(), f"127.0.0.1:{enforcing.extra_ports[1]}", tmp_path / "sdk5")
-    sent = [
-        event
-        for event in sdk.run("produce", "--topic", "TlsGrpcTopic", "--count", "2")
-        if event["event"] == "sent"
-    ]
-    assert len(sent) == 2
+    asyncio.run(create())
+
+
+def _sdk_sent(sdk: Sdk5, topic: str) -> int:
+    """Messages a 5.x SDK producer got acknowledged (2 asked for; 0 when it cannot connect)."""
+    done = sdk.run_any("produce", "--topic", topic, "--count", "2", "--request-timeout", "3", timeout_s=90)
+    return sum(1 for event in parse_events(done.stdout.decode()) if event["event"] == "sent")
+
+
+def test_tls_enforcing_grpc_port_serves_5x_clients_over_tls_only(tmp_path: Path, pki: Pki) -> None:
+    """The gRPC port speaks TLS in enforcing mode; its proxy reaches the broker over TLS too."""
+    proc = tls_standalone(tmp_path, pki, "enforcing")
+    try:
+        _create_topic(proc.addr, "TlsGrpcTopic", client_tls(pki, certificate=False))
+        endpoint = f"127.0.0.1:{proc.extra_ports[1]}"
+        assert (
+            _sdk_sent(Sdk5(sdk_python(), endpoint, tmp_path / "sdk5-tls", tls_ca=pki.ca), "TlsGrpcTopic") == 2
+        )
+        assert _sdk_sent(Sdk5(sdk_python(), endpoint, tmp_path / "sdk5-plain"), "TlsGrpcTopic") == 0
+        assert "gRPC proxy listening on 127.0.0.1" in proc.log_path.read_text()
+        assert "(TLS; name servers" in proc.log_path.read_text()
+    finally:
+        proc.kill()
+
+
+def test_tls_enforcing_grpc_port_refuses_a_5x_client_without_the_required_certificate(
+    enforcing: ServerProcess, pki: Pki, tmp_path: Path
+) -> None:
+    """``tls.server.need.client.auth=require`` holds on the gRPC port: an SDK has no certificate."""
+    _create_topic(enforcing.addr, "TlsGrpcCertTopic", client_tls(pki))
+    sdk = Sdk5(sdk_python(), f"127.0.0.1:{enforcing.extra_ports[1]}", tmp_path / "sdk5", tls_ca=pki.ca)
+    assert _sdk_sent(sdk, "TlsGrpcCertTopic") == 0
