@@ -28,7 +28,8 @@ from typing import NamedTuple
 from orbitmq.errors import LocalProtocolError, RemoteProtocolError
 from orbitmq.protocol.properties import (
     MAX_PROPERTIES_BYTES,
-    decode_properties,
+    PROPERTY_SEPARATOR,
+    decode_properties_canonical,
     encode_properties,
 )
 
@@ -37,6 +38,7 @@ _PROPERTIES_LEN = struct.Struct(">h")
 _HEAD_BYTES = _HEAD.size
 _PROPERTIES_LEN_BYTES = _PROPERTIES_LEN.size
 _FIXED_BYTES = _HEAD_BYTES + _PROPERTIES_LEN_BYTES
+_PROPERTY_SEPARATOR_BYTE = ord(PROPERTY_SEPARATOR)
 
 
 class BatchItem(NamedTuple):
@@ -47,19 +49,37 @@ class BatchItem(NamedTuple):
     properties: dict[str, str]
 
 
+# One message of a batch as the broker's send path takes it: (flag, body, properties, the
+# property string's UTF-8 bytes when canonical, else None). A plain tuple: one per message.
+RawBatchItem = tuple[int, bytes, dict[str, str], bytes | None]
+
+
 def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchItem]:
     """Split a batch body into its messages.
-
-    Each record's head is unpacked once and only its body and property string are copied out.
 
     Raises:
         RemoteProtocolError: a record is truncated, its sizes are inconsistent, or its
             properties are not UTF-8; the message names the record's index and byte position.
     """
+    return [BatchItem(flag, body, properties) for flag, body, properties, _ in decode_batch_raw(data)]
+
+
+def decode_batch_raw(data: bytes | bytearray | memoryview) -> list[RawBatchItem]:
+    """:func:`decode_batch`, each message with its property string's bytes when canonical.
+
+    The bytes are those :func:`~orbitmq.protocol.properties.encode_properties` would give for
+    the decoded mapping (the C++ client's trailing separator dropped), so the broker can store
+    them without encoding the mapping again; None when the string is not canonical (see
+    :func:`~orbitmq.protocol.properties.decode_properties_canonical`). Each record's head is
+    unpacked once and only its body and property string are copied out.
+
+    Raises:
+        RemoteProtocolError: as :func:`decode_batch`.
+    """
     # Slices of bytes are one copy each, cheaper than memoryview slices copied out again.
     buffer = data if isinstance(data, bytes) else bytes(data)
     size = len(buffer)
-    items: list[BatchItem] = []
+    items: list[RawBatchItem] = []
     add_item = items.append
     position = 0
     unpack_head = _HEAD.unpack_from
@@ -88,13 +108,20 @@ def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchItem]:
                 f"batch message #{len(items)} at byte {position}: total size {total_size} != {expected_total}"
             )
         properties_start = properties_at + _PROPERTIES_LEN_BYTES
+        raw = buffer[properties_start : properties_start + properties_len]
         try:
-            text = buffer[properties_start : properties_start + properties_len].decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise RemoteProtocolError(
                 f"batch message #{len(items)} at byte {position}: message properties are not valid UTF-8"
             ) from exc
-        add_item(BatchItem(flag, buffer[body_start:properties_at], decode_properties(text)))
+        properties, canonical = decode_properties_canonical(text)
+        if not canonical:
+            add_item((flag, buffer[body_start:properties_at], properties, None))
+        elif raw and raw[-1] == _PROPERTY_SEPARATOR_BYTE:
+            add_item((flag, buffer[body_start:properties_at], properties, raw[:-1]))
+        else:
+            add_item((flag, buffer[body_start:properties_at], properties, raw))
         position += total_size
     return items
 

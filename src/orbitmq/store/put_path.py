@@ -112,7 +112,9 @@ class RecordBuilder:
             ):
                 return failed_put(PutStatus.MESSAGE_ILLEGAL, f"{topic}/{queue_id}: {_range_problem(request)}")
             try:
-                properties_bytes = encode_properties(request.properties).encode("utf-8")
+                properties_bytes = request.encoded_properties
+                if properties_bytes is None:
+                    properties_bytes = encode_properties(request.properties).encode("utf-8")
                 pair = (request.born_host, request.store_host)
                 if hosts is None or pair != last_pair:
                     last_pair = pair

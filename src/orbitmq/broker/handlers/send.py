@@ -51,18 +51,18 @@ from orbitmq.broker.validation import (
     dlq_topic,
     retry_topic,
 )
-from orbitmq.errors import BadRequestError, RemoteProtocolError
+from orbitmq.errors import BadRequestError, LocalProtocolError, RemoteProtocolError
 from orbitmq.metrics import message_type_of
 from orbitmq.model.message import MessageConst, SysFlag
 from orbitmq.model.route import PERM_READ_WRITE, PERM_WRITE, TopicConfig
-from orbitmq.protocol.batch import decode_batch
+from orbitmq.protocol.batch import decode_batch_raw
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import INT32_MAX, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from orbitmq.protocol.message_codec import decode_stored_message
-from orbitmq.protocol.message_id import encode_offset_msg_id
+from orbitmq.protocol.message_id import join_offset_msg_ids
 from orbitmq.protocol.names import group_name_problem
-from orbitmq.protocol.properties import decode_properties
+from orbitmq.protocol.properties import PROPERTY_SEPARATOR, decode_properties, encode_properties
 from orbitmq.store.config import FlushDiskType
 from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
 from orbitmq.transport.server import RequestContext
@@ -294,17 +294,21 @@ class SendHandlers:
                 ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}"
             )
         try:
-            items = decode_batch(request.body)
+            items = decode_batch_raw(request.body)
         except RemoteProtocolError as exc:
             return request.response(
                 ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body for topic[{topic}]: {exc}"
             )
         if not items:
             return request.response(ResponseCode.MESSAGE_ILLEGAL, f"empty batch for topic[{topic}]")
+        config = self._state.config
         max_bytes = self._state.store_config.max_message_size_bytes
-        cluster = self._state.config.broker_cluster_name
-        region = self._state.config.region_id
-        trace_on = "true" if self._state.config.trace_on else "false"
+        cluster = config.broker_cluster_name
+        region = config.region_id
+        trace_on = "true" if config.trace_on else "false"
+        # The stamps below as the tail of an encoded property string: a canonical wire string
+        # plus this is what the store would encode from the stamped mapping.
+        stamps = _encoded_stamps(cluster, region, trace_on)
         requests: list[PutMessageRequest] = []
         add_request = requests.append
         wait_store_ok = False
@@ -312,8 +316,8 @@ class SendHandlers:
         born_host = (ctx.peer_host, ctx.peer_port)
         store_host = self._state.store_host
         sys_flag, born_timestamp = header.sys_flag, header.born_timestamp
-        for index, item in enumerate(items):
-            properties = item.properties  # decoded for this request alone: extend it in place
+        for index, (flag, body, properties, encoded) in enumerate(items):
+            # properties: decoded for this request alone, so extended in place
             if properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
                 return request.response(
                     ResponseCode.MESSAGE_ILLEGAL, f"batch message {index} to topic[{topic}] has a delay level"
@@ -321,7 +325,6 @@ class SendHandlers:
             # Only the body can break a limit here: a property string re-encoded from the wire
             # is never longer than the wire's, whose length field cannot exceed the maximum.
             # The store measures the final string (with CLUSTER) once it encodes it.
-            body = item.body
             if len(body) > max_bytes:
                 rejection = check_message_size(topic, len(body), 0, max_bytes)
                 if rejection is not None:
@@ -333,20 +336,27 @@ class SendHandlers:
                 )
             if not wait_store_ok:
                 wait_store_ok = _wait_store_ok(properties)
+            count = len(properties)
             properties[MessageConst.CLUSTER] = cluster
             properties[MessageConst.MSG_REGION] = region
             properties[MessageConst.TRACE_SWITCH] = trace_on
+            # Three new keys (none was set by the producer) went to the end, in this order.
+            if encoded is not None and stamps is not None and len(properties) == count + 3:
+                encoded = encoded + stamps if encoded else stamps[1:]
+            else:
+                encoded = None
             add_request(
                 PutMessageRequest(
                     topic,
                     queue_id,
                     body,
-                    item.flag,
+                    flag,
                     properties,
                     sys_flag,
                     born_timestamp,
                     born_host,
                     store_host,
+                    encoded_properties=encoded,
                 )
             )
         rejection = self._route_timed_batch(requests)
@@ -358,7 +368,7 @@ class SendHandlers:
             # One update per batch; the message type is the first message's (a batch is uniform).
             recorder.count_in(
                 topic,
-                message_type_of(items[0].properties),
+                message_type_of(items[0][2]),
                 sum([len(put.body) for put in requests]),
                 len(requests),
             )
@@ -417,9 +427,8 @@ class SendHandlers:
             self._state.stats.on_put_failed()
             return request.response(code, remark, {})
         self._state.stats.on_put(topic, len(result.commit_log_offsets), result.wrote_bytes)
-        prefix = _offset_msg_id_prefix(*self._state.store_host)
         ext = {
-            "msgId": ",".join([f"{prefix}{offset:016X}" for offset in result.commit_log_offsets]),
+            "msgId": join_offset_msg_ids(*self._state.store_host, result.commit_log_offsets),
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
             MessageConst.MSG_REGION: self._state.config.region_id,
@@ -512,12 +521,23 @@ class SendHandlers:
 
 
 @lru_cache(maxsize=16)
-def _offset_msg_id_prefix(host: str, port: int) -> str:
-    """The store host and port part of this broker's offsetMsgIds (all but the 16 offset digits).
+def _encoded_stamps(cluster: str, region: str, trace_on: str) -> bytes | None:
+    """CLUSTER, MSG_REGION and TRACE_ON as they end an encoded property string (leading 0x02).
 
-    Validated once through :func:`encode_offset_msg_id`; a batch then formats only its offsets.
+    None when a value cannot be encoded (a separator in it): the store then encodes each
+    message's mapping and refuses it as it would without this shortcut.
     """
-    return encode_offset_msg_id(host, port, 0)[:-16]
+    try:
+        text = encode_properties(
+            {
+                MessageConst.CLUSTER: cluster,
+                MessageConst.MSG_REGION: region,
+                MessageConst.TRACE_SWITCH: trace_on,
+            }
+        )
+    except LocalProtocolError:
+        return None
+    return (PROPERTY_SEPARATOR + text).encode("utf-8")
 
 
 def _read_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
