@@ -49,9 +49,17 @@ class BatchItem(NamedTuple):
     properties: dict[str, str]
 
 
-# One message of a batch as the broker's send path takes it: (flag, body, properties, the
-# property string's UTF-8 bytes when canonical, else None). A plain tuple: one per message.
-RawBatchItem = tuple[int, bytes, dict[str, str], bytes | None]
+class BatchColumns(NamedTuple):
+    """A batch body split into columns, one entry per message (the broker's send path).
+
+    ``encoded[i]`` is message i's property string as UTF-8 bytes when it is canonical, else
+    None (see :func:`decode_batch_columns`).
+    """
+
+    flags: list[int]
+    bodies: list[bytes]
+    properties: list[dict[str, str]]
+    encoded: list[bytes | None]
 
 
 def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchItem]:
@@ -61,11 +69,15 @@ def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchItem]:
         RemoteProtocolError: a record is truncated, its sizes are inconsistent, or its
             properties are not UTF-8; the message names the record's index and byte position.
     """
-    return [BatchItem(flag, body, properties) for flag, body, properties, _ in decode_batch_raw(data)]
+    columns = decode_batch_columns(data)
+    return [
+        BatchItem(flag, body, properties)
+        for flag, body, properties in zip(columns.flags, columns.bodies, columns.properties, strict=True)
+    ]
 
 
-def decode_batch_raw(data: bytes | bytearray | memoryview) -> list[RawBatchItem]:
-    """:func:`decode_batch`, each message with its property string's bytes when canonical.
+def decode_batch_columns(data: bytes | bytearray | memoryview) -> BatchColumns:
+    """:func:`decode_batch` as columns, with each property string's bytes when canonical.
 
     The bytes are those :func:`~orbitmq.protocol.properties.encode_properties` would give for
     the decoded mapping (the C++ client's trailing separator dropped), so the broker can store
@@ -79,8 +91,16 @@ def decode_batch_raw(data: bytes | bytearray | memoryview) -> list[RawBatchItem]
     # Slices of bytes are one copy each, cheaper than memoryview slices copied out again.
     buffer = data if isinstance(data, bytes) else bytes(data)
     size = len(buffer)
-    items: list[RawBatchItem] = []
-    add_item = items.append
+    flags: list[int] = []
+    bodies: list[bytes] = []
+    properties_column: list[dict[str, str]] = []
+    encoded: list[bytes | None] = []
+    add_flag, add_body, add_properties, add_encoded = (
+        flags.append,
+        bodies.append,
+        properties_column.append,
+        encoded.append,
+    )
     position = 0
     unpack_head = _HEAD.unpack_from
     unpack_properties_len = _PROPERTIES_LEN.unpack_from
@@ -88,12 +108,12 @@ def decode_batch_raw(data: bytes | bytearray | memoryview) -> list[RawBatchItem]
         remaining = size - position
         if remaining < _FIXED_BYTES:
             raise RemoteProtocolError(
-                f"batch message #{len(items)} at byte {position}: {remaining} bytes, fewer than {_FIXED_BYTES}"
+                f"batch message #{len(flags)} at byte {position}: {remaining} bytes, fewer than {_FIXED_BYTES}"
             )
         total_size, _magic, _crc, flag, body_len = unpack_head(buffer, position)
         if body_len < 0 or body_len > remaining - _FIXED_BYTES:
             raise RemoteProtocolError(
-                f"batch message #{len(items)} at byte {position}: bad body length {body_len}"
+                f"batch message #{len(flags)} at byte {position}: bad body length {body_len}"
             )
         body_start = position + _HEAD_BYTES
         properties_at = body_start + body_len
@@ -101,11 +121,11 @@ def decode_batch_raw(data: bytes | bytearray | memoryview) -> list[RawBatchItem]
         expected_total = _FIXED_BYTES + body_len + properties_len
         if properties_len < 0 or expected_total > remaining:
             raise RemoteProtocolError(
-                f"batch message #{len(items)} at byte {position}: bad properties length {properties_len}"
+                f"batch message #{len(flags)} at byte {position}: bad properties length {properties_len}"
             )
         if total_size != expected_total:
             raise RemoteProtocolError(
-                f"batch message #{len(items)} at byte {position}: total size {total_size} != {expected_total}"
+                f"batch message #{len(flags)} at byte {position}: total size {total_size} != {expected_total}"
             )
         properties_start = properties_at + _PROPERTIES_LEN_BYTES
         raw = buffer[properties_start : properties_start + properties_len]
@@ -113,17 +133,20 @@ def decode_batch_raw(data: bytes | bytearray | memoryview) -> list[RawBatchItem]
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise RemoteProtocolError(
-                f"batch message #{len(items)} at byte {position}: message properties are not valid UTF-8"
+                f"batch message #{len(flags)} at byte {position}: message properties are not valid UTF-8"
             ) from exc
         properties, canonical = decode_properties_canonical(text)
+        add_flag(flag)
+        add_body(buffer[body_start:properties_at])
+        add_properties(properties)
         if not canonical:
-            add_item((flag, buffer[body_start:properties_at], properties, None))
+            add_encoded(None)
         elif raw and raw[-1] == _PROPERTY_SEPARATOR_BYTE:
-            add_item((flag, buffer[body_start:properties_at], properties, raw[:-1]))
+            add_encoded(raw[:-1])
         else:
-            add_item((flag, buffer[body_start:properties_at], properties, raw))
+            add_encoded(raw)
         position += total_size
-    return items
+    return BatchColumns(flags, bodies, properties_column, encoded)
 
 
 def encode_batch_item(flag: int, body: bytes, properties: Mapping[str, str]) -> bytes:

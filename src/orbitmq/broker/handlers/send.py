@@ -55,7 +55,7 @@ from orbitmq.errors import BadRequestError, LocalProtocolError, RemoteProtocolEr
 from orbitmq.metrics import message_type_of
 from orbitmq.model.message import MessageConst, SysFlag
 from orbitmq.model.route import PERM_READ_WRITE, PERM_WRITE, TopicConfig
-from orbitmq.protocol.batch import decode_batch_raw
+from orbitmq.protocol.batch import decode_batch_columns
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import INT32_MAX, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
@@ -63,6 +63,7 @@ from orbitmq.protocol.message_codec import decode_stored_message
 from orbitmq.protocol.message_id import join_offset_msg_ids
 from orbitmq.protocol.names import group_name_problem
 from orbitmq.protocol.properties import PROPERTY_SEPARATOR, decode_properties, encode_properties
+from orbitmq.store.batch_put import BatchPut
 from orbitmq.store.config import FlushDiskType
 from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
 from orbitmq.transport.server import RequestContext
@@ -294,41 +295,39 @@ class SendHandlers:
                 ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}"
             )
         try:
-            items = decode_batch_raw(request.body)
+            columns = decode_batch_columns(request.body)
         except RemoteProtocolError as exc:
             return request.response(
                 ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body for topic[{topic}]: {exc}"
             )
-        if not items:
+        flags, bodies, properties_column, encoded_column = columns
+        if not bodies:
             return request.response(ResponseCode.MESSAGE_ILLEGAL, f"empty batch for topic[{topic}]")
-        config = self._state.config
+        # Only the body can break a limit here: a property string re-encoded from the wire is
+        # never longer than the wire's, whose length field cannot exceed the maximum. The store
+        # measures the final string (with CLUSTER).
         max_bytes = self._state.store_config.max_message_size_bytes
-        cluster = config.broker_cluster_name
-        region = config.region_id
+        if max(map(len, bodies)) > max_bytes:
+            index, body = next((i, body) for i, body in enumerate(bodies) if len(body) > max_bytes)
+            rejection = check_message_size(topic, len(body), 0, max_bytes)
+            if rejection is not None:
+                return request.response(rejection.code, f"batch message {index}: {rejection.remark}")
+        config = self._state.config
+        cluster, region = config.broker_cluster_name, config.region_id
         trace_on = "true" if config.trace_on else "false"
         # The stamps below as the tail of an encoded property string: a canonical wire string
         # plus this is what the store would encode from the stamped mapping.
         stamps = _encoded_stamps(cluster, region, trace_on)
-        requests: list[PutMessageRequest] = []
-        add_request = requests.append
         wait_store_ok = False
-        # Loop invariants hoisted: this loop runs once per message of every batch.
-        born_host = (ctx.peer_host, ctx.peer_port)
-        store_host = self._state.store_host
-        sys_flag, born_timestamp = header.sys_flag, header.born_timestamp
-        for index, (flag, body, properties, encoded) in enumerate(items):
+        timed = False
+        timer_on = config.timer_wheel_enable
+        # This loop runs once per message of every batch: checks and stamps only.
+        for index, properties in enumerate(properties_column):
             # properties: decoded for this request alone, so extended in place
             if properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
                 return request.response(
                     ResponseCode.MESSAGE_ILLEGAL, f"batch message {index} to topic[{topic}] has a delay level"
                 )
-            # Only the body can break a limit here: a property string re-encoded from the wire
-            # is never longer than the wire's, whose length field cannot exceed the maximum.
-            # The store measures the final string (with CLUSTER) once it encodes it.
-            if len(body) > max_bytes:
-                rejection = check_message_size(topic, len(body), 0, max_bytes)
-                if rejection is not None:
-                    return request.response(rejection.code, f"batch message {index}: {rejection.remark}")
             if MessageConst.TRANSACTION_PREPARED in properties and is_transactional(properties):
                 return request.response(
                     ResponseCode.MESSAGE_ILLEGAL,
@@ -336,54 +335,47 @@ class SendHandlers:
                 )
             if not wait_store_ok:
                 wait_store_ok = _wait_store_ok(properties)
+            if timer_on and not timed:
+                # A message without any timer property is never timed.
+                timed = not _TIMER_KEYS.isdisjoint(properties)
             count = len(properties)
             properties[MessageConst.CLUSTER] = cluster
             properties[MessageConst.MSG_REGION] = region
             properties[MessageConst.TRACE_SWITCH] = trace_on
             # Three new keys (none was set by the producer) went to the end, in this order.
-            if encoded is not None and stamps is not None and len(properties) == count + 3:
-                encoded = encoded + stamps if encoded else stamps[1:]
-            else:
-                encoded = None
-            add_request(
-                PutMessageRequest(
-                    topic,
-                    queue_id,
-                    body,
-                    flag,
-                    properties,
-                    sys_flag,
-                    born_timestamp,
-                    born_host,
-                    store_host,
-                    encoded_properties=encoded,
-                )
-            )
-        rejection = self._route_timed_batch(requests)
-        if rejection is not None:
-            return rejection.response(request)
-        result = self._state.store.put_messages(requests)
+            encoded = encoded_column[index]
+            if encoded is not None:
+                if stamps is not None and len(properties) == count + 3:
+                    encoded_column[index] = encoded + stamps if encoded else stamps[1:]
+                else:
+                    encoded_column[index] = None
+        batch = BatchPut(
+            topic, queue_id, flags, bodies, properties_column, encoded_column, header.sys_flag,
+            header.born_timestamp, (ctx.peer_host, ctx.peer_port), self._state.store_host,
+        )  # fmt: skip
+        if timed:
+            requests = batch.requests()
+            rejection = self._route_timed_batch(requests)
+            if rejection is not None:
+                return rejection.response(request)
+            result = self._state.store.put_messages(requests)
+        else:
+            result = self._state.store.put_batch(batch)
         recorder = self._state.recorder
         if recorder is not None and result.status is PutStatus.PUT_OK:
             # One update per batch; the message type is the first message's (a batch is uniform).
             recorder.count_in(
-                topic,
-                message_type_of(items[0][2]),
-                sum([len(put.body) for put in requests]),
-                len(requests),
+                topic, message_type_of(properties_column[0]), sum(map(len, bodies)), len(bodies)
             )
         return await self._answer_put(request, result, queue_id, wait_store_ok, topic)
 
     def _route_timed_batch(self, requests: list[PutMessageRequest]) -> Rejection | None:
         """A batch with any timed message goes whole to the timer topic (the store puts one queue).
 
+        Called when the timer wheel is on and a message carries a timer property.
+
         Untimed or past-due members then fall due at once and are delivered without waiting.
         """
-        if not self._state.config.timer_wheel_enable:
-            return None
-        # A message without any timer property is never timed: skip the per-key parsing.
-        if all(_TIMER_KEYS.isdisjoint(put.properties) for put in requests):
-            return None
         current_ms = now_ms()
         try:
             due_times = [timer_due_ms(put.properties, current_ms) for put in requests]

@@ -1,0 +1,221 @@
+"""The put of a batch send: messages of one queue that differ only in flag, body and properties.
+
+A producer's batch shares its topic, queue, sysFlag, born timestamp and hosts; only each
+message's flag, body and properties differ. :class:`BatchPut` carries it that way, as
+columns, so the broker builds no object per message and the store checks and packs the
+shared fields once per batch rather than once per message:
+
+1. :func:`prepare_batch` (no lock) runs :meth:`RecordBuilder.prepare`'s checks over whole
+   columns, the shared fields once, and encodes each record's length and tail (topic + property string, taken as
+   the caller encoded it when it did).
+2. :meth:`PreparedBatch.pack` (store lock held) writes the records into the mapped segment.
+3. :meth:`PreparedBatch.dispatch` (store lock held) buffers the ConsumeQueue entries and
+   hands the batch's keys to the index, as :func:`~orbitmq.store.put_path.dispatch_new`.
+
+The records are byte for byte those of :meth:`MessageStore.put_messages` over
+:meth:`BatchPut.requests` (the same store timestamp given), and every refusal is one that
+path gives too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from zlib import crc32
+
+from orbitmq.errors import LocalProtocolError
+from orbitmq.protocol.message_codec import MAX_TOPIC_BYTES, MESSAGE_MAGIC_CODE, WritableBuffer
+from orbitmq.protocol.names import is_legal_name
+from orbitmq.protocol.properties import MAX_PROPERTIES_BYTES, encode_properties
+from orbitmq.store._fs import failpoints
+from orbitmq.store.consume_queue import ConsumeQueue
+from orbitmq.store.dispatch import (
+    KEYS,
+    ROLLBACK,
+    SCHEDULE_TOPIC,
+    TRANSACTION_MASK,
+    UNIQ_KEY,
+    Dispatcher,
+    add_key_tokens,
+)
+from orbitmq.store.put_path import PREPARED_OR_ROLLBACK, Hosts, RecordBuilder, record_sizes
+from orbitmq.store.results import PutMessageRequest, PutResult, PutStatus, failed_put
+
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+_TAGS = "TAGS"
+
+
+@dataclass(slots=True)
+class BatchPut:
+    """Messages of one topic and queue sharing every field but flag, body and properties.
+
+    ``flags``, ``bodies``, ``properties`` and ``encoded_properties`` are columns of one length,
+    one entry per message; ``encoded_properties[i]`` is the property string as stored when
+    the caller holds exactly ``encode_properties(properties[i])``, else None (see
+    :attr:`PutMessageRequest.encoded_properties`).
+    """
+
+    topic: str
+    queue_id: int
+    flags: list[int]
+    bodies: list[bytes]
+    properties: list[dict[str, str]]
+    encoded_properties: list[bytes | None]
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_host: tuple[str, int]
+
+    def requests(self) -> list[PutMessageRequest]:
+        """The same messages one request each (for the per-message paths: timer routing)."""
+        return [
+            PutMessageRequest(
+                self.topic, self.queue_id, body, flag, properties, self.sys_flag, self.born_timestamp,
+                self.born_host, self.store_host, encoded_properties=encoded,
+            )
+            for flag, body, properties, encoded in zip(
+                self.flags, self.bodies, self.properties, self.encoded_properties, strict=True
+            )
+        ]  # fmt: skip
+
+
+class PreparedBatch:
+    """A :class:`BatchPut` checked and encoded up to its offsets, ready for the store lock."""
+
+    __slots__ = ("batch", "hosts", "last_size", "sizes", "sys_flag", "tails", "total_bytes")
+
+    def __init__(self, batch: BatchPut, sys_flag: int, hosts: Hosts, sizes: list[int], tails: list[bytes]):
+        self.batch = batch
+        self.sys_flag = sys_flag
+        self.hosts = hosts
+        self.sizes = sizes
+        self.tails = tails
+        self.total_bytes = sum(sizes)
+        self.last_size = sizes[-1]
+
+    def pack(
+        self, buffer: WritableBuffer, position: int, base_offset: int, queue_offset: int, store_timestamp: int
+    ) -> tuple[int, list[int]]:
+        """Write the records at ``position`` of a segment starting at commit-log ``base_offset``.
+
+        Returns the position after the last record and each record's commit-log offset.
+        """
+        batch = self.batch
+        born_bytes, store_bytes, _, fixed = self.hosts
+        fixed_size = fixed.size
+        pack_into = fixed.pack_into
+        sys_flag, queue_id, born_timestamp = self.sys_flag, batch.queue_id, batch.born_timestamp
+        born_port, store_port = batch.born_host[1], batch.store_host[1]
+        step = 0 if sys_flag & PREPARED_OR_ROLLBACK else 1
+        if not step:
+            queue_offset = 0
+        commit_log_offsets: list[int] = []
+        add_offset = commit_log_offsets.append
+        for body, flag, size, tail in zip(batch.bodies, batch.flags, self.sizes, self.tails, strict=True):
+            commit_log_offset = base_offset + position
+            add_offset(commit_log_offset)
+            pack_into(
+                buffer, position, size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag,
+                queue_offset, commit_log_offset, sys_flag, born_timestamp, born_bytes, born_port,
+                store_timestamp, store_bytes, store_port, 0, 0, len(body),
+            )  # fmt: skip
+            body_position = position + fixed_size
+            tail_position = body_position + len(body)
+            buffer[body_position:tail_position] = body
+            position = tail_position + len(tail)
+            buffer[tail_position:position] = tail
+            queue_offset += step
+        return position, commit_log_offsets
+
+    def dispatch(
+        self, dispatcher: Dispatcher, queue: ConsumeQueue, commit_log_offsets: list[int], store_timestamp: int
+    ) -> None:
+        """Buffer the ConsumeQueue entries and index the keys of the records :meth:`pack` wrote."""
+        properties_column = self.batch.properties
+        sys_flag = self.sys_flag
+        topic = queue.topic
+        if not sys_flag & PREPARED_OR_ROLLBACK:
+            tags_code_for = dispatcher.tags_code_for
+            fields: list[int] = []
+            add_fields = fields.extend
+            every_tag = topic == SCHEDULE_TOPIC  # its tags code is a delivery time
+            for properties, commit_log_offset, size in zip(
+                properties_column, commit_log_offsets, self.sizes, strict=True
+            ):
+                tags = (
+                    tags_code_for(topic, properties, store_timestamp)
+                    if every_tag or _TAGS in properties
+                    else 0
+                )
+                add_fields((commit_log_offset, size, tags))
+            queue.put_many(queue.max_queue_offset, fields)
+        failpoints.hit("dispatch.after_cq_write")
+        index = dispatcher.index
+        if index is None or sys_flag & TRANSACTION_MASK == ROLLBACK:
+            return
+        tokens: list[str] = []
+        token_offsets: list[int] = []
+        for properties, commit_log_offset in zip(properties_column, commit_log_offsets, strict=True):
+            unique_key = properties.get(UNIQ_KEY)
+            if unique_key:
+                tokens.append(unique_key)
+                token_offsets.append(commit_log_offset)
+            user_keys = properties.get(KEYS)
+            if user_keys:
+                add_key_tokens(user_keys, commit_log_offset, tokens, token_offsets)
+        if tokens:
+            index.put_tokens(topic, tokens, token_offsets, store_timestamp)
+
+
+def prepare_batch(builder: RecordBuilder, batch: BatchPut) -> PreparedBatch | PutResult:
+    """The batch checked and encoded up to its offsets, or the refusal ``prepare`` would give.
+
+    The checks run over whole columns; when one fails, :meth:`RecordBuilder.prepare` of the
+    batch's requests words the refusal, so it names the same first fault, in the same words.
+    """
+    topic, queue_id = batch.topic, batch.queue_id
+    bodies, flags = batch.bodies, batch.flags
+    count = len(bodies)
+    if not count or not count == len(flags) == len(batch.properties) == len(batch.encoded_properties):
+        return failed_put(
+            PutStatus.MESSAGE_ILLEGAL, f"a batch for {topic} needs one flag, body and properties each"
+        )
+    try:
+        if not (
+            is_legal_name(topic, MAX_TOPIC_BYTES)
+            and 0 <= queue_id <= _INT_MAX
+            and _INT_MIN <= batch.sys_flag <= _INT_MAX
+            and _LONG_MIN <= batch.born_timestamp <= _LONG_MAX
+            and max(map(len, bodies)) <= builder.body_max
+            and _INT_MIN <= min(flags) <= max(flags) <= _INT_MAX
+        ):
+            return _refusal(builder, batch)
+        hosts = builder.hosts(batch.born_host, batch.store_host)
+        encoded = [
+            properties_bytes
+            if properties_bytes is not None
+            else encode_properties(properties).encode("utf-8")
+            for properties, properties_bytes in zip(batch.properties, batch.encoded_properties, strict=True)
+        ]
+    except (LocalProtocolError, UnicodeEncodeError):
+        return _refusal(builder, batch)
+    properties_lengths = list(map(len, encoded))
+    if max(properties_lengths) > MAX_PROPERTIES_BYTES:
+        return _refusal(builder, batch)
+    topic_bytes = topic.encode("ascii")
+    topic_head = bytes((len(topic_bytes),)) + topic_bytes
+    sys_flag, sizes = record_sizes(batch.sys_flag, hosts, len(topic_bytes), bodies, properties_lengths)
+    tails = [
+        topic_head + properties_len.to_bytes(2, "big") + properties_bytes
+        for properties_len, properties_bytes in zip(properties_lengths, encoded, strict=True)
+    ]
+    return PreparedBatch(batch, sys_flag, hosts, sizes, tails)
+
+
+def _refusal(builder: RecordBuilder, batch: BatchPut) -> PutResult:
+    """The refusal :meth:`RecordBuilder.prepare` gives the batch's requests (a check failed)."""
+    refused = builder.prepare(batch.requests())
+    if isinstance(refused, PutResult):
+        return refused
+    # Unreachable while the column checks are those of prepare; refuse rather than guess.
+    return failed_put(PutStatus.MESSAGE_ILLEGAL, f"{batch.topic}/{batch.queue_id}: the batch failed a check")
