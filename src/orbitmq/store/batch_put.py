@@ -20,6 +20,8 @@ path gives too.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain, compress, repeat
+from typing import cast
 from zlib import crc32
 
 from orbitmq.errors import LocalProtocolError
@@ -134,35 +136,45 @@ class PreparedBatch:
         properties_column = self.batch.properties
         sys_flag = self.sys_flag
         topic = queue.topic
+        # Whole-column steps (map, zip, compress run in C); the per-message loops below serve
+        # the batches that need them: messages with TAGS or KEYS, SCHEDULE_TOPIC_XXXX.
         if not sys_flag & PREPARED_OR_ROLLBACK:
-            tags_code_for = dispatcher.tags_code_for
-            fields: list[int] = []
-            add_fields = fields.extend
-            every_tag = topic == SCHEDULE_TOPIC  # its tags code is a delivery time
-            for properties, commit_log_offset, size in zip(
-                properties_column, commit_log_offsets, self.sizes, strict=True
-            ):
-                tags = (
+            if topic == SCHEDULE_TOPIC or any(map(dict.__contains__, properties_column, repeat(_TAGS))):
+                tags_code_for = dispatcher.tags_code_for
+                codes = [
                     tags_code_for(topic, properties, store_timestamp)
-                    if every_tag or _TAGS in properties
+                    if _TAGS in properties or topic == SCHEDULE_TOPIC
                     else 0
-                )
-                add_fields((commit_log_offset, size, tags))
+                    for properties in properties_column
+                ]
+            else:
+                codes = [0] * len(properties_column)
+            fields = list(chain.from_iterable(zip(commit_log_offsets, self.sizes, codes, strict=True)))
             queue.put_many(queue.max_queue_offset, fields)
         failpoints.hit("dispatch.after_cq_write")
         index = dispatcher.index
         if index is None or sys_flag & TRANSACTION_MASK == ROLLBACK:
             return
-        tokens: list[str] = []
-        token_offsets: list[int] = []
-        for properties, commit_log_offset in zip(properties_column, commit_log_offsets, strict=True):
-            unique_key = properties.get(UNIQ_KEY)
-            if unique_key:
-                tokens.append(unique_key)
-                token_offsets.append(commit_log_offset)
-            user_keys = properties.get(KEYS)
-            if user_keys:
-                add_key_tokens(user_keys, commit_log_offset, tokens, token_offsets)
+        unique_keys = list(map(dict.get, properties_column, repeat(UNIQ_KEY)))
+        if any(map(dict.__contains__, properties_column, repeat(KEYS))):
+            tokens: list[str] = []
+            token_offsets: list[int] = []
+            for properties, unique_key, commit_log_offset in zip(
+                properties_column, unique_keys, commit_log_offsets, strict=True
+            ):
+                if unique_key:
+                    tokens.append(unique_key)
+                    token_offsets.append(commit_log_offset)
+                user_keys = properties.get(KEYS)
+                if user_keys:
+                    add_key_tokens(user_keys, commit_log_offset, tokens, token_offsets)
+        elif all(unique_keys):
+            tokens, token_offsets = cast(list[str], unique_keys), list(commit_log_offsets)
+        else:
+            tokens, token_offsets = (
+                cast(list[str], list(compress(unique_keys, unique_keys))),
+                list(compress(commit_log_offsets, unique_keys)),
+            )
         if tokens:
             index.put_tokens(topic, tokens, token_offsets, store_timestamp)
 
@@ -205,8 +217,10 @@ def prepare_batch(builder: RecordBuilder, batch: BatchPut) -> PreparedBatch | Pu
     topic_bytes = topic.encode("ascii")
     topic_head = bytes((len(topic_bytes),)) + topic_bytes
     sys_flag, sizes = record_sizes(batch.sys_flag, hosts, len(topic_bytes), bodies, properties_lengths)
+    # TOPICLEN + topic + PROPERTIESLEN per distinct property length (a batch has few).
+    heads = {length: topic_head + length.to_bytes(2, "big") for length in set(properties_lengths)}
     tails = [
-        topic_head + properties_len.to_bytes(2, "big") + properties_bytes
+        heads[properties_len] + properties_bytes
         for properties_len, properties_bytes in zip(properties_lengths, encoded, strict=True)
     ]
     return PreparedBatch(batch, sys_flag, hosts, sizes, tails)
