@@ -6,8 +6,8 @@ columns, so the broker builds no object per message and the store checks and pac
 shared fields once per batch rather than once per message:
 
 1. :func:`prepare_batch` (no lock) runs :meth:`RecordBuilder.prepare`'s checks over whole
-   columns, the shared fields once, and encodes each record's length and tail (topic + property string, taken as
-   the caller encoded it when it did).
+   columns, the shared fields once, and encodes each record's length and tail (topic +
+   property string, taken as the caller encoded it when it did).
 2. :meth:`PreparedBatch.pack` (store lock held) writes the records into the mapped segment.
 3. :meth:`PreparedBatch.dispatch` (store lock held) buffers the ConsumeQueue entries and
    hands the batch's keys to the index, as :func:`~orbitmq.store.put_path.dispatch_new`.
@@ -25,6 +25,7 @@ from typing import cast
 from zlib import crc32
 
 from orbitmq.errors import LocalProtocolError
+from orbitmq.model.message import MessageConst
 from orbitmq.protocol.message_codec import MAX_TOPIC_BYTES, MESSAGE_MAGIC_CODE, WritableBuffer
 from orbitmq.protocol.names import is_legal_name
 from orbitmq.protocol.properties import MAX_PROPERTIES_BYTES, encode_properties
@@ -44,7 +45,7 @@ from orbitmq.store.results import PutMessageRequest, PutResult, PutStatus, faile
 
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
-_TAGS = "TAGS"
+_TAGS: str = MessageConst.TAGS
 
 
 @dataclass(slots=True)
