@@ -1,7 +1,7 @@
 """The put of a batch send: messages of one queue that differ only in flag, body and properties.
 
-A producer's batch shares its topic, queue, sysFlag, born timestamp and hosts; only each
-message's flag, body and properties differ. :class:`BatchPut` carries it that way, as
+A producer's batch shares its topic, queue, sysFlag, born timestamp, hosts and the broker's
+stamps (CLUSTER, MSG_REGION, TRACE_ON); only each message's flag, body and properties differ. :class:`BatchPut` carries it that way, as
 columns, so the broker builds no object per message and the store checks and packs the
 shared fields once per batch rather than once per message:
 
@@ -19,7 +19,7 @@ path gives too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from typing import cast
 from zlib import crc32
@@ -28,7 +28,7 @@ from orbitmq.errors import LocalProtocolError
 from orbitmq.model.message import MessageConst
 from orbitmq.protocol.message_codec import MAX_TOPIC_BYTES, MESSAGE_MAGIC_CODE, WritableBuffer
 from orbitmq.protocol.names import is_legal_name
-from orbitmq.protocol.properties import MAX_PROPERTIES_BYTES, encode_properties
+from orbitmq.protocol.properties import MAX_PROPERTIES_BYTES, PROPERTY_SEPARATOR, encode_properties
 from orbitmq.store._fs import failpoints
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import (
@@ -46,6 +46,7 @@ from orbitmq.store.results import PutMessageRequest, PutResult, PutStatus, faile
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 _TAGS: str = MessageConst.TAGS
+_DISPATCHED_KEYS = frozenset((_TAGS, KEYS, UNIQ_KEY))
 
 
 @dataclass(slots=True)
@@ -68,13 +69,19 @@ class BatchPut:
     born_timestamp: int
     born_host: tuple[str, int]
     store_host: tuple[str, int]
+    # Properties every message is stored with (the broker's CLUSTER, MSG_REGION, TRACE_ON):
+    # as ``{**properties[i], **stamps}``, a key the message has keeps its place, takes the value.
+    # Never TAGS, KEYS or UNIQ_KEY: the ConsumeQueue and the index read each message's own.
+    stamps: dict[str, str] = field(default_factory=dict)
 
     def requests(self) -> list[PutMessageRequest]:
-        """The same messages one request each (for the per-message paths: timer routing)."""
+        """The same messages one request each, stamped (for the per-message paths: timer routing)."""
+        stamps = self.stamps
         return [
             PutMessageRequest(
-                self.topic, self.queue_id, body, flag, properties, self.sys_flag, self.born_timestamp,
-                self.born_host, self.store_host, encoded_properties=encoded,
+                self.topic, self.queue_id, body, flag, {**properties, **stamps} if stamps else properties,
+                self.sys_flag, self.born_timestamp, self.born_host, self.store_host,
+                encoded_properties=None if stamps else encoded,
             )
             for flag, body, properties, encoded in zip(
                 self.flags, self.bodies, self.properties, self.encoded_properties, strict=True
@@ -204,12 +211,7 @@ def prepare_batch(builder: RecordBuilder, batch: BatchPut) -> PreparedBatch | Pu
         ):
             return _refusal(builder, batch)
         hosts = builder.hosts(batch.born_host, batch.store_host)
-        encoded = [
-            properties_bytes
-            if properties_bytes is not None
-            else encode_properties(properties).encode("utf-8")
-            for properties, properties_bytes in zip(batch.properties, batch.encoded_properties, strict=True)
-        ]
+        encoded = _stamped_property_strings(batch)
     except (LocalProtocolError, UnicodeEncodeError):
         return _refusal(builder, batch)
     properties_lengths = list(map(len, encoded))
@@ -225,6 +227,37 @@ def prepare_batch(builder: RecordBuilder, batch: BatchPut) -> PreparedBatch | Pu
         for properties_len, properties_bytes in zip(properties_lengths, encoded, strict=True)
     ]
     return PreparedBatch(batch, sys_flag, hosts, sizes, tails)
+
+
+def _stamped_property_strings(batch: BatchPut) -> list[bytes]:
+    """Each message's stored property string: its own, stamped (see :attr:`BatchPut.stamps`).
+
+    A message whose string the caller encoded and that has none of the stamps' keys is that
+    string with the encoded stamps appended; any other is encoded from its stamped mapping.
+
+    Raises:
+        LocalProtocolError: a key or value holds a separator.
+        UnicodeEncodeError: a key or value is not encodable (a lone surrogate).
+        ValueError: the stamps name TAGS, KEYS or UNIQ_KEY (a caller's mistake).
+    """
+    stamps = batch.stamps
+    if not stamps:
+        return [
+            properties_bytes
+            if properties_bytes is not None
+            else encode_properties(properties).encode("utf-8")
+            for properties, properties_bytes in zip(batch.properties, batch.encoded_properties, strict=True)
+        ]
+    if not _DISPATCHED_KEYS.isdisjoint(stamps):
+        raise ValueError(f"batch stamps {sorted(stamps)} name a key the dispatch reads per message")
+    stamp_tail = (PROPERTY_SEPARATOR + encode_properties(stamps)).encode("utf-8")
+    stamp_keys = frozenset(stamps)
+    return [
+        (properties_bytes + stamp_tail if properties_bytes else stamp_tail[1:])
+        if properties_bytes is not None and stamp_keys.isdisjoint(properties)
+        else encode_properties({**properties, **stamps}).encode("utf-8")
+        for properties, properties_bytes in zip(batch.properties, batch.encoded_properties, strict=True)
+    ]
 
 
 def _refusal(builder: RecordBuilder, batch: BatchPut) -> PutResult:

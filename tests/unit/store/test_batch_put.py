@@ -1,7 +1,8 @@
 """MessageStore.put_batch (a batch send held as columns) against put_messages of the same messages.
 
 Method: Hypothesis builds batches (hosts IPv4/IPv6, transaction types, TAGS, UNIQ_KEY, KEYS,
-property strings the caller encoded or not, bodies and property strings over the limits); two
+property strings the caller encoded or not, stamps a message may already carry, bodies and
+property strings over the limits); two
 fresh stores take the same batch, one through each path; their answers, their records (byte for
 byte, the store timestamp aside), their ConsumeQueue entries and their index look-ups must agree.
 """
@@ -16,7 +17,11 @@ from hypothesis import strategies as st
 
 from orbitmq.errors import LocalProtocolError
 from orbitmq.model.message import SysFlag
-from orbitmq.protocol.message_codec import STORETIMESTAMP_POSITION, decode_stored_message
+from orbitmq.protocol.message_codec import (
+    STORETIMESTAMP_POSITION,
+    decode_stored_message,
+    stored_message_property_bytes,
+)
 from orbitmq.protocol.properties import encode_properties
 from orbitmq.protocol.tags import tags_code
 from orbitmq.store.batch_put import BatchPut
@@ -67,6 +72,10 @@ def batches(draw: st.DrawFn) -> BatchPut:
         born_timestamp=draw(st.integers(0, 2**41)),
         born_host=draw(_HOSTS),
         store_host=draw(st.sampled_from([("127.0.0.1", 10911), ("fe80::1", 10911)])),
+        # Stamps: none, the broker's, or one a message may already carry (it keeps its place).
+        stamps=draw(
+            st.sampled_from([{}, {"CLUSTER": "c1", "TRACE_ON": "true"}, {"a": "stamped", "CLUSTER": "c2"}])
+        ),
     )
 
 
@@ -154,5 +163,29 @@ def test_batch_put_stores_the_callers_encoded_properties(tmp_path: Path) -> None
             (b"two", {"UNIQ_KEY": "U2"}, 1),
         ]
         assert len(store.query_messages_by_key("TopicA", "U2", 8, 0, 2**62)) == 1
+    finally:
+        store.close()
+
+
+def test_batch_put_appends_stamps_and_replaces_a_messages_own_value(tmp_path: Path) -> None:
+    store = MessageStore(tiny_config(tmp_path))
+    store.open()
+    try:
+        batch = BatchPut(
+            "TopicA", 0, [0, 0, 0], [b"a", b"b", b"c"],
+            [{"UNIQ_KEY": "U1"}, {"CLUSTER": "mine", "UNIQ_KEY": "U2"}, {}],
+            [b"UNIQ_KEY\x01U1", b"CLUSTER\x01mine\x02UNIQ_KEY\x01U2", b""], 0, 1, ("127.0.0.1", 1),
+            ("127.0.0.1", 10911), {"CLUSTER": "DefaultCluster", "TRACE_ON": "false"},
+        )  # fmt: skip
+        result = store.put_batch(batch)
+        assert result.status is PutStatus.PUT_OK
+        records = _records(store, result)
+        assert [stored_message_property_bytes(record) for record in records] == [
+            b"UNIQ_KEY\x01U1\x02CLUSTER\x01DefaultCluster\x02TRACE_ON\x01false",
+            b"CLUSTER\x01DefaultCluster\x02UNIQ_KEY\x01U2\x02TRACE_ON\x01false",
+            b"CLUSTER\x01DefaultCluster\x02TRACE_ON\x01false",
+        ]
+        # The caller's mappings stay as they were.
+        assert batch.properties[1] == {"CLUSTER": "mine", "UNIQ_KEY": "U2"}
     finally:
         store.close()

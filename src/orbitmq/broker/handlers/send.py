@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import random
 from concurrent.futures import Future
-from functools import lru_cache
 
 from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
@@ -51,7 +50,7 @@ from orbitmq.broker.validation import (
     dlq_topic,
     retry_topic,
 )
-from orbitmq.errors import BadRequestError, LocalProtocolError, RemoteProtocolError
+from orbitmq.errors import BadRequestError, RemoteProtocolError
 from orbitmq.metrics import message_type_of
 from orbitmq.model.message import MessageConst, SysFlag
 from orbitmq.model.route import PERM_READ_WRITE, PERM_WRITE, TopicConfig
@@ -62,7 +61,7 @@ from orbitmq.protocol.headers import INT32_MAX, ConsumerSendMsgBackRequestHeader
 from orbitmq.protocol.message_codec import decode_stored_message
 from orbitmq.protocol.message_id import join_offset_msg_ids
 from orbitmq.protocol.names import group_name_problem
-from orbitmq.protocol.properties import PROPERTY_SEPARATOR, decode_properties, encode_properties
+from orbitmq.protocol.properties import decode_properties
 from orbitmq.store.batch_put import BatchPut
 from orbitmq.store.config import FlushDiskType
 from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
@@ -87,6 +86,9 @@ _TIMER_KEYS = frozenset(
         MessageConst.TIMER_DELAY_SEC,
     )
 )
+# The properties a batch's per-message checks read: a message with none of them passes.
+_BATCH_CHECKED_KEYS = frozenset((MessageConst.DELAY_TIME_LEVEL, MessageConst.TRANSACTION_PREPARED))
+_BATCH_CHECKED_KEYS_WITH_TIMER = _BATCH_CHECKED_KEYS | _TIMER_KEYS
 
 
 class SendHandlers:
@@ -313,45 +315,35 @@ class SendHandlers:
             if rejection is not None:
                 return request.response(rejection.code, f"batch message {index}: {rejection.remark}")
         config = self._state.config
-        cluster, region = config.broker_cluster_name, config.region_id
-        trace_on = "true" if config.trace_on else "false"
-        # The stamps below as the tail of an encoded property string: a canonical wire string
-        # plus this is what the store would encode from the stamped mapping.
-        stamps = _encoded_stamps(cluster, region, trace_on)
-        wait_store_ok = False
-        timed = False
         timer_on = config.timer_wheel_enable
-        # This loop runs once per message of every batch: checks and stamps only.
-        for index, properties in enumerate(properties_column):
-            # properties: decoded for this request alone, so extended in place
-            if properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
-                return request.response(
-                    ResponseCode.MESSAGE_ILLEGAL, f"batch message {index} to topic[{topic}] has a delay level"
-                )
-            if MessageConst.TRANSACTION_PREPARED in properties and is_transactional(properties):
-                return request.response(
-                    ResponseCode.MESSAGE_ILLEGAL,
-                    f"batch message {index} to topic[{topic}] is transactional; send it alone",
-                )
-            if not wait_store_ok:
-                wait_store_ok = _wait_store_ok(properties)
-            if timer_on and not timed:
-                # A message without any timer property is never timed.
-                timed = not _TIMER_KEYS.isdisjoint(properties)
-            count = len(properties)
-            properties[MessageConst.CLUSTER] = cluster
-            properties[MessageConst.MSG_REGION] = region
-            properties[MessageConst.TRACE_SWITCH] = trace_on
-            # Three new keys (none was set by the producer) went to the end, in this order.
-            encoded = encoded_column[index]
-            if encoded is not None:
-                if stamps is not None and len(properties) == count + 3:
-                    encoded_column[index] = encoded + stamps if encoded else stamps[1:]
-                else:
-                    encoded_column[index] = None
+        watched = _BATCH_CHECKED_KEYS_WITH_TIMER if timer_on else _BATCH_CHECKED_KEYS
+        timed = False
+        # Checks per message only for messages carrying a key they read (most carry none).
+        if not all(map(watched.isdisjoint, properties_column)):
+            for index, properties in enumerate(properties_column):
+                if properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
+                    return request.response(
+                        ResponseCode.MESSAGE_ILLEGAL,
+                        f"batch message {index} to topic[{topic}] has a delay level",
+                    )
+                if MessageConst.TRANSACTION_PREPARED in properties and is_transactional(properties):
+                    return request.response(
+                        ResponseCode.MESSAGE_ILLEGAL,
+                        f"batch message {index} to topic[{topic}] is transactional; send it alone",
+                    )
+                if timer_on and not timed:
+                    # A message without any timer property is never timed.
+                    timed = not _TIMER_KEYS.isdisjoint(properties)
+        wait_store_ok = any(map(_wait_store_ok, properties_column))
+        # The broker's stamps go on in the store (BatchPut.stamps), after each message's own.
+        stamps = {
+            MessageConst.CLUSTER: config.broker_cluster_name,
+            MessageConst.MSG_REGION: config.region_id,
+            MessageConst.TRACE_SWITCH: "true" if config.trace_on else "false",
+        }
         batch = BatchPut(
             topic, queue_id, flags, bodies, properties_column, encoded_column, header.sys_flag,
-            header.born_timestamp, (ctx.peer_host, ctx.peer_port), self._state.store_host,
+            header.born_timestamp, (ctx.peer_host, ctx.peer_port), self._state.store_host, stamps,
         )  # fmt: skip
         if timed:
             requests = batch.requests()
@@ -510,26 +502,6 @@ class SendHandlers:
         if code == ResponseCode.SUCCESS:
             state.stats.on_send_back(header.group, original.topic)
         return request.response(code, remark, {})
-
-
-@lru_cache(maxsize=16)
-def _encoded_stamps(cluster: str, region: str, trace_on: str) -> bytes | None:
-    """CLUSTER, MSG_REGION and TRACE_ON as they end an encoded property string (leading 0x02).
-
-    None when a value cannot be encoded (a separator in it): the store then encodes each
-    message's mapping and refuses it as it would without this shortcut.
-    """
-    try:
-        text = encode_properties(
-            {
-                MessageConst.CLUSTER: cluster,
-                MessageConst.MSG_REGION: region,
-                MessageConst.TRACE_SWITCH: trace_on,
-            }
-        )
-    except LocalProtocolError:
-        return None
-    return (PROPERTY_SEPARATOR + text).encode("utf-8")
 
 
 def _read_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
