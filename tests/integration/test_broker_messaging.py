@@ -8,6 +8,7 @@ way RocketMQ clients do, and uses its own topic/group names so tests do not inte
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from orbitmq.model.message import MessageConst
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.message_codec import decode_stored_messages
+from orbitmq.protocol.message_codec import decode_stored_messages, stored_message_property_bytes
 from orbitmq.protocol.message_id import decode_offset_msg_id
 from orbitmq.protocol.properties import encode_properties
 from orbitmq.transport.connection import RemotingClient
@@ -177,6 +178,72 @@ async def test_broker_batch_with_cpp_flag_stores_each_message(
     messages = decode_stored_messages(pulled.body)
     assert [m.body for m in messages] == [b"m0", b"m1", b"m2"]
     assert [m.queue_offset for m in messages] == [0, 1, 2]
+
+
+async def test_broker_batch_stores_each_property_string_with_the_broker_stamps(
+    broker: ServerProcess, client: RemotingClient
+) -> None:
+    """Canonical strings (stored as sent, stamps appended), a C++ trailing separator, a producer's
+    own CLUSTER (replaced in place), a repeated key and an empty item (stored as decoded)."""
+    raw = [
+        b"UNIQ_KEY\x01P0\x02WAIT\x01true",
+        b"UNIQ_KEY\x01P1\x02KEYS\x01k1 k2\x02",
+        b"UNIQ_KEY\x01P2\x02CLUSTER\x01mine\x02TAGS\x01t",
+        b"UNIQ_KEY\x01P3\x02K\x01a\x02K\x01b",
+        b"UNIQ_KEY\x01P4\x02\x02X\x01y",
+        b"",
+    ]
+    body = b"".join(
+        struct.pack(">iiiii", 22 + 2 + len(props), 0, 0, 7, 2)
+        + f"b{i}".encode()
+        + struct.pack(">h", len(props))
+        + props
+        for i, props in enumerate(raw)
+    )
+    response = await client.invoke(
+        broker.addr, send_request("MsgTopicBatchProps", body, code=RequestCode.SEND_BATCH_MESSAGE)
+    )
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    msg_ids = response.ext_fields["msgId"].split(",")
+    pulled = await client.invoke(broker.addr, pull_request("MsgTopicBatchProps", "CG_BP", 0))
+    messages = decode_stored_messages(pulled.body)
+    assert [m.body for m in messages] == [f"b{i}".encode() for i in range(len(raw))]
+    assert [m.flag for m in messages] == [7] * len(raw)
+    assert msg_ids == [m.offset_msg_id for m in messages]
+    stamps = {"CLUSTER": "DefaultCluster", "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+    assert [m.properties for m in messages] == [
+        {"UNIQ_KEY": "P0", "WAIT": "true", **stamps},
+        {"UNIQ_KEY": "P1", "KEYS": "k1 k2", **stamps},
+        {
+            "UNIQ_KEY": "P2",
+            "CLUSTER": "DefaultCluster",
+            "TAGS": "t",
+            "MSG_REGION": "DefaultRegion",
+            "TRACE_ON": "true",
+        },
+        {"UNIQ_KEY": "P3", "K": "b", **stamps},
+        {"UNIQ_KEY": "P4", "X": "y", **stamps},
+        stamps,
+    ]
+    # The stored string is the mapping encoded in order (no trailing, empty or repeated items).
+    position = 0
+    for message in messages:
+        record = pulled.body[position : position + message.store_size]
+        position += message.store_size
+        assert stored_message_property_bytes(record) == encode_properties(message.properties).encode()
+    now_ms = int(time.time() * 1000)
+    for key, expected in (("k2", [b"b1"]), ("P3", [b"b3"])):
+        query_ext = {
+            "topic": "MsgTopicBatchProps",
+            "key": key,
+            "maxNum": "32",
+            "beginTimestamp": str(now_ms - 60_000),
+            "endTimestamp": str(now_ms + 60_000),
+        }
+        found = await client.invoke(
+            broker.addr, RemotingCommand.request(RequestCode.QUERY_MESSAGE, query_ext)
+        )
+        assert [m.body for m in decode_stored_messages(found.body)] == expected
 
 
 async def test_broker_pull_filters_by_tag(broker: ServerProcess, client: RemotingClient) -> None:

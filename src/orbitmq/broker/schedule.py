@@ -75,6 +75,7 @@ def to_schedule(put: PutMessageRequest, level: int, level_count: int) -> None:
     put.properties[MessageConst.REAL_TOPIC] = put.topic
     put.properties[MessageConst.REAL_QUEUE_ID] = str(put.queue_id)
     put.topic = SCHEDULE_TOPIC
+    put.encoded_properties = None  # the properties changed
     put.queue_id = level - 1
     put.tags_code = None  # the dispatcher computes store time + delay(level)
 

@@ -112,6 +112,7 @@ def to_timer(put: PutMessageRequest, due_ms: int) -> None:
     put.properties[MessageConst.REAL_TOPIC] = put.topic
     put.properties[MessageConst.REAL_QUEUE_ID] = str(put.queue_id)
     put.properties[TIMER_OUT_MS] = str(due_ms)
+    put.encoded_properties = None  # the properties changed
     put.topic = TIMER_TOPIC
     put.queue_id = 0
 

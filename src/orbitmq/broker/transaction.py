@@ -75,6 +75,7 @@ def to_half(put: PutMessageRequest) -> None:
     put.properties[MessageConst.REAL_TOPIC] = put.topic
     put.properties[MessageConst.REAL_QUEUE_ID] = str(put.queue_id)
     put.sys_flag &= ~SysFlag.TRANSACTION_MASK
+    put.encoded_properties = None  # the properties changed
     put.topic = TRANS_HALF_TOPIC
     put.queue_id = 0
 

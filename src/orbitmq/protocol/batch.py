@@ -28,7 +28,8 @@ from typing import NamedTuple
 from orbitmq.errors import LocalProtocolError, RemoteProtocolError
 from orbitmq.protocol.properties import (
     MAX_PROPERTIES_BYTES,
-    decode_properties,
+    PROPERTY_SEPARATOR,
+    decode_properties_canonical,
     encode_properties,
 )
 
@@ -37,6 +38,7 @@ _PROPERTIES_LEN = struct.Struct(">h")
 _HEAD_BYTES = _HEAD.size
 _PROPERTIES_LEN_BYTES = _PROPERTIES_LEN.size
 _FIXED_BYTES = _HEAD_BYTES + _PROPERTIES_LEN_BYTES
+_PROPERTY_SEPARATOR_BYTE = ord(PROPERTY_SEPARATOR)
 
 
 class BatchItem(NamedTuple):
@@ -47,20 +49,58 @@ class BatchItem(NamedTuple):
     properties: dict[str, str]
 
 
+class BatchColumns(NamedTuple):
+    """A batch body split into columns, one entry per message (the broker's send path).
+
+    ``encoded[i]`` is message i's property string as UTF-8 bytes when it is canonical, else
+    None (see :func:`decode_batch_columns`).
+    """
+
+    flags: list[int]
+    bodies: list[bytes]
+    properties: list[dict[str, str]]
+    encoded: list[bytes | None]
+
+
 def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchItem]:
     """Split a batch body into its messages.
-
-    Each record's head is unpacked once and only its body and property string are copied out.
 
     Raises:
         RemoteProtocolError: a record is truncated, its sizes are inconsistent, or its
             properties are not UTF-8; the message names the record's index and byte position.
     """
+    columns = decode_batch_columns(data)
+    return [
+        BatchItem(flag, body, properties)
+        for flag, body, properties in zip(columns.flags, columns.bodies, columns.properties, strict=True)
+    ]
+
+
+def decode_batch_columns(data: bytes | bytearray | memoryview) -> BatchColumns:
+    """:func:`decode_batch` as columns, with each property string's bytes when canonical.
+
+    The bytes are those :func:`~orbitmq.protocol.properties.encode_properties` would give for
+    the decoded mapping (the C++ client's trailing separator dropped), so the broker can store
+    them without encoding the mapping again; None when the string is not canonical (see
+    :func:`~orbitmq.protocol.properties.decode_properties_canonical`). Each record's head is
+    unpacked once and only its body and property string are copied out.
+
+    Raises:
+        RemoteProtocolError: as :func:`decode_batch`.
+    """
     # Slices of bytes are one copy each, cheaper than memoryview slices copied out again.
     buffer = data if isinstance(data, bytes) else bytes(data)
     size = len(buffer)
-    items: list[BatchItem] = []
-    add_item = items.append
+    flags: list[int] = []
+    bodies: list[bytes] = []
+    properties_column: list[dict[str, str]] = []
+    encoded: list[bytes | None] = []
+    add_flag, add_body, add_properties, add_encoded = (
+        flags.append,
+        bodies.append,
+        properties_column.append,
+        encoded.append,
+    )
     position = 0
     unpack_head = _HEAD.unpack_from
     unpack_properties_len = _PROPERTIES_LEN.unpack_from
@@ -68,12 +108,12 @@ def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchItem]:
         remaining = size - position
         if remaining < _FIXED_BYTES:
             raise RemoteProtocolError(
-                f"batch message #{len(items)} at byte {position}: {remaining} bytes, fewer than {_FIXED_BYTES}"
+                f"batch message #{len(flags)} at byte {position}: {remaining} bytes, fewer than {_FIXED_BYTES}"
             )
         total_size, _magic, _crc, flag, body_len = unpack_head(buffer, position)
         if body_len < 0 or body_len > remaining - _FIXED_BYTES:
             raise RemoteProtocolError(
-                f"batch message #{len(items)} at byte {position}: bad body length {body_len}"
+                f"batch message #{len(flags)} at byte {position}: bad body length {body_len}"
             )
         body_start = position + _HEAD_BYTES
         properties_at = body_start + body_len
@@ -81,22 +121,32 @@ def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchItem]:
         expected_total = _FIXED_BYTES + body_len + properties_len
         if properties_len < 0 or expected_total > remaining:
             raise RemoteProtocolError(
-                f"batch message #{len(items)} at byte {position}: bad properties length {properties_len}"
+                f"batch message #{len(flags)} at byte {position}: bad properties length {properties_len}"
             )
         if total_size != expected_total:
             raise RemoteProtocolError(
-                f"batch message #{len(items)} at byte {position}: total size {total_size} != {expected_total}"
+                f"batch message #{len(flags)} at byte {position}: total size {total_size} != {expected_total}"
             )
         properties_start = properties_at + _PROPERTIES_LEN_BYTES
+        raw = buffer[properties_start : properties_start + properties_len]
         try:
-            text = buffer[properties_start : properties_start + properties_len].decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise RemoteProtocolError(
-                f"batch message #{len(items)} at byte {position}: message properties are not valid UTF-8"
+                f"batch message #{len(flags)} at byte {position}: message properties are not valid UTF-8"
             ) from exc
-        add_item(BatchItem(flag, buffer[body_start:properties_at], decode_properties(text)))
+        properties, canonical = decode_properties_canonical(text)
+        add_flag(flag)
+        add_body(buffer[body_start:properties_at])
+        add_properties(properties)
+        if not canonical:
+            add_encoded(None)
+        elif raw and raw[-1] == _PROPERTY_SEPARATOR_BYTE:
+            add_encoded(raw[:-1])
+        else:
+            add_encoded(raw)
         position += total_size
-    return items
+    return BatchColumns(flags, bodies, properties_column, encoded)
 
 
 def encode_batch_item(flag: int, body: bytes, properties: Mapping[str, str]) -> bytes:

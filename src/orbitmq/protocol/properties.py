@@ -58,6 +58,34 @@ def decode_properties(text: str) -> dict[str, str]:
     return properties
 
 
+def decode_properties_canonical(text: str) -> tuple[dict[str, str], bool]:
+    """:func:`decode_properties`, and whether ``text`` is canonical.
+
+    Canonical: :func:`encode_properties` of the mapping gives back exactly ``text`` without
+    one trailing separator (the C++ client's), so a caller holding the bytes can store them
+    as they came instead of encoding the mapping again. Not canonical: an empty item, an
+    item without or with a second name/value separator, a repeated key.
+    """
+    properties: dict[str, str] = {}
+    if not text:
+        return properties, True
+    if text[-1] == PROPERTY_SEPARATOR:
+        text = text[:-1]
+        if not text:
+            return properties, True
+    items = text.split(PROPERTY_SEPARATOR)
+    canonical = True
+    for item in items:
+        key, separator, value = item.partition(NAME_VALUE_SEPARATOR)
+        if not separator:
+            canonical = False
+            continue
+        if NAME_VALUE_SEPARATOR in value:
+            canonical = False
+        properties[key] = value
+    return properties, canonical and len(properties) == len(items)
+
+
 def decode_properties_bytes(data: bytes | memoryview) -> dict[str, str]:
     """Decode a property string from UTF-8 bytes, raising RemoteProtocolError on bad UTF-8."""
     try:

@@ -112,7 +112,9 @@ class RecordBuilder:
             ):
                 return failed_put(PutStatus.MESSAGE_ILLEGAL, f"{topic}/{queue_id}: {_range_problem(request)}")
             try:
-                properties_bytes = encode_properties(request.properties).encode("utf-8")
+                properties_bytes = request.encoded_properties
+                if properties_bytes is None:
+                    properties_bytes = encode_properties(request.properties).encode("utf-8")
                 pair = (request.born_host, request.store_host)
                 if hosts is None or pair != last_pair:
                     last_pair = pair
@@ -142,6 +144,22 @@ class RecordBuilder:
             )
         return prepared
 
+    @property
+    def body_max(self) -> int:
+        """The largest body a record may carry (bytes)."""
+        return self._body_max
+
+    def hosts(self, born_host: tuple[str, int], store_host: tuple[str, int]) -> Hosts:
+        """The encoded host pair (cached).
+
+        Raises:
+            LocalProtocolError: a host is not a numeric address or a port is not 0..65535.
+        """
+        hosts = self._hosts.get((born_host, store_host))
+        if hosts is None:
+            hosts = self._resolve_hosts(born_host, store_host)
+        return hosts
+
     def _resolve_hosts(self, born_host: tuple[str, int], store_host: tuple[str, int]) -> Hosts:
         for _, port in (born_host, store_host):
             if not 0 <= port <= 0xFFFF:
@@ -170,6 +188,43 @@ def _range_problem(request: PutMessageRequest) -> str:
         if not low <= value <= high:
             return f"{name} {value} does not fit [{low}, {high}]"
     return "a field is out of range"
+
+
+def record_sizes(
+    sys_flag: int, hosts: Hosts, topic_len: int, bodies: Sequence[bytes], properties_lengths: Sequence[int]
+) -> tuple[int, list[int]]:
+    """The sysFlag records with these hosts carry, and each record's length (as ``prepare``)."""
+    sys_flag = (sys_flag & ~_HOST_V6_FLAGS) | hosts[2]
+    base_size = stored_message_size(0, topic_len, 0, sys_flag)
+    return sys_flag, [
+        base_size + len(body) + length for body, length in zip(bodies, properties_lengths, strict=True)
+    ]
+
+
+class PreparedRequests:
+    """Records :meth:`RecordBuilder.prepare` encoded, with :class:`PreparedBatch`'s interface.
+
+    The store's put runs either under its lock: ``pack`` then ``dispatch``.
+    """
+
+    __slots__ = ("last_size", "records", "total_bytes")
+
+    def __init__(self, records: list[Prepared]) -> None:
+        self.records = records
+        self.total_bytes = sum([record[1] for record in records]) if len(records) > 1 else records[0][1]
+        self.last_size = records[-1][1]
+
+    def pack(
+        self, buffer: WritableBuffer, position: int, base_offset: int, queue_offset: int, store_timestamp: int
+    ) -> tuple[int, list[int]]:
+        """:func:`pack`."""
+        return pack(buffer, position, base_offset, self.records, queue_offset, store_timestamp)
+
+    def dispatch(
+        self, dispatcher: Dispatcher, queue: ConsumeQueue, commit_log_offsets: list[int], store_timestamp: int
+    ) -> None:
+        """:func:`dispatch_new`."""
+        dispatch_new(dispatcher, queue, self.records, commit_log_offsets, store_timestamp)
 
 
 def pack_one(

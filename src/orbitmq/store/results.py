@@ -40,6 +40,10 @@ class PutMessageRequest:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     tags_code: int | None = None  # None: from properties["TAGS"] (delivery time for SCHEDULE_TOPIC_XXXX)
+    # The property string as stored (UTF-8), when the caller already holds exactly
+    # encode_properties(properties); None: the store encodes ``properties``. Whoever changes
+    # ``properties`` after setting it sets it back to None.
+    encoded_properties: bytes | None = None
 
 
 @dataclass(slots=True)

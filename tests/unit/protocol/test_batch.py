@@ -13,7 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orbitmq.errors import LocalProtocolError, RemoteProtocolError
-from orbitmq.protocol.batch import BatchItem, decode_batch, encode_batch, encode_batch_item
+from orbitmq.protocol.batch import (
+    BatchItem,
+    decode_batch,
+    decode_batch_columns,
+    encode_batch,
+    encode_batch_item,
+)
+from orbitmq.protocol.properties import decode_properties, encode_properties
 
 _settings = settings(max_examples=80, deadline=None)
 
@@ -126,3 +133,51 @@ def test_batch_arbitrary_bytes_raise_only_remote_protocol_error(data: bytes) -> 
     except RemoteProtocolError:
         return
     assert sum(22 + len(item.body) for item in items) <= len(data)
+
+
+# -- decode_batch_columns: the property bytes the broker stores without re-encoding ---------------
+
+# Property strings built from separators and a few letters, so that empty items, repeated keys,
+# items without or with two name/value separators and trailing separators all come up often.
+_property_text = st.text(alphabet="ab\x01\x02", max_size=24)
+
+
+@_settings
+@given(
+    st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=16), _property_text), max_size=5)
+)
+def test_batch_columns_match_decode_and_canonical_bytes_reencode(
+    records: list[tuple[int, bytes, str]],
+) -> None:
+    body = b"".join(_record(flag, data, text.encode()) for flag, data, text in records)
+    columns = decode_batch_columns(body)
+    assert [
+        BatchItem(*item) for item in zip(columns.flags, columns.bodies, columns.properties, strict=True)
+    ] == decode_batch(body)
+    assert len(columns.encoded) == len(records)
+    for (_, _, text), properties, encoded in zip(records, columns.properties, columns.encoded, strict=True):
+        assert properties == decode_properties(text)
+        try:
+            reencoded: bytes | None = encode_properties(properties).encode()
+        except LocalProtocolError:
+            reencoded = None
+        if encoded is not None:
+            # Canonical: exactly the bytes the store would have encoded from the mapping.
+            assert encoded == reencoded
+        else:
+            # Not canonical: storing the wire bytes would differ from the encoded mapping.
+            assert reencoded != text.removesuffix("\x02").encode()
+
+
+def test_batch_columns_drop_the_cpp_trailing_separator_from_the_bytes() -> None:
+    columns = decode_batch_columns(CPP_BATCH)
+    assert columns.encoded == [b"UNIQ_KEY\x01A1\x02WAIT\x01true", b"UNIQ_KEY\x01A2"]
+    assert columns.flags == [0, 7] and columns.bodies == [b"one", b""]
+
+
+def test_batch_columns_give_no_bytes_for_repeated_or_empty_items() -> None:
+    body = _record(0, b"x", b"K\x01a\x02K\x01b") + _record(0, b"y", b"K\x01a\x02\x02L\x01b")
+    body += _record(0, b"z", b"K\x01a\x01b") + _record(0, b"w", b"")
+    columns = decode_batch_columns(body)
+    assert columns.encoded == [None, None, None, b""]
+    assert columns.properties[0] == {"K": "b"}

@@ -21,6 +21,7 @@ from orbitmq.protocol.message_id import (
     UniqKeyGenerator,
     decode_offset_msg_id,
     encode_offset_msg_id,
+    join_offset_msg_ids,
 )
 
 _settings = settings(max_examples=80, deadline=None)
@@ -152,3 +153,19 @@ def test_uniq_key_defaults_use_real_clock_and_pid() -> None:
     assert key_a != key_b
     assert key_a[:20] == key_b[:20]
     assert key_a.startswith("7F000001")
+
+
+@_settings
+@given(
+    st.sampled_from(["127.0.0.1", "10.1.2.3", "::1", "fe80::1:2"]),
+    st.integers(0, 65535),
+    st.lists(st.integers(0, 2**63 - 1), max_size=20),
+)
+def test_offset_msg_ids_joined_equal_each_encoded(host: str, port: int, offsets: list[int]) -> None:
+    expected = ",".join(encode_offset_msg_id(host, port, offset) for offset in offsets)
+    assert join_offset_msg_ids(host, port, offsets) == expected
+
+
+def test_offset_msg_ids_joined_refuse_an_offset_out_of_range() -> None:
+    with pytest.raises(LocalProtocolError):
+        join_offset_msg_ids("127.0.0.1", 10911, [0, 2**63])

@@ -11,7 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orbitmq.errors import LocalProtocolError, RemoteProtocolError
-from orbitmq.protocol.properties import decode_properties, decode_properties_bytes, encode_properties
+from orbitmq.protocol.properties import (
+    decode_properties,
+    decode_properties_bytes,
+    decode_properties_canonical,
+    encode_properties,
+)
 
 _settings = settings(max_examples=80, deadline=None)
 
@@ -73,3 +78,24 @@ def test_properties_arbitrary_bytes_raise_only_remote_protocol_error(data: bytes
     except RemoteProtocolError:
         return
     assert all("\x02" not in key and "\x01" not in key for key in properties)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab\x01\x02", max_size=30))
+def test_properties_canonical_decode_agrees_and_flags_exact_reencodings(text: str) -> None:
+    properties, canonical = decode_properties_canonical(text)
+    assert properties == decode_properties(text)
+    try:
+        reencoded: str | None = encode_properties(properties)
+    except LocalProtocolError:
+        reencoded = None
+    # Canonical exactly when encoding the mapping gives back the text (one trailing 0x02 aside).
+    assert canonical == (reencoded == text.removesuffix("\x02"))
+
+
+def test_properties_canonical_decode_refuses_repeats_and_extra_separators() -> None:
+    assert decode_properties_canonical("K\x01a\x02K\x01b") == ({"K": "b"}, False)
+    assert decode_properties_canonical("K\x01a\x01b") == ({"K": "a\x01b"}, False)
+    assert decode_properties_canonical("K\x01a\x02\x02") == ({"K": "a"}, False)
+    assert decode_properties_canonical("K\x01a\x02") == ({"K": "a"}, True)
+    assert decode_properties_canonical("") == ({}, True)

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import random
 from concurrent.futures import Future
-from functools import lru_cache
 
 from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
@@ -55,14 +54,15 @@ from orbitmq.errors import BadRequestError, RemoteProtocolError
 from orbitmq.metrics import message_type_of
 from orbitmq.model.message import MessageConst, SysFlag
 from orbitmq.model.route import PERM_READ_WRITE, PERM_WRITE, TopicConfig
-from orbitmq.protocol.batch import decode_batch
+from orbitmq.protocol.batch import decode_batch_columns
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import INT32_MAX, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from orbitmq.protocol.message_codec import decode_stored_message
-from orbitmq.protocol.message_id import encode_offset_msg_id
+from orbitmq.protocol.message_id import join_offset_msg_ids
 from orbitmq.protocol.names import group_name_problem
 from orbitmq.protocol.properties import decode_properties
+from orbitmq.store.batch_put import BatchPut
 from orbitmq.store.config import FlushDiskType
 from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
 from orbitmq.transport.server import RequestContext
@@ -86,6 +86,9 @@ _TIMER_KEYS = frozenset(
         MessageConst.TIMER_DELAY_SEC,
     )
 )
+# The properties a batch's per-message checks read: a message with none of them passes.
+_BATCH_CHECKED_KEYS = frozenset((MessageConst.DELAY_TIME_LEVEL, MessageConst.TRANSACTION_PREPARED))
+_BATCH_CHECKED_KEYS_WITH_TIMER = _BATCH_CHECKED_KEYS | _TIMER_KEYS
 
 
 class SendHandlers:
@@ -294,86 +297,77 @@ class SendHandlers:
                 ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}"
             )
         try:
-            items = decode_batch(request.body)
+            columns = decode_batch_columns(request.body)
         except RemoteProtocolError as exc:
             return request.response(
                 ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body for topic[{topic}]: {exc}"
             )
-        if not items:
+        flags, bodies, properties_column, encoded_column = columns
+        if not bodies:
             return request.response(ResponseCode.MESSAGE_ILLEGAL, f"empty batch for topic[{topic}]")
+        # Only the body can break a limit here: a property string re-encoded from the wire is
+        # never longer than the wire's, whose length field cannot exceed the maximum. The store
+        # measures the final string (with CLUSTER).
         max_bytes = self._state.store_config.max_message_size_bytes
-        cluster = self._state.config.broker_cluster_name
-        region = self._state.config.region_id
-        trace_on = "true" if self._state.config.trace_on else "false"
-        requests: list[PutMessageRequest] = []
-        add_request = requests.append
-        wait_store_ok = False
-        # Loop invariants hoisted: this loop runs once per message of every batch.
-        born_host = (ctx.peer_host, ctx.peer_port)
-        store_host = self._state.store_host
-        sys_flag, born_timestamp = header.sys_flag, header.born_timestamp
-        for index, item in enumerate(items):
-            properties = item.properties  # decoded for this request alone: extend it in place
-            if properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
-                return request.response(
-                    ResponseCode.MESSAGE_ILLEGAL, f"batch message {index} to topic[{topic}] has a delay level"
-                )
-            # Only the body can break a limit here: a property string re-encoded from the wire
-            # is never longer than the wire's, whose length field cannot exceed the maximum.
-            # The store measures the final string (with CLUSTER) once it encodes it.
-            body = item.body
-            if len(body) > max_bytes:
-                rejection = check_message_size(topic, len(body), 0, max_bytes)
-                if rejection is not None:
-                    return request.response(rejection.code, f"batch message {index}: {rejection.remark}")
-            if MessageConst.TRANSACTION_PREPARED in properties and is_transactional(properties):
-                return request.response(
-                    ResponseCode.MESSAGE_ILLEGAL,
-                    f"batch message {index} to topic[{topic}] is transactional; send it alone",
-                )
-            if not wait_store_ok:
-                wait_store_ok = _wait_store_ok(properties)
-            properties[MessageConst.CLUSTER] = cluster
-            properties[MessageConst.MSG_REGION] = region
-            properties[MessageConst.TRACE_SWITCH] = trace_on
-            add_request(
-                PutMessageRequest(
-                    topic,
-                    queue_id,
-                    body,
-                    item.flag,
-                    properties,
-                    sys_flag,
-                    born_timestamp,
-                    born_host,
-                    store_host,
-                )
-            )
-        rejection = self._route_timed_batch(requests)
-        if rejection is not None:
-            return rejection.response(request)
-        result = self._state.store.put_messages(requests)
+        if max(map(len, bodies)) > max_bytes:
+            index, body = next((i, body) for i, body in enumerate(bodies) if len(body) > max_bytes)
+            rejection = check_message_size(topic, len(body), 0, max_bytes)
+            if rejection is not None:
+                return request.response(rejection.code, f"batch message {index}: {rejection.remark}")
+        config = self._state.config
+        timer_on = config.timer_wheel_enable
+        watched = _BATCH_CHECKED_KEYS_WITH_TIMER if timer_on else _BATCH_CHECKED_KEYS
+        timed = False
+        # Checks per message only for messages carrying a key they read (most carry none).
+        if not all(map(watched.isdisjoint, properties_column)):
+            for index, properties in enumerate(properties_column):
+                if properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
+                    return request.response(
+                        ResponseCode.MESSAGE_ILLEGAL,
+                        f"batch message {index} to topic[{topic}] has a delay level",
+                    )
+                if MessageConst.TRANSACTION_PREPARED in properties and is_transactional(properties):
+                    return request.response(
+                        ResponseCode.MESSAGE_ILLEGAL,
+                        f"batch message {index} to topic[{topic}] is transactional; send it alone",
+                    )
+                if timer_on and not timed:
+                    # A message without any timer property is never timed.
+                    timed = not _TIMER_KEYS.isdisjoint(properties)
+        wait_store_ok = any(map(_wait_store_ok, properties_column))
+        # The broker's stamps go on in the store (BatchPut.stamps), after each message's own.
+        stamps = {
+            MessageConst.CLUSTER: config.broker_cluster_name,
+            MessageConst.MSG_REGION: config.region_id,
+            MessageConst.TRACE_SWITCH: "true" if config.trace_on else "false",
+        }
+        batch = BatchPut(
+            topic, queue_id, flags, bodies, properties_column, encoded_column, header.sys_flag,
+            header.born_timestamp, (ctx.peer_host, ctx.peer_port), self._state.store_host, stamps,
+        )  # fmt: skip
+        if timed:
+            requests = batch.requests()
+            rejection = self._route_timed_batch(requests)
+            if rejection is not None:
+                return rejection.response(request)
+            result = self._state.store.put_messages(requests)
+        else:
+            result = self._state.store.put_batch(batch)
         recorder = self._state.recorder
         if recorder is not None and result.status is PutStatus.PUT_OK:
             # One update per batch; the message type is the first message's (a batch is uniform).
             recorder.count_in(
-                topic,
-                message_type_of(items[0].properties),
-                sum([len(put.body) for put in requests]),
-                len(requests),
+                topic, message_type_of(properties_column[0]), sum(map(len, bodies)), len(bodies)
             )
         return await self._answer_put(request, result, queue_id, wait_store_ok, topic)
 
     def _route_timed_batch(self, requests: list[PutMessageRequest]) -> Rejection | None:
         """A batch with any timed message goes whole to the timer topic (the store puts one queue).
 
+        Called when the timer wheel is on and a message carries a timer property.
+
         Untimed or past-due members then fall due at once and are delivered without waiting.
         """
-        if not self._state.config.timer_wheel_enable:
-            return None
-        # A message without any timer property is never timed: skip the per-key parsing.
-        if all(_TIMER_KEYS.isdisjoint(put.properties) for put in requests):
-            return None
         current_ms = now_ms()
         try:
             due_times = [timer_due_ms(put.properties, current_ms) for put in requests]
@@ -417,9 +411,8 @@ class SendHandlers:
             self._state.stats.on_put_failed()
             return request.response(code, remark, {})
         self._state.stats.on_put(topic, len(result.commit_log_offsets), result.wrote_bytes)
-        prefix = _offset_msg_id_prefix(*self._state.store_host)
         ext = {
-            "msgId": ",".join([f"{prefix}{offset:016X}" for offset in result.commit_log_offsets]),
+            "msgId": join_offset_msg_ids(*self._state.store_host, result.commit_log_offsets),
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
             MessageConst.MSG_REGION: self._state.config.region_id,
@@ -509,15 +502,6 @@ class SendHandlers:
         if code == ResponseCode.SUCCESS:
             state.stats.on_send_back(header.group, original.topic)
         return request.response(code, remark, {})
-
-
-@lru_cache(maxsize=16)
-def _offset_msg_id_prefix(host: str, port: int) -> str:
-    """The store host and port part of this broker's offsetMsgIds (all but the 16 offset digits).
-
-    Validated once through :func:`encode_offset_msg_id`; a batch then formats only its offsets.
-    """
-    return encode_offset_msg_id(host, port, 0)[:-16]
 
 
 def _read_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
