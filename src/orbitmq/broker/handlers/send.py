@@ -37,6 +37,7 @@ from concurrent.futures import Future
 
 from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
+from orbitmq.broker.handlers.replicated import replicated_status
 from orbitmq.broker.schedule import delay_level_of, to_schedule
 from orbitmq.broker.status_map import put_response_code
 from orbitmq.broker.timer import TIMER_TOPIC, timer_due_ms, to_timer
@@ -393,19 +394,11 @@ class SendHandlers:
         # The store's flush thread resolves the future; the event loop keeps serving meanwhile.
         if must_wait and future is not None and not await self._flushed(future):
             status = PutStatus.FLUSH_DISK_TIMEOUT
-        replication = self._state.replication
-        if (
-            status is PutStatus.PUT_OK
-            and wait_store_ok
-            and replication is not None
-            and self._state.config.broker_role is BrokerRole.SYNC_MASTER
-        ):
+        state = self._state
+        if status is PutStatus.PUT_OK and (state.replication is not None or state.replicas is not None):
             # A slave's status overrides PUT_OK, not a flush timeout (RocketMQ's order).
-            status = await replication.wait_replicated(result.commit_log_offsets[0] + result.wrote_bytes)
-        replicas = self._state.replicas
-        if status is PutStatus.PUT_OK and replicas is not None and replicas.write_refusal() is not None:
-            # Deposed (lease lost) while the send waited: stored here, but never acknowledged.
-            status = PutStatus.FLUSH_SLAVE_TIMEOUT
+            end_offset = result.commit_log_offsets[0] + result.wrote_bytes
+            status = await replicated_status(state, end_offset, wait=wait_store_ok)
         code, remark = put_response_code(status, result.remark)
         if code not in _STORED_CODES:
             self._state.stats.on_put_failed()
