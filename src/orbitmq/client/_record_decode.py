@@ -3,7 +3,7 @@
 A pull body is a run of stored-message records (layout in ``orbitmq.protocol.message_codec``).
 :func:`orbitmq.protocol.message_codec.decode_stored_messages` is the reference decoder; this
 module decodes the common case, a record with IPv4 hosts, with one ``unpack_from`` of the
-88 fixed bytes into a :class:`PulledMessageExt`, caching the topic strings that repeat across a
+88 fixed bytes into a :class:`PulledMessageExt`, reusing the topic string that repeats across a
 body. Any other record (IPv6 hosts, a blank, anything that fails a check here) is handed to the
 reference decoder, which raises the precise RemoteProtocolError; the result is equal either way.
 
@@ -34,7 +34,7 @@ from typing import Any
 
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.message import MessageExt, SysFlag
-from orbitmq.protocol.message_codec import MESSAGE_MAGIC_CODE, decode_stored_message
+from orbitmq.protocol.message_codec import MAX_TOPIC_BYTES, MESSAGE_MAGIC_CODE, decode_stored_message
 from orbitmq.protocol.properties import decode_properties
 
 # TOTALSIZE .. BODYLEN of a record whose born and store hosts are IPv4 (88 bytes).
@@ -116,7 +116,8 @@ def decode_records(body: bytes) -> list[MessageExt]:
     append = messages.append
     unpack = _FIXED_V4.unpack_from
     unpack_short = _SHORT.unpack_from
-    topics: dict[bytes, str] = {}
+    topic_bytes = bytes(MAX_TOPIC_BYTES + 1)  # longer than any topic: the first record decodes its own
+    topic = ""
     message_type = PulledMessageExt
     new = _new_message
     length = len(body)
@@ -146,13 +147,16 @@ def decode_records(body: bytes) -> list[MessageExt]:
             message, position = decode_stored_message(body, position)
             append(_inflated(message))
             continue
-        topic_bytes = body[topic_at + 1 : topic_at + 1 + topic_len]
-        topic = topics.get(topic_bytes)
-        if topic is None:
-            topic = topics[topic_bytes] = _utf8(topic_bytes, "topic", position)
+        # A body's records mostly share one topic: compare in place before slicing it out.
+        if topic_len != len(topic_bytes) or not body.startswith(topic_bytes, topic_at + 1):
+            topic_bytes = body[topic_at + 1 : topic_at + 1 + topic_len]
+            topic = _utf8(topic_bytes, "topic", position)
         message = new(message_type)
         message._fixed = fixed
-        message._properties_text = _utf8(body[properties_at:end], "properties", position)
+        try:
+            message._properties_text = body[properties_at:end].decode()
+        except UnicodeDecodeError as exc:
+            raise RemoteProtocolError(f"properties of the record at {position} are not UTF-8") from exc
         message.topic = topic
         message.queue_offset = fixed[5]
         if fixed[7] & SysFlag.COMPRESSED:
