@@ -64,16 +64,21 @@ class FrameDecoder:
         buffer = self._buffer
         position = 0
         end = len(buffer)
-        while end - position >= 4:
-            (length,) = _LENGTH.unpack_from(buffer, position)
-            if length < 4 or length > self._max_frame_bytes:
-                self._broken = True
-                raise RemoteProtocolError(f"frame length {length} outside [4, {self._max_frame_bytes}]")
-            if end - position - 4 < length:
-                break
-            start = position + 4
-            frames.append(bytes(buffer[start : start + length]))
-            position = start + length
+        # Frames are copied out through a view: one copy each, not a bytearray slice and then bytes.
+        view = memoryview(buffer)
+        try:
+            while end - position >= 4:
+                (length,) = _LENGTH.unpack_from(buffer, position)
+                if length < 4 or length > self._max_frame_bytes:
+                    self._broken = True
+                    raise RemoteProtocolError(f"frame length {length} outside [4, {self._max_frame_bytes}]")
+                if end - position - 4 < length:
+                    break
+                start = position + 4
+                frames.append(view[start : start + length].tobytes())
+                position = start + length
+        finally:
+            view.release()  # the buffer cannot be resized while a view of it exists
         if position:
             del buffer[:position]
         return frames
