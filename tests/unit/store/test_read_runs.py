@@ -7,7 +7,9 @@ cross segment ends. Status, offsets, counts and the concatenated bytes must all 
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -69,8 +71,10 @@ reads = st.lists(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(puts=puts, reads=reads)
-def test_read_runs_answer_like_record_reads(open_store: OpenStore, puts: Any, reads: Any) -> None:
-    store = open_store(verify=False)
+def test_read_runs_answer_like_record_reads(
+    open_store: OpenStore, tmp_path: Path, puts: Any, reads: Any
+) -> None:
+    store = open_store(Path(tempfile.mkdtemp(dir=tmp_path)), verify=False)  # a fresh store per example
     try:
         for queue_id, bodies, tag in puts:
             _put(store, queue_id, bodies, tag)
