@@ -23,6 +23,7 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 """Frames larger than this close the connection (RocketMQ's ``frameMaxLength``)."""
 
 _LENGTH = struct.Struct(">i")
+_VIEW_COPY_MIN_BYTES = 16 * 1024
 
 
 class FrameDecoder:
@@ -64,21 +65,22 @@ class FrameDecoder:
         buffer = self._buffer
         position = 0
         end = len(buffer)
-        # Frames are copied out through a view: one copy each, not a bytearray slice and then bytes.
-        view = memoryview(buffer)
-        try:
-            while end - position >= 4:
-                (length,) = _LENGTH.unpack_from(buffer, position)
-                if length < 4 or length > self._max_frame_bytes:
-                    self._broken = True
-                    raise RemoteProtocolError(f"frame length {length} outside [4, {self._max_frame_bytes}]")
-                if end - position - 4 < length:
-                    break
-                start = position + 4
-                frames.append(view[start : start + length].tobytes())
-                position = start + length
-        finally:
-            view.release()  # the buffer cannot be resized while a view of it exists
+        while end - position >= 4:
+            (length,) = _LENGTH.unpack_from(buffer, position)
+            if length < 4 or length > self._max_frame_bytes:
+                self._broken = True
+                raise RemoteProtocolError(f"frame length {length} outside [4, {self._max_frame_bytes}]")
+            if end - position - 4 < length:
+                break
+            start = position + 4
+            if length < _VIEW_COPY_MIN_BYTES:
+                frames.append(bytes(buffer[start : start + length]))
+            else:
+                # One copy through a view, not a bytearray slice and then bytes (a pull answer
+                # is 256 KiB); the view is released at once, as the buffer is resized below.
+                with memoryview(buffer) as view:
+                    frames.append(view[start : start + length].tobytes())
+            position = start + length
         if position:
             del buffer[:position]
         return frames
