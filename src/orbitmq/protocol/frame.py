@@ -23,6 +23,7 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 """Frames larger than this close the connection (RocketMQ's ``frameMaxLength``)."""
 
 _LENGTH = struct.Struct(">i")
+_VIEW_COPY_MIN_BYTES = 16 * 1024
 
 
 class FrameDecoder:
@@ -72,7 +73,13 @@ class FrameDecoder:
             if end - position - 4 < length:
                 break
             start = position + 4
-            frames.append(bytes(buffer[start : start + length]))
+            if length < _VIEW_COPY_MIN_BYTES:
+                frames.append(bytes(buffer[start : start + length]))
+            else:
+                # One copy through a view, not a bytearray slice and then bytes (a pull answer
+                # is 256 KiB); the view is released at once, as the buffer is resized below.
+                with memoryview(buffer) as view:
+                    frames.append(view[start : start + length].tobytes())
             position = start + length
         if position:
             del buffer[:position]

@@ -365,13 +365,16 @@ class MessageStore:
         max_total_bytes: int = 256 * 1024,
         tag_filter: Callable[[int], bool] | None = None,
         record_filter: Callable[[bytes], bool] | None = None,
+        *,
+        whole_runs: bool = False,
     ) -> GetResult:
         """Up to ``max_msg_nums`` raw records of a queue from ``queue_offset`` (remoting-protocol §2.5).
 
         ``tag_filter`` receives each entry's tags code, ``record_filter`` each raw record that
         passed it (a property filter; it runs under the store lock, so it must be pure and
         quick); ``next_begin_offset`` is ``queue_offset`` plus the entries scanned, matched or
-        not.
+        not. ``whole_runs``: records adjacent in the commit log come as one buffer (a pull
+        sends them concatenated anyway; see ``orbitmq.store.read_path``).
 
         Raises:
             StoreClosedError: the store is not open.
@@ -408,6 +411,7 @@ class MessageStore:
                 tag_filter,
                 record_filter,
                 self.read_limit,
+                whole_runs=whole_runs,
             )
             return result
 

@@ -75,7 +75,12 @@ class GetStatus(Enum):
 
 @dataclass(slots=True)
 class GetResult:
-    """Raw stored records of one queue, in queue order."""
+    """Raw stored records of one queue, in queue order.
+
+    ``buffers`` holds one record each, or (a read with ``whole_runs``) one run of records that
+    are adjacent in the commit log; ``queue_offsets`` and ``commit_log_offsets`` always hold
+    one entry per record.
+    """
 
     status: GetStatus
     next_begin_offset: int
@@ -88,7 +93,7 @@ class GetResult:
 
     @property
     def message_count(self) -> int:
-        return len(self.buffers)
+        return len(self.queue_offsets)
 
     @property
     def total_bytes(self) -> int:

@@ -98,6 +98,20 @@ def test_frame_decoder_any_split_yields_same_frames(payloads: list[bytes], cuts:
     assert decoder.buffered_bytes == 0
 
 
+def test_frame_decoder_large_frames_among_small_ones_split_anywhere() -> None:
+    """Frames of 16 KiB and more are copied out another way than small ones; both must agree."""
+    payloads = [b"s" * 10, bytes(range(256)) * 1024, b"t" * 4, b"u" * (16 * 1024), b"v" * (16 * 1024 - 1)]
+    stream = b"".join(_frame(payload) for payload in payloads)
+    for chunk in (1000, 65536, 16 * 1024 + 3, len(stream)):
+        decoder = FrameDecoder()
+        frames: list[bytes] = []
+        for start in range(0, len(stream), chunk):
+            frames += decoder.feed(stream[start : start + chunk])
+        assert frames == payloads and all(type(frame) is bytes for frame in frames)
+        assert decoder.buffered_bytes == 0
+        assert decoder.feed(_frame(b"next")) == [b"next"]  # the buffer still resizes after a view
+
+
 @_settings
 @given(data=st.binary(max_size=200))
 def test_frame_decoder_arbitrary_bytes_raise_only_remote_protocol_error(data: bytes) -> None:

@@ -269,6 +269,7 @@ class PullHandlers:
             MAX_TRANSFER_BYTES,
             None if message_filter.matches_all or by_properties else message_filter.matches_tags_code,
             _record_filter(message_filter) if by_properties else None,
+            whole_runs=True,
         )
 
         code = pull_response_code(result.status, header.queue_offset)
