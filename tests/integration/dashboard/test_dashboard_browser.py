@@ -42,7 +42,11 @@ def _by(kind: str) -> Any:
 
 def open_page(driver: Any, dashboard: Dashboard, path: str, shot: str | None = None) -> None:
     driver.get(dashboard.url + path)
-    assert "OrbitMQ dashboard" in driver.title, driver.page_source[:2000]
+    # On a busy machine the title can be read a moment before the browser reports it.
+    try:
+        wait_for(lambda: "OrbitMQ dashboard" in driver.title, 10)
+    except AssertionError:
+        raise AssertionError(f"{path}: title {driver.title!r}\n{driver.page_source[:2000]}") from None
     if SHOTS and shot:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(Path(SHOTS) / f"{shot}.png"))
