@@ -99,6 +99,8 @@ class ProxyApp:
         # Accounts first: a proxy that cannot check its callers must not start.
         if self.acl is not None:
             self.acl.load()
+        # So is a TLS setting the gRPC port cannot use (it must not fall back to plaintext).
+        credentials = grpc_server_credentials(self._tls)
         gateway = BrokerGateway(config, on_check, self._credentials, self._tls)
         core = ProxyCore(
             config=config,
@@ -122,11 +124,6 @@ class ProxyApp:
         )
         spb_grpc.add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         address = f"{config.grpc_bind_address}:{config.grpc_server_port}"
-        try:
-            credentials = grpc_server_credentials(self._tls)
-        except ConfigError:
-            await gateway.close()
-            raise
         if credentials is None:
             self._port = server.add_insecure_port(address)
         else:
