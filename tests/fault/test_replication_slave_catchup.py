@@ -1,9 +1,10 @@
 """Slave catch-up (issue acceptance 3): stopped, killed mid-frame, started empty, started too late.
 
 Method: an ASYNC_MASTER keeps taking writes while its slave is away. (1) The slave is stopped
-while 12 MB are written, restarted, and must ask for exactly the offset it stopped at; it is
+while 24 MB are written, restarted, and must ask for exactly the offset it stopped at; it is
 SIGKILLed twice while it streams (frames of 4 KB, so a kill lands inside a frame, and
-inside an append now and then), and must recover and end byte-identical to the master with
+inside an append now and then; the master is paused around each kill, so the slave cannot
+finish the stream first), and must recover and end byte-identical to the master with
 a clean store. (2) The master deletes old segments (fileReservedTime 0, every hour a delete
 hour); an empty slave then copies everything the master still holds, from its oldest
 segment, while a slave stopped before the deletion says it can never catch up, shows so in
@@ -13,7 +14,9 @@ its status and cluster list, and keeps answering.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -66,16 +69,24 @@ def test_slave_resumes_after_stop_and_recovers_after_kills_mid_frame(tmp_path: P
         _produce(group.namesrv_addr, 1, "a")
         stopped_at = wait_caught_up(master, slave)
         assert slave.stop() == 0
-        _produce(group.namesrv_addr, 12, "b")
+        _produce(group.namesrv_addr, 24, "b")
         master_end = int(ha_status(master.addr)["masterCommitLogMaxOffset"])
-        assert master_end - stopped_at > 12 * MB
+        assert master_end - stopped_at > 24 * MB
         slave.start()
         wait_for(lambda: len(_asked_offsets(slave)) == 2, 10, "the restarted slave's request")
         assert _asked_offsets(slave)[-1] == stopped_at  # resumes at its own max offset
         for _ in range(2):
             before = slave_max_offset(slave)
-            wait_for(lambda before=before: slave_max_offset(slave) > before, 20, "the slave to stream")
-            slave.kill()  # mid-stream: usually inside a frame, sometimes inside an append
+            # A megabyte in, so what the slave keeps is more than a torn record it must drop.
+            wait_for(lambda before=before: slave_max_offset(slave) > before + MB, 20, "the slave to stream")
+            # A slave streams 24 MB in well under a second here: the master holds still while
+            # the slave dies, so the kill lands mid-stream however late this process reacts.
+            assert master.proc is not None
+            os.kill(master.proc.pid, signal.SIGSTOP)
+            try:
+                slave.kill()  # mid-stream: usually inside a frame, sometimes inside an append
+            finally:
+                os.kill(master.proc.pid, signal.SIGCONT)
             recovered_from = len(_asked_offsets(slave))
             slave.start()
             wait_for(
