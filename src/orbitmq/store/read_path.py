@@ -6,6 +6,11 @@ one queue, or a topic with one queue) are read as one slice per run, not one ``b
 record. Every entry is still checked as before (removed, tag filter, read limit); only the
 reads are merged, and a run whose merged read fails (it would cross a segment's end) is read
 record by record, with the same outcome as without ``whole_runs``.
+
+The two loops repeat their entry checks on purpose: they run once per record on every pull,
+and sharing them through a generator or a callback would add a call per record to the path
+this module exists to keep short. ``tests/unit/store/test_read_runs.py`` holds them in step
+(property-based: the same answers from both for any entries, filters, limits and segments).
 """
 
 from __future__ import annotations
