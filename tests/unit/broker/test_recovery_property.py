@@ -14,7 +14,6 @@ survives, nothing else runs) is opened: every accepted record reads back byte fo
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -34,6 +33,7 @@ from orbitmq.store.commit_log import RecordCheck, check_record
 from orbitmq.store.config import StoreConfig
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.server import RequestContext
+from tests.support.crash_copy import copy_as_crashed
 from tests.unit.broker._apps import start_broker_app
 
 _HOSTS = ["127.0.0.1", "10.1.2.3", "::1", "2001:db8::7", "::ffff:192.0.2.1", "fe80::1"]
@@ -153,7 +153,7 @@ def test_recovery_keeps_every_record_the_broker_accepts(tmp_path: Path) -> None:
         assert len(accepted) >= 50, (len(accepted), refused_codes)
         # A crash: the copy holds what the page cache held, and no clean shutdown ran.
         crashed_root = tmp_path / "crashed"
-        shutil.copytree(app.store_config.store_path_root_dir, crashed_root)
+        copy_as_crashed(app.store_config.store_path_root_dir, crashed_root)
         loop.run_until_complete(app.shutdown())
         restarted = loop.run_until_complete(start_broker_app(tmp_path, timerWheelEnable="true"))
         try:

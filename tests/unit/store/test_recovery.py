@@ -22,6 +22,7 @@ from typing import Any
 from orbitmq.protocol.message_codec import decode_stored_messages
 from orbitmq.store.config import FlushDiskType, StoreConfig
 from orbitmq.store.message_store import GetStatus, MessageStore, PutMessageRequest, PutResult, PutStatus
+from tests.support.crash_copy import copy_as_crashed
 
 OpenStore = Callable[..., MessageStore]
 
@@ -53,7 +54,7 @@ def _bodies(store: MessageStore, queue_id: int) -> list[bytes]:
 
 
 def _crash(store: MessageStore, target: Path) -> Path:
-    shutil.copytree(store.store_path, target)
+    copy_as_crashed(store.store_path, target)
     assert (target / "abort").exists()
     return target
 

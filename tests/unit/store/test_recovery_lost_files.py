@@ -25,6 +25,7 @@ from orbitmq.store.consume_queue import iterate_consume_queue
 from orbitmq.store.message_store import GetStatus, MessageStore, PutMessageRequest, PutStatus
 from orbitmq.store.queue_manifest import QueueBounds, QueueManifest, manifest_path, read_manifest
 from orbitmq.store.recovery import RecoveryReport
+from tests.support.crash_copy import copy_as_crashed
 
 OpenStore = Callable[..., MessageStore]
 TOPICS = ("TopicA", "TopicB")
@@ -81,7 +82,7 @@ def _report(store: MessageStore) -> RecoveryReport:
 
 def _crash_copy(store: MessageStore, target: Path) -> Path:
     """What a killed process leaves: the directory as it is while the store is open."""
-    shutil.copytree(store.store_path, target)
+    copy_as_crashed(store.store_path, target)
     assert (target / "abort").exists()
     return target
 
@@ -225,7 +226,7 @@ def test_recovery_lost_files_topic_deleted_just_before_a_crash_keeps_its_numberi
     store.delete_topic("TopicB")
     assert _put(store, "TopicB", 0, b"re-created") == 50
     # The process dies: the bytes written so far (page cache) survive, nothing else runs.
-    shutil.copytree(store_root, store_root.parent / "crashed")
+    copy_as_crashed(store_root, store_root.parent / "crashed")
     crashed = open_store(root=store_root.parent / "crashed")
     got = crashed.get_messages("TopicB", 0, 0, 64)
     assert got.queue_offsets == list(range(51))

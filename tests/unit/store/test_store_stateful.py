@@ -34,6 +34,7 @@ from orbitmq.protocol.tags import tags_code
 from orbitmq.store.config import FlushDiskType, StoreConfig
 from orbitmq.store.message_store import GetStatus, MessageStore, PutMessageRequest, PutStatus
 from orbitmq.store.verify import verify_store
+from tests.support.crash_copy import copy_as_crashed
 
 TOPICS = ("TopicA", "TopicB", "TopicC")
 QUEUES = 4
@@ -188,7 +189,7 @@ class StoreMachine(RuleBasedStateMachine):
         end_offset = self.store.max_commit_log_offset
         self.generation += 1
         copy = self._directory()
-        shutil.copytree(crashed, copy)
+        copy_as_crashed(crashed, copy)
         self.store.close()
         assert (copy / "abort").exists(), "an open store must keep its abort marker"
         self._tear_tail(copy, end_offset, b"\x01" + garbage)
