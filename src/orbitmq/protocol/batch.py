@@ -149,6 +149,11 @@ def decode_batch_columns(data: bytes | bytearray | memoryview) -> BatchColumns:
     return BatchColumns(flags, bodies, properties_column, encoded)
 
 
+def batch_item_size(body: bytes, properties: bytes) -> int:
+    """The bytes one inner record of ``body`` and encoded ``properties`` takes in a batch body."""
+    return _FIXED_BYTES + len(body) + len(properties)
+
+
 def encode_batch_item(flag: int, body: bytes, properties: Mapping[str, str]) -> bytes:
     """One inner record of a batch body.
 
@@ -156,17 +161,48 @@ def encode_batch_item(flag: int, body: bytes, properties: Mapping[str, str]) -> 
         LocalProtocolError: the properties exceed 32767 bytes or contain a separator, or the
             flag does not fit an int.
     """
-    properties_bytes = encode_properties(properties).encode("utf-8")
-    if len(properties_bytes) > MAX_PROPERTIES_BYTES:
-        raise LocalProtocolError(
-            f"batch message properties of {len(properties_bytes)} bytes exceed {MAX_PROPERTIES_BYTES}"
-        )
-    total_size = _FIXED_BYTES + len(body) + len(properties_bytes)
-    try:
-        head = _HEAD.pack(total_size, 0, 0, flag, len(body))
-    except struct.error as exc:
-        raise LocalProtocolError(f"batch message flag {flag} or size {total_size} out of range") from exc
-    return head + body + _PROPERTIES_LEN.pack(len(properties_bytes)) + properties_bytes
+    builder = BatchBodyBuilder()
+    builder.add(flag, body, encode_properties(properties).encode("utf-8"))
+    return builder.body()
+
+
+class BatchBodyBuilder:
+    """A batch body built item by item, its parts joined once (a producer's batch send).
+
+    ``size`` is the body's length so far, ``count`` its items.
+    """
+
+    __slots__ = ("_parts", "size", "count")
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self.size = 0
+        self.count = 0
+
+    def add(self, flag: int, body: bytes, properties: bytes) -> None:
+        """Append one message: its user ``flag``, ``body`` and UTF-8 property string.
+
+        Raises:
+            LocalProtocolError: the properties exceed 32767 bytes, or the flag does not fit
+                an int (nothing is appended).
+        """
+        properties_len = len(properties)
+        if properties_len > MAX_PROPERTIES_BYTES:
+            raise LocalProtocolError(
+                f"batch message properties of {properties_len} bytes exceed {MAX_PROPERTIES_BYTES}"
+            )
+        total_size = _FIXED_BYTES + len(body) + properties_len
+        try:
+            head = _HEAD.pack(total_size, 0, 0, flag, len(body))
+        except struct.error as exc:
+            raise LocalProtocolError(f"batch message flag {flag} or size {total_size} out of range") from exc
+        self._parts += (head, body, _PROPERTIES_LEN.pack(properties_len) + properties)
+        self.size += total_size
+        self.count += 1
+
+    def body(self) -> bytes:
+        """The batch body of every message added, in order."""
+        return b"".join(self._parts)
 
 
 def encode_batch(items: Iterable[BatchItem | tuple[int, bytes, Mapping[str, str]]]) -> bytes:

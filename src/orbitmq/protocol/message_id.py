@@ -162,11 +162,19 @@ class UniqKeyGenerator:
 
     def next_key(self) -> str:
         """A new unique key: the fixed prefix, then ms-since-month-start and the counter."""
+        return f"{self._time_head()}{next(self._counter) & 0xFFFF:04X}"
+
+    def next_keys(self, count: int) -> list[str]:
+        """``count`` new unique keys, as ``count`` calls of :meth:`next_key` in one millisecond give."""
+        head = self._time_head()
+        return [f"{head}{value & 0xFFFF:04X}" for value in itertools.islice(self._counter, max(count, 0))]
+
+    def _time_head(self) -> str:
+        """The fixed prefix and the milliseconds since the month began (8 hex digits)."""
         now_ms = self._clock_ms()
         month_start_ms, next_month_ms = self._month
         if not month_start_ms <= now_ms < next_month_ms:
             # Two threads may both recompute here; they store the same value.
             self._month = _month_bounds_ms(now_ms)
             month_start_ms = self._month[0]
-        elapsed_ms = (now_ms - month_start_ms) & 0xFFFFFFFF
-        return f"{self._prefix}{elapsed_ms:08X}{next(self._counter) & 0xFFFF:04X}"
+        return f"{self._prefix}{(now_ms - month_start_ms) & 0xFFFFFFFF:08X}"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orbitmq.client._send import (
     SendStatus,
@@ -18,7 +20,7 @@ from orbitmq.client._send import (
 )
 from orbitmq.errors import MessageValidationError, NoPermissionError, TopicNotExistError
 from orbitmq.model.message import Message, MessageQueue, SysFlag
-from orbitmq.protocol.batch import decode_batch
+from orbitmq.protocol.batch import decode_batch, encode_batch
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageRequestHeader
@@ -92,6 +94,73 @@ def test_prepare_batches_splits_to_stay_under_request_limit() -> None:
     assert [len(batch.uniq_keys) for batch in batches] == [3, 3, 3, 1]
     assert all(len(batch.body) <= 3500 for batch in batches)
     assert sum(len(decode_batch(batch.body)) for batch in batches) == 10
+
+
+_PROPERTY_TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02"), max_size=12
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(min_size=1, max_size=300),
+            st.integers(-(2**31), 2**31 - 1),
+            st.dictionaries(_PROPERTY_TEXT, _PROPERTY_TEXT, max_size=3),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(400, 4000),
+)
+def test_prepare_batches_equals_the_reference_encoding(
+    drawn: list[tuple[bytes, int, dict[str, str], bool]], max_request_bytes: int
+) -> None:
+    """Every body is encode_batch of its messages (stamped properties), split where the limit says."""
+    messages = []
+    for index, (body, flag, properties, keyed) in enumerate(drawn):
+        if keyed:
+            properties = {**properties, "UNIQ_KEY": f"preset-{index}"}
+        properties.pop("DELAY", None)
+        messages.append(Message("T", body, flag=flag, properties=properties))
+    sizes = [len(body) + 22 for body, *_ in drawn]
+    if max(sizes) + 200 > max_request_bytes:  # a message alone over the limit is refused elsewhere
+        max_request_bytes = max(sizes) + 200
+    before = [dict(message.properties) for message in messages]
+    batches = prepare_batches(messages, UniqKeyGenerator(), max_request_bytes)
+    keys = [key for batch in batches for key in batch.uniq_keys]
+    assert keys == [message.properties["UNIQ_KEY"] for message in messages]
+    assert len(set(keys)) == len(keys)
+    for message, properties, key in zip(messages, before, keys, strict=True):
+        assert message.properties == {**properties, "UNIQ_KEY": properties.get("UNIQ_KEY") or key}
+    position = 0
+    for number, batch in enumerate(batches):
+        members = messages[position : position + len(batch.uniq_keys)]
+        position += len(members)
+        assert batch.body == encode_batch([(m.flag, m.body, m.properties) for m in members])
+        assert len(batch.body) <= max_request_bytes
+        if number + 1 < len(batches):  # split only where the next message would not fit
+            following = messages[position]
+            following_bytes = encode_batch([(following.flag, following.body, following.properties)])
+            assert len(batch.body) + len(following_bytes) > max_request_bytes
+    assert position == len(messages)
+
+
+def test_prepare_batches_refuses_a_message_it_cannot_encode() -> None:
+    with pytest.raises(
+        MessageValidationError, match="batch message 1 to topic T: property .* contains a separator"
+    ):
+        prepare_batches(
+            [Message("T", b"x"), Message("T", b"y", properties={"a\x01": "v"})], UniqKeyGenerator(), MAX_BYTES
+        )
+    with pytest.raises(MessageValidationError, match="batch message 0 to topic T: batch message flag"):
+        prepare_batches([Message("T", b"x", flag=1 << 40)], UniqKeyGenerator(), MAX_BYTES)
+    with pytest.raises(MessageValidationError, match="batch message 2 to topic T has a body of 101 bytes"):
+        prepare_batches(
+            [Message("T", b"x"), Message("T", b"y"), Message("T", b"z" * 101)], UniqKeyGenerator(), 100
+        )
 
 
 @pytest.mark.parametrize(

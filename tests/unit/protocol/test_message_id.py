@@ -108,6 +108,16 @@ def test_uniq_key_layout_follows_java() -> None:
     assert len(first) == 32
 
 
+def test_uniq_keys_in_bulk_are_what_one_key_at_a_time_gives() -> None:
+    now_ms = 1_795_000_000_123
+    one = UniqKeyGenerator("10.1.2.3", pid=0x12345, random_id=0xCAFEBABE, clock_ms=lambda: now_ms)
+    bulk = UniqKeyGenerator("10.1.2.3", pid=0x12345, random_id=0xCAFEBABE, clock_ms=lambda: now_ms)
+    expected = [one.next_key() for _ in range(70_000)]
+    got = bulk.next_keys(3) + bulk.next_keys(0) + [bulk.next_key()] + bulk.next_keys(69_996)
+    assert got == expected  # the counter is shared and wraps at 16 bits in both
+    assert bulk.next_keys(-1) == [] and bulk.next_key() == one.next_key()
+
+
 def test_uniq_key_ipv6_prefix_is_longer() -> None:
     key = UniqKeyGenerator("::1", pid=1, random_id=1, clock_ms=lambda: 1_795_000_000_000).next_key()
     assert len(key) == 56
