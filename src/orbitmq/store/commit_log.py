@@ -482,12 +482,13 @@ class FlushFuture(Future[bool]):
 class _FlushGroup:
     """Puts waiting for one flush: the highest end offset among them, the first's deadline."""
 
-    __slots__ = ("deadline", "end_offset", "future")
+    __slots__ = ("deadline", "end_offset", "future", "woken")
 
     def __init__(self, end_offset: int, deadline: float, future: Future[bool]) -> None:
         self.end_offset = end_offset
         self.deadline = deadline
         self.future = future
+        self.woken = False  # the thread was told about this group
 
 
 class CommitLogFlusher:
@@ -502,6 +503,12 @@ class CommitLogFlusher:
     put joining a group late may time out up to one flush round (normally about a
     millisecond) before its own timeout would have passed. Under ASYNC_FLUSH the thread
     flushes every ``interval_ms`` and puts get no future.
+
+    :meth:`flush_here` lets a caller that has nothing else to do flush in its own thread
+    instead, when the thread is not flushing at that moment: the broker's event loop does
+    so for a lone SYNC_FLUSH put, sparing the two thread hand-offs of the round trip. One
+    lock keeps the two from flushing at once; the groups a caller's flush covers are
+    resolved by it.
     """
 
     def __init__(self, commit_log: CommitLog, sync: bool, interval_ms: int, timeout_ms: int) -> None:
@@ -512,6 +519,7 @@ class CommitLogFlusher:
         # Puts take the plain lock (a C-level context manager); the thread waits on the condition.
         self._lock = threading.Lock()
         self._condition = threading.Condition(self._lock)
+        self._flushing = threading.Lock()  # held by whoever runs a flush: the thread or flush_here
         self._requests: list[_FlushGroup] = []
         self._open_group: _FlushGroup | None = None  # the group new puts join (not yet taken)
         self._stopping = False
@@ -521,29 +529,44 @@ class CommitLogFlusher:
     def start(self) -> None:
         self._thread.start()
 
-    def request(self, end_offset: int) -> Future[bool]:
+    def request(self, end_offset: int, wake: bool = True) -> Future[bool]:
         """A future resolved once ``end_offset`` is flushed (True) or the timeout passes (False).
 
-        Puts waiting for the same flush share one future (see the class docstring).
+        Puts waiting for the same flush share one future (see the class docstring). With
+        ``wake`` False the thread is not told yet: the caller will call :meth:`flush_here`
+        or :meth:`wake` (until then the thread still looks every 10 ms).
         """
         with self._lock:
             group = self._open_group
             if group is not None:
                 if end_offset > group.end_offset:
                     group.end_offset = end_offset
-                return group.future
-            future: Future[bool] = FlushFuture()
-            if self._stopped:
-                # A put that raced with close(): the final flush already ran (or failed).
-                future.set_result(end_offset <= self._commit_log.flushed_offset)
-                return future
-            # Running futures cannot be cancelled: one waiter giving up (asyncio.wrap_future
-            # propagates a cancelled await) must not cancel the answer of the whole group.
-            future.set_running_or_notify_cancel()
-            group = self._open_group = _FlushGroup(end_offset, time.monotonic() + self._timeout_s, future)
-            self._requests.append(group)
+            else:
+                future: Future[bool] = FlushFuture()
+                if self._stopped:
+                    # A put that raced with close(): the final flush already ran (or failed).
+                    future.set_result(end_offset <= self._commit_log.flushed_offset)
+                    return future
+                # Running futures cannot be cancelled: one waiter giving up (asyncio.wrap_future
+                # propagates a cancelled await) must not cancel the answer of the whole group.
+                future.set_running_or_notify_cancel()
+                group = self._open_group = _FlushGroup(end_offset, time.monotonic() + self._timeout_s, future)
+                self._requests.append(group)
+            if wake and not group.woken:
+                group.woken = True
+                self._condition.notify()
+            return group.future
+
+    def wake(self) -> None:
+        """Tell the thread about every group waiting (see ``wake`` of :meth:`request`)."""
+        with self._lock:
+            self._wake_locked()
+
+    def _wake_locked(self) -> None:
+        if any(not group.woken for group in self._requests):
+            for group in self._requests:
+                group.woken = True
             self._condition.notify()
-        return future
 
     def _run(self) -> None:
         while True:
@@ -553,11 +576,12 @@ class CommitLogFlusher:
                 stopping = self._stopping
                 requests, self._requests = self._requests, []
                 self._open_group = None
-            try:
-                flushed = self._commit_log.flush()
-            except OSError:
-                _log.exception("commit log flush failed")
-                flushed = self._commit_log.flushed_offset
+            with self._flushing:
+                try:
+                    flushed = self._commit_log.flush()
+                except OSError:
+                    _log.exception("commit log flush failed")
+                    flushed = self._commit_log.flushed_offset
             if self._resolve(requests, flushed):
                 # Some puts are still not covered (a failing disk): do not spin.
                 time.sleep(0.001)
@@ -568,6 +592,40 @@ class CommitLogFlusher:
                     self._open_group = None
                 self._resolve(late, self._commit_log.flushed_offset)
                 return
+
+    def flush_here(self, end_offset: int) -> bool:
+        """Flush in the calling thread, unless a flush is running; True once ``end_offset`` is durable.
+
+        False when the thread (or another caller) is flushing at that moment, when the flush
+        fails, or after :meth:`stop`: the caller then waits for its put's future as usual,
+        which the thread resolves (and which reports a failing disk as a timeout). Groups the
+        flush covers are resolved True here, so no later put joins them.
+        """
+        if self._stopped or not self._flushing.acquire(blocking=False):
+            self.wake()
+            return False
+        try:
+            flushed = self._commit_log.flush()
+        except OSError:
+            _log.exception("commit log flush failed")
+            self.wake()
+            return False
+        finally:
+            self._flushing.release()
+        covered = []
+        with self._lock:
+            if self._requests:
+                covered = [group for group in self._requests if group.end_offset <= flushed]
+                if covered:
+                    self._requests = [group for group in self._requests if group.end_offset > flushed]
+                    if self._open_group is not None and self._open_group.end_offset <= flushed:
+                        self._open_group = None
+                self._wake_locked()  # groups this flush did not cover are the thread's
+        now = time.monotonic()
+        for group in covered:
+            if not group.future.done():
+                group.future.set_result(now < group.deadline)  # late is a timeout, as in _resolve
+        return end_offset <= flushed
 
     def _resolve(self, requests: list[_FlushGroup], flushed: int) -> bool:
         now = time.monotonic()

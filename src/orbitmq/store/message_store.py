@@ -225,7 +225,7 @@ class MessageStore:
 
     # -- put ----------------------------------------------------------------------------------
 
-    def put_message(self, request: PutMessageRequest) -> PutResult:
+    def put_message(self, request: PutMessageRequest, wake_flusher: bool = True) -> PutResult:
         """Append one message (see :meth:`put_messages`; this is its one-message fast path)."""
         if not self._open or self._puts_refused is not None:
             return self._refused_put()
@@ -234,7 +234,7 @@ class MessageStore:
             return prepared
         size = prepared[0][1]
         if size + BLANK_RECORD_MIN_BYTES > self._segment_bytes:
-            return self.put_messages((request,))  # the batch path words the refusal
+            return self.put_messages((request,), wake_flusher)  # the batch path words the refusal
         try:
             with self._lock:
                 if not self._open:
@@ -260,7 +260,7 @@ class MessageStore:
                 PutStatus.CREATE_MAPPED_FILE_FAILED, f"{request.topic}/{request.queue_id}: {exc}"
             )
         if self._sync_flush and self._flusher is not None:
-            flush_future = self._flusher.request(commit_log_offset + size)
+            flush_future = self._flusher.request(commit_log_offset + size, wake_flusher)
         else:
             flush_future = None
         for listener in self._listeners:
@@ -269,12 +269,34 @@ class MessageStore:
             PutStatus.PUT_OK, [commit_log_offset], queue_offset, store_timestamp, size, flush_future
         )
 
-    def put_messages(self, requests: Sequence[PutMessageRequest]) -> PutResult:
+    def wake_flusher(self) -> None:
+        """Tell the flush thread about puts made with ``wake_flusher`` False."""
+        if self._flusher is not None:
+            self._flusher.wake()
+
+    def flush_here(self, end_offset: int) -> bool:
+        """SYNC_FLUSH: flush in the calling thread unless the flush thread is flushing now.
+
+        True once the commit log is durable up to ``end_offset``; False when the flush
+        thread was busy, the sync failed, the store is not SYNC_FLUSH or not open: the
+        caller waits for its put's ``flush_future`` instead. For a caller with nothing else
+        to do meanwhile (a lone put on the broker's event loop), this saves waking the
+        flush thread and being woken by it. See :class:`CommitLogFlusher`.
+        """
+        if not self._sync_flush or self._flusher is None or not self._open:
+            return False
+        return self._flusher.flush_here(end_offset)
+
+    def put_messages(self, requests: Sequence[PutMessageRequest], wake_flusher: bool = True) -> PutResult:
         """Append messages of one topic and queue as one contiguous write.
 
         They get consecutive queue offsets; the result carries every commit-log offset and
         the first queue offset. Invalid input is a status (MESSAGE_ILLEGAL,
         PROPERTIES_SIZE_EXCEEDED) with a remark, never an exception.
+
+        Under SYNC_FLUSH the result's ``flush_future`` resolves once the records are on
+        disk. With ``wake_flusher`` False the flush thread is not told at once: the caller
+        then calls :meth:`flush_here` or :meth:`wake_flusher` (every put method takes it).
         """
         if not self._open or self._puts_refused is not None:
             return self._refused_put()
@@ -284,9 +306,9 @@ class MessageStore:
         if isinstance(prepared, PutResult):
             return prepared
         first = requests[0]
-        return self._put_prepared(first.topic, first.queue_id, PreparedRequests(prepared))
+        return self._put_prepared(first.topic, first.queue_id, PreparedRequests(prepared), wake_flusher)
 
-    def put_batch(self, batch: BatchPut) -> PutResult:
+    def put_batch(self, batch: BatchPut, wake_flusher: bool = True) -> PutResult:
         """:meth:`put_messages` for a batch send held as columns (``batch_put.py``).
 
         The same records, checks and answers as ``put_messages(batch.requests())``, without
@@ -297,10 +319,10 @@ class MessageStore:
         prepared = prepare_batch(self._builder, batch)
         if isinstance(prepared, PutResult):
             return prepared
-        return self._put_prepared(batch.topic, batch.queue_id, prepared)
+        return self._put_prepared(batch.topic, batch.queue_id, prepared, wake_flusher)
 
     def _put_prepared(
-        self, topic: str, queue_id: int, prepared: PreparedRequests | PreparedBatch
+        self, topic: str, queue_id: int, prepared: PreparedRequests | PreparedBatch, wake_flusher: bool
     ) -> PutResult:
         total_bytes = prepared.total_bytes
         if total_bytes + BLANK_RECORD_MIN_BYTES > self._segment_bytes:
@@ -317,7 +339,8 @@ class MessageStore:
             _log.exception("put to %s/%d failed", topic, queue_id)
             return failed_put(PutStatus.CREATE_MAPPED_FILE_FAILED, f"{topic}/{queue_id}: {exc}")
         if self._sync_flush and self._flusher is not None:
-            result.flush_future = self._flusher.request(result.commit_log_offsets[-1] + prepared.last_size)
+            end_offset = result.commit_log_offsets[-1] + prepared.last_size
+            result.flush_future = self._flusher.request(end_offset, wake_flusher)
         for listener in self._listeners:
             listener(topic, queue_id, max_queue_offset)
         return result

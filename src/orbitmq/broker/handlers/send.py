@@ -31,15 +31,14 @@ answers carry the usual msgId, queue id and queue offset.
 
 from __future__ import annotations
 
-import asyncio
 import random
-from concurrent.futures import Future
 
 from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.handlers.replicated import replicated_status
 from orbitmq.broker.schedule import delay_level_of, to_schedule
 from orbitmq.broker.status_map import put_response_code
+from orbitmq.broker.sync_flush import SyncFlushWaits
 from orbitmq.broker.timer import TIMER_TOPIC, timer_due_ms, to_timer
 from orbitmq.broker.transaction import is_transactional, to_half
 from orbitmq.broker.validation import (
@@ -97,9 +96,7 @@ class SendHandlers:
 
     def __init__(self, state: BrokerState) -> None:
         self._state = state
-        # Flush-group futures already bridged to the event loop: the puts of one group commit
-        # share one store future, so they share one loop future and one cross-thread wake-up.
-        self._flush_waits: dict[Future[bool], asyncio.Future[bool]] = {}
+        self._flush_waits = SyncFlushWaits()
 
     # -- send ----------------------------------------------------------------------------------
 
@@ -215,7 +212,8 @@ class SendHandlers:
         rejection = self._route(put)
         if rejection is not None:
             return rejection.response(request)
-        result = self._state.store.put_message(put)
+        # _answer_put flushes or wakes the flush thread for it (sync_flush.py).
+        result = self._state.store.put_message(put, wake_flusher=False)
         if recorder is not None and result.status is PutStatus.PUT_OK:
             recorder.count_in(header.topic, message_type, len(request.body))
             if topic != header.topic:
@@ -351,9 +349,9 @@ class SendHandlers:
             rejection = self._route_timed_batch(requests)
             if rejection is not None:
                 return rejection.response(request)
-            result = self._state.store.put_messages(requests)
+            result = self._state.store.put_messages(requests, wake_flusher=False)
         else:
-            result = self._state.store.put_batch(batch)
+            result = self._state.store.put_batch(batch, wake_flusher=False)
         recorder = self._state.recorder
         if recorder is not None and result.status is PutStatus.PUT_OK:
             # One update per batch; the message type is the first message's (a batch is uniform).
@@ -391,9 +389,14 @@ class SendHandlers:
         sync_flush = self._state.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         future = result.flush_future
         must_wait = status is PutStatus.PUT_OK and future is not None and wait_store_ok and sync_flush
-        # The store's flush thread resolves the future; the event loop keeps serving meanwhile.
-        if must_wait and future is not None and not await self._flushed(future):
-            status = PutStatus.FLUSH_DISK_TIMEOUT
+        # The put did not wake the store's flush thread: a lone put is flushed on the loop,
+        # others by the thread (sync_flush.py); a put not waiting just wakes it.
+        if must_wait and future is not None:
+            end_offset = result.commit_log_offsets[0] + result.wrote_bytes
+            if not await self._flush_waits.wait(self._state.store, future, end_offset):
+                status = PutStatus.FLUSH_DISK_TIMEOUT
+        elif future is not None:
+            self._state.store.wake_flusher()
         state = self._state
         if status is PutStatus.PUT_OK and (state.replication is not None or state.replicas is not None):
             # A slave's status overrides PUT_OK, not a flush timeout (RocketMQ's order).
@@ -412,18 +415,6 @@ class SendHandlers:
             MessageConst.TRACE_SWITCH: "true" if self._state.config.trace_on else "false",
         }
         return request.response(code, remark, ext)
-
-    def _flushed(self, future: Future[bool]) -> asyncio.Future[bool]:
-        """An awaitable of a flush-group future, shared by every put of the group.
-
-        Shielded per awaiter: a handler cancelled while waiting (its connection closed) must
-        not cancel the loop future the rest of its group awaits.
-        """
-        shared = self._flush_waits.get(future)
-        if shared is None:
-            shared = self._flush_waits[future] = asyncio.wrap_future(future)
-            shared.add_done_callback(lambda _: self._flush_waits.pop(future, None))
-        return asyncio.shield(shared)
 
     # -- send back -----------------------------------------------------------------------------
 
