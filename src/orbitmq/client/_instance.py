@@ -164,6 +164,7 @@ class ClientInstance:
         self._route_fetches: dict[str, asyncio.Task[TopicRouteData | None]] = {}
         self._route_refreshed_at: dict[str, float] = {}
         self._broker_addrs: dict[str, dict[int, str]] = {}
+        self._heard_by: set[str] = set()  # broker addresses that took a heartbeat of this client
         self._producers: dict[str, object] = {}
         self._consumers: dict[str, ConsumerHandle] = {}
         self._replies: dict[str, asyncio.Future[MessageExt]] = {}
@@ -425,6 +426,15 @@ class ClientInstance:
             raise error_for_code(response.code, f"route of topic {topic}: {response.remark}")
         route = decode_topic_route(response.body)
         self._update_route(topic, route)
+        if self._consumers and any(
+            addr not in self._heard_by
+            for broker in route.broker_datas
+            for addr in broker.broker_addrs.values()
+        ):
+            # A broker this client's consumers have not told about themselves (the topic or
+            # the broker is new): without a heartbeat now, a rebalance would find the group
+            # empty there until the next heartbeat round (30 s).
+            await self.send_heartbeat_to_all_brokers()
         return self._routes[topic]
 
     def _update_route(self, topic: str, route: TopicRouteData) -> None:
@@ -546,6 +556,8 @@ class ClientInstance:
         for addr, result in zip(addrs, results, strict=True):
             if isinstance(result, BaseException):
                 logger.info("heartbeat of client %s to %s failed: %s", self.client_id, addr, result)
+            else:
+                self._heard_by.add(addr)
 
     async def _heartbeat(self, addr: str, body: bytes) -> None:
         request = RemotingCommand.request(RequestCode.HEART_BEAT, {}, body)

@@ -37,6 +37,7 @@ from orbitmq.client._pull_api import (
     search_offset,
     wait_event,
 )
+from orbitmq.client._route_retry import RouteRetry
 from orbitmq.client.config import split_config
 from orbitmq.client.offset_store import RemoteOffsetStore
 from orbitmq.client.rebalance import AllocateStrategy, strategy_by_name
@@ -109,6 +110,7 @@ class PullConsumer:
         self._store: RemoteOffsetStore | None = None
         self._data_ready = asyncio.Event()
         self._wake = asyncio.Event()
+        self._route_retry = RouteRetry(self.rebalance_soon, self.config.rebalance_interval_ms / 1000)
         self._rebalance_task: asyncio.Task[None] | None = None
         self._running = False
         self._cursor = 0
@@ -148,6 +150,7 @@ class PullConsumer:
         if not self._running:
             return
         self._running = False
+        self._route_retry.cancel()
         tasks = [state.task for state in self._queues.values() if state.task is not None]
         if self._rebalance_task is not None:
             tasks.append(self._rebalance_task)
@@ -464,10 +467,12 @@ class PullConsumer:
 
     async def _rebalance_topics(self) -> None:
         instance = self._require_instance()
+        routed = True
         for topic in list(self._subscriptions):
             try:
                 route = await instance.get_route(topic)
                 if route is None:
+                    routed = False
                     continue
                 all_queues = queues_of_route(topic, route)
                 if not all_queues:
@@ -485,6 +490,10 @@ class PullConsumer:
             for mq in sorted(mine - set(self._queues)):
                 self._queues[mq] = _QueueState()
                 self._start_prefetch(mq)
+        if routed:
+            self._route_retry.found()
+        else:
+            self._route_retry.missing()
 
     def consumer_data(self) -> ConsumerData:
         return ConsumerData(

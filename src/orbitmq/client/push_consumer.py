@@ -49,6 +49,7 @@ from orbitmq.client._pull_api import (
     retry_topic,
     wait_event,
 )
+from orbitmq.client._route_retry import RouteRetry
 from orbitmq.client._trace import TraceConsumeHook, TraceDispatcher
 from orbitmq.client.config import split_config
 from orbitmq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
@@ -116,6 +117,7 @@ class PushConsumer:
             else self.config.allocate_strategy
         )
         self._wake = asyncio.Event()
+        self._route_retry = RouteRetry(self.rebalance_soon, self.config.rebalance_interval_ms / 1000)
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_lock = asyncio.Lock()
         self._running = False
@@ -239,6 +241,7 @@ class PushConsumer:
         if not self._running:
             return
         self._running = False
+        self._route_retry.cancel()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -381,17 +384,23 @@ class PushConsumer:
         if not self._running:
             return
         async with self._rebalance_lock:
+            routed = True
             for topic in list(self._subscriptions):
                 try:
-                    await self._rebalance_topic(topic)
+                    routed = await self._rebalance_topic(topic) and routed
                 except OrbitError as exc:
                     logger.info("rebalance of group %s, topic %s failed: %s", self.group, topic, exc)
+            if routed:
+                self._route_retry.found()
+            else:
+                self._route_retry.missing()
 
-    async def _rebalance_topic(self, topic: str) -> None:
+    async def _rebalance_topic(self, topic: str) -> bool:
+        """Rebalance ``topic``'s queues; False when the topic has no route (yet)."""
         instance = self._require_instance()
         route = await instance.get_route(topic)
         if route is None:
-            return
+            return False
         all_queues = queues_of_route(topic, route)
         if self.clustering and all_queues:
             broker_name = random.choice(sorted({mq.broker_name for mq in all_queues}))
@@ -412,6 +421,7 @@ class PushConsumer:
                 logger.info("group %s cannot take %s yet: %s", self.group, mq, exc)
                 if self.config.orderly and self.clustering:
                     await self._unlock([mq])
+        return True
 
     async def _lock_new(self, queues: list[MessageQueue]) -> list[MessageQueue]:
         instance = self._require_instance()

@@ -350,3 +350,39 @@ async def test_push_consumer_flow_control_pauses_pulling(standalone: ServerProce
     finally:
         release.set()
         await c.shutdown()
+
+
+async def test_consumers_started_before_their_topic_exists_get_its_messages_in_seconds(
+    standalone: ServerProcess,
+) -> None:
+    """A rebalance that finds no route looks again after 1 s (doubling), not after 20 s."""
+    from orbitmq.client.pull_consumer import PullConsumer
+
+    addr = broker_addr(standalone)
+    collector = Collector()
+    push = consumer(standalone.addr, "g-early-push", collector, instance_name="early-push")
+    push.subscribe("EarlyTopic")
+    pull = PullConsumer(
+        "g-early-pull",
+        standalone.addr,
+        instance_name="early-pull",
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    await pull.subscribe("EarlyTopic")
+    await push.start()
+    await pull.start()
+    try:
+        await asyncio.sleep(1.5)  # at least one look found no route
+        await make_topic(addr, "EarlyTopic", queues=2)
+        bodies = [f"early-{i}".encode() for i in range(10)]
+        await produce_raw(addr, "EarlyTopic", bodies)
+        started = time.monotonic()
+        pulled: list[MessageExt] = []
+        while time.monotonic() - started < 10 and (len(collector.bodies()) < 10 or len(pulled) < 10):
+            pulled += await pull.poll(200)
+        # Far under the 20 s rebalance interval: found by the second or third look.
+        assert collector.bodies() == set(bodies), time.monotonic() - started
+        assert {m.body for m in pulled} == set(bodies)
+    finally:
+        await push.shutdown()
+        await pull.shutdown()

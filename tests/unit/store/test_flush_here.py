@@ -29,16 +29,19 @@ def _record_flushing_threads() -> list[str]:
 def test_flush_here_makes_a_put_durable_in_the_calling_thread(open_store: OpenStore) -> None:
     store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH)
     flushed_by = _record_flushing_threads()
-    here = 0
+    here = resolved_here = 0
     for _ in range(20):
         result, end = _put(store)
+        assert result.flush_future is not None
         if store.flush_here(end):
             here += 1
             assert store.flushed_commit_log_offset >= end
-            assert result.flush_future is not None and result.flush_future.done()
-        assert result.flush_future is not None and result.flush_future.result(timeout=5) is True
-    # The flush thread still looks every 10 ms, and a put it took first is its to flush.
+            resolved_here += result.flush_future.done()
+        assert result.flush_future.result(timeout=5) is True
+    # The flush thread still looks every 10 ms: a put it took first is its to flush, and a
+    # group it took just before flush_here's flush is its to resolve.
     assert here >= 15, here
+    assert resolved_here >= 10, resolved_here
     assert flushed_by.count(threading.current_thread().name) >= here
 
 
