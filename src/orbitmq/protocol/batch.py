@@ -161,9 +161,7 @@ def encode_batch_item(flag: int, body: bytes, properties: Mapping[str, str]) -> 
         LocalProtocolError: the properties exceed 32767 bytes or contain a separator, or the
             flag does not fit an int.
     """
-    builder = BatchBodyBuilder()
-    builder.add(flag, body, encode_properties(properties).encode("utf-8"))
-    return builder.body()
+    return encode_batch(((flag, body, properties),))
 
 
 class BatchBodyBuilder:
@@ -206,5 +204,13 @@ class BatchBodyBuilder:
 
 
 def encode_batch(items: Iterable[BatchItem | tuple[int, bytes, Mapping[str, str]]]) -> bytes:
-    """A batch body holding ``items`` in order (Java's layout: no trailing property separator)."""
-    return b"".join(encode_batch_item(flag, body, properties) for flag, body, properties in items)
+    """A batch body holding ``items`` in order (Java's layout: no trailing property separator).
+
+    Raises:
+        LocalProtocolError: as :func:`encode_batch_item`.
+    """
+    builder = BatchBodyBuilder()
+    add = builder.add
+    for flag, body, properties in items:
+        add(flag, body, encode_properties(properties).encode("utf-8"))
+    return builder.body()
