@@ -599,7 +599,8 @@ class CommitLogFlusher:
         False when the thread (or another caller) is flushing at that moment, when the flush
         fails, or after :meth:`stop`: the caller then waits for its put's future as usual,
         which the thread resolves (and which reports a failing disk as a timeout). Groups the
-        flush covers are resolved True here, so no later put joins them.
+        flush covers are resolved here, so no later put joins them: True, or False past their
+        deadline, as the thread answers.
         """
         if self._stopped or not self._flushing.acquire(blocking=False):
             self.wake()
