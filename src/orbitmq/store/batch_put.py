@@ -40,11 +40,18 @@ from orbitmq.store.dispatch import (
     Dispatcher,
     add_key_tokens,
 )
-from orbitmq.store.put_path import PREPARED_OR_ROLLBACK, Hosts, RecordBuilder, record_sizes
+from orbitmq.store.put_path import (
+    INT_MAX,
+    INT_MIN,
+    LONG_MAX,
+    LONG_MIN,
+    PREPARED_OR_ROLLBACK,
+    Hosts,
+    RecordBuilder,
+    record_sizes,
+)
 from orbitmq.store.results import PutMessageRequest, PutResult, PutStatus, failed_put
 
-_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
-_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 _TAGS: str = MessageConst.TAGS
 _DISPATCHED_KEYS = frozenset((_TAGS, KEYS, UNIQ_KEY))
 
@@ -203,11 +210,11 @@ def prepare_batch(builder: RecordBuilder, batch: BatchPut) -> PreparedBatch | Pu
     try:
         if not (
             is_legal_name(topic, MAX_TOPIC_BYTES)
-            and 0 <= queue_id <= _INT_MAX
-            and _INT_MIN <= batch.sys_flag <= _INT_MAX
-            and _LONG_MIN <= batch.born_timestamp <= _LONG_MAX
+            and 0 <= queue_id <= INT_MAX
+            and INT_MIN <= batch.sys_flag <= INT_MAX
+            and LONG_MIN <= batch.born_timestamp <= LONG_MAX
             and max(map(len, bodies)) <= builder.body_max
-            and _INT_MIN <= min(flags) <= max(flags) <= _INT_MAX
+            and INT_MIN <= min(flags) <= max(flags) <= INT_MAX
         ):
             return _refusal(builder, batch)
         hosts = builder.hosts(batch.born_host, batch.store_host)

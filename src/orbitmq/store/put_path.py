@@ -42,8 +42,9 @@ from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import KEYS, ROLLBACK, TRANSACTION_MASK, UNIQ_KEY, Dispatcher, add_key_tokens
 from orbitmq.store.results import PutMessageRequest, PutResult, PutStatus, failed_put
 
-_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
-_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+# Java's int and long ranges: header fields outside them are refused.
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 # PREPARED (0x4) and ROLLBACK (0xC) share bit 0x4; NOT (0) and COMMIT (0x8) lack it.
 PREPARED_OR_ROLLBACK = SysFlag.TRANSACTION_PREPARED_TYPE
@@ -77,9 +78,9 @@ class RecordBuilder:
                 PutStatus.MESSAGE_ILLEGAL,
                 f"topic {shorten(topic)!r} must be 1..127 characters from {NAME_CHARSET}",
             )
-        if not 0 <= queue_id <= _INT_MAX:
+        if not 0 <= queue_id <= INT_MAX:
             return failed_put(
-                PutStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} of {topic} is not 0..{_INT_MAX}"
+                PutStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} of {topic} is not 0..{INT_MAX}"
             )
         topic_bytes = topic.encode("ascii")
         topic_len = len(topic_bytes)
@@ -103,12 +104,12 @@ class RecordBuilder:
                     f"body of {body_len} bytes exceeds {body_max} ({topic}/{queue_id})",
                 )
             if not (
-                _INT_MIN <= request.flag <= _INT_MAX
-                and _INT_MIN <= request.sys_flag <= _INT_MAX
-                and _INT_MIN <= request.reconsume_times <= _INT_MAX
-                and _LONG_MIN <= request.born_timestamp <= _LONG_MAX
-                and _LONG_MIN <= request.prepared_transaction_offset <= _LONG_MAX
-                and (request.tags_code is None or _LONG_MIN <= request.tags_code <= _LONG_MAX)
+                INT_MIN <= request.flag <= INT_MAX
+                and INT_MIN <= request.sys_flag <= INT_MAX
+                and INT_MIN <= request.reconsume_times <= INT_MAX
+                and LONG_MIN <= request.born_timestamp <= LONG_MAX
+                and LONG_MIN <= request.prepared_transaction_offset <= LONG_MAX
+                and (request.tags_code is None or LONG_MIN <= request.tags_code <= LONG_MAX)
             ):
                 return failed_put(PutStatus.MESSAGE_ILLEGAL, f"{topic}/{queue_id}: {_range_problem(request)}")
             try:
@@ -178,12 +179,12 @@ class RecordBuilder:
 def _range_problem(request: PutMessageRequest) -> str:
     """Which numeric field of ``request`` does not fit its fixed-width record field."""
     for name, value, low, high in (
-        ("flag", request.flag, _INT_MIN, _INT_MAX),
-        ("sysFlag", request.sys_flag, _INT_MIN, _INT_MAX),
-        ("reconsumeTimes", request.reconsume_times, _INT_MIN, _INT_MAX),
-        ("bornTimestamp", request.born_timestamp, _LONG_MIN, _LONG_MAX),
-        ("preparedTransactionOffset", request.prepared_transaction_offset, _LONG_MIN, _LONG_MAX),
-        ("tagsCode", request.tags_code or 0, _LONG_MIN, _LONG_MAX),
+        ("flag", request.flag, INT_MIN, INT_MAX),
+        ("sysFlag", request.sys_flag, INT_MIN, INT_MAX),
+        ("reconsumeTimes", request.reconsume_times, INT_MIN, INT_MAX),
+        ("bornTimestamp", request.born_timestamp, LONG_MIN, LONG_MAX),
+        ("preparedTransactionOffset", request.prepared_transaction_offset, LONG_MIN, LONG_MAX),
+        ("tagsCode", request.tags_code or 0, LONG_MIN, LONG_MAX),
     ):
         if not low <= value <= high:
             return f"{name} {value} does not fit [{low}, {high}]"
