@@ -1,6 +1,6 @@
 """Start real OrbitMQ server processes on 127.0.0.1 for integration and fault tests.
 
-Each process gets a free port (found by binding port 0, then released), its own
+Each process gets free ports (see :func:`free_port`), its own
 directory under the test's tmp_path, and its output captured to a log file in that
 directory, printed when a start times out. Callers must stop or kill every process
 they start; the pytest fixtures in tests/integration/conftest.py do it in teardown.
@@ -9,6 +9,7 @@ they start; the pytest fixtures in tests/integration/conftest.py do it in teardo
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -20,11 +21,43 @@ from pathlib import Path
 START_TIMEOUT_S = 30.0
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port_block(count: int) -> int:
+    """The first of ``count`` consecutive TCP ports on 127.0.0.1 that were all free a moment ago.
+
+    Taken at random below the kernel's ephemeral range, not by binding port 0: a port the
+    kernel hands out for port 0 can be handed out again, before the server binds it, to
+    another port-0 bind (a server's own metrics exporter, in one CI run) or as the local
+    port of any outgoing connection; below the range neither can land on it.
+    """
+    ephemeral_low = _ephemeral_low()
+    low = max(1024, ephemeral_low - 20_000)
+    for _ in range(100):
+        base = random.randrange(low, ephemeral_low - count)
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free ports below {ephemeral_low}")
+
+
 def free_port() -> int:
-    """A TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port that was free a moment ago on 127.0.0.1 (see :func:`free_port_block`)."""
+    return free_port_block(1)
 
 
 def wait_connectable(port: int, proc: subprocess.Popen[bytes], log_path: Path, timeout_s: float) -> None:

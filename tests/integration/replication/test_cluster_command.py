@@ -9,7 +9,6 @@ SIGINT: the command must exit 0 and leave no broker or nameserver running.
 
 from __future__ import annotations
 
-import random
 import signal
 import socket
 import subprocess
@@ -23,41 +22,13 @@ from orbitmq.broker.config import first_non_loopback_ipv4
 from orbitmq.cli.admin import main as admin_main
 from orbitmq.client import Message, SendStatus
 from orbitmq.client.blocking import BlockingProducer
-from tests.support.processes import free_port
-
-
-def _free_block(count: int) -> int:
-    """The first of ``count`` consecutive ports that were all free a moment ago.
-
-    The block is taken below the kernel's ephemeral range, where no port-0 bind and no
-    outgoing connection of another test can land on it before the cluster binds it.
-    """
-    try:
-        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        ephemeral_low = 32768
-    low = max(1024, ephemeral_low - 12_000)
-    for _ in range(50):
-        base = random.randrange(low, ephemeral_low - count)
-        sockets = []
-        try:
-            for port in range(base, base + count):
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise RuntimeError(f"no {count} consecutive free ports below {ephemeral_low}")
+from tests.support.processes import free_port, free_port_block
 
 
 def test_cluster_command_runs_a_replicated_group_until_interrupted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    namesrv_port, base_port = free_port(), _free_block(4)
+    namesrv_port, base_port = free_port(), free_port_block(4)
     out_path = tmp_path / "cluster.out"
     with open(out_path, "wb") as out:
         proc = subprocess.Popen(
