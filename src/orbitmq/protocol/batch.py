@@ -17,18 +17,29 @@ because all of them go where the request header says. Layout of one inner record
 The C++ client sends batches as SEND_MESSAGE with ``batch:"1"`` and ends each property
 string with a trailing 0x02; both decode here. A record whose sizes disagree with each
 other or with the bytes present raises ``RemoteProtocolError`` naming its index.
+
+The broker's send path splits a body with :func:`decode_batch_columns`. Most batches are
+*plain*: every property string ASCII, canonical, and made of UNIQ_KEY, TAGS and KEYS only
+(what OrbitMQ's producer and the C++ client send for messages with a tag and keys). Such a
+body is split without a property mapping per message, by :func:`scan_plain_batch`, compiled in
+``_batch_scan.c`` when it built (see ``orbitmq/native.py``); any other body, or a malformed one,
+takes the general path, which decodes every mapping and words the errors.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from itertools import repeat
+from typing import NamedTuple, cast
 
+from orbitmq import native
 from orbitmq.errors import LocalProtocolError, RemoteProtocolError
+from orbitmq.model.message import MessageConst
 from orbitmq.protocol.properties import (
     MAX_PROPERTIES_BYTES,
     PROPERTY_SEPARATOR,
+    decode_properties,
     decode_properties_canonical,
     encode_properties,
 )
@@ -39,6 +50,18 @@ _HEAD_BYTES = _HEAD.size
 _PROPERTIES_LEN_BYTES = _PROPERTIES_LEN.size
 _FIXED_BYTES = _HEAD_BYTES + _PROPERTIES_LEN_BYTES
 _PROPERTY_SEPARATOR_BYTE = ord(PROPERTY_SEPARATOR)
+
+# The only keys a plain message carries (see the module docstring), in the order of
+# BatchColumns' unique_keys, tags and keys columns.
+PLAIN_KEYS: tuple[str, str, str] = (
+    MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    MessageConst.TAGS,
+    MessageConst.KEYS,
+)
+_PLAIN_KEY_BYTES = tuple(key.encode("ascii") for key in PLAIN_KEYS)
+
+# (flags, bodies, property strings, one column of values per key) of a plain batch.
+PlainBatch = tuple[list[int], list[bytes], list[bytes], tuple[list[str | None], ...]]
 
 
 class BatchItem(NamedTuple):
@@ -53,13 +76,25 @@ class BatchColumns(NamedTuple):
     """A batch body split into columns, one entry per message (the broker's send path).
 
     ``encoded[i]`` is message i's property string as UTF-8 bytes when it is canonical, else
-    None (see :func:`decode_batch_columns`).
+    None. ``properties`` is None for a plain batch (see the module docstring): every string is
+    canonical and its only keys are UNIQ_KEY, TAGS and KEYS, whose values ``unique_keys``,
+    ``tags`` and ``keys`` hold (None where a message lacks one) for every batch.
     """
 
     flags: list[int]
     bodies: list[bytes]
-    properties: list[dict[str, str]]
+    properties: list[dict[str, str]] | None
     encoded: list[bytes | None]
+    unique_keys: list[str | None]
+    tags: list[str | None]
+    keys: list[str | None]
+
+    def property_maps(self) -> list[dict[str, str]]:
+        """Each message's property mapping (decoded now for a plain batch)."""
+        if self.properties is not None:
+            return self.properties
+        # A plain batch's strings are all canonical ASCII: none is None.
+        return [decode_properties(text.decode("ascii")) for text in cast(list[bytes], self.encoded)]
 
 
 def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchItem]:
@@ -69,10 +104,10 @@ def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchItem]:
         RemoteProtocolError: a record is truncated, its sizes are inconsistent, or its
             properties are not UTF-8; the message names the record's index and byte position.
     """
-    columns = decode_batch_columns(data)
+    columns = _decode_general(data if isinstance(data, bytes) else bytes(data))
     return [
         BatchItem(flag, body, properties)
-        for flag, body, properties in zip(columns.flags, columns.bodies, columns.properties, strict=True)
+        for flag, body, properties in zip(columns.flags, columns.bodies, columns.property_maps(), strict=True)
     ]
 
 
@@ -82,14 +117,54 @@ def decode_batch_columns(data: bytes | bytearray | memoryview) -> BatchColumns:
     The bytes are those :func:`~orbitmq.protocol.properties.encode_properties` would give for
     the decoded mapping (the C++ client's trailing separator dropped), so the broker can store
     them without encoding the mapping again; None when the string is not canonical (see
-    :func:`~orbitmq.protocol.properties.decode_properties_canonical`). Each record's head is
-    unpacked once and only its body and property string are copied out.
+    :func:`~orbitmq.protocol.properties.decode_properties_canonical`). A plain batch comes
+    back without mappings (``properties`` None) when the compiled scan is in use.
 
     Raises:
         RemoteProtocolError: as :func:`decode_batch`.
     """
     # Slices of bytes are one copy each, cheaper than memoryview slices copied out again.
     buffer = data if isinstance(data, bytes) else bytes(data)
+    if _native_scan is not None:
+        plain = _native_scan(buffer, _PLAIN_KEY_BYTES)
+        if plain is not None:
+            flags, bodies, encoded, (unique_keys, tags, keys) = plain
+            return BatchColumns(
+                flags, bodies, None, cast(list[bytes | None], encoded), unique_keys, tags, keys
+            )
+    return _decode_general(buffer)
+
+
+def scan_plain_batch(data: bytes, keys: tuple[bytes, ...] = _PLAIN_KEY_BYTES) -> PlainBatch | None:
+    """A plain batch's columns, or None when ``data`` is not plain or not well formed.
+
+    Plain here: every property string ASCII, canonical, and of the ``keys`` only. Gives what
+    the compiled ``_batch_scan.scan_plain_batch`` gives (the pure-Python twin; tests run both).
+    """
+    try:
+        columns = _decode_general(data)
+    except RemoteProtocolError:
+        return None
+    names = [key.decode("ascii") for key in keys]
+    allowed = frozenset(names)
+    properties_column = columns.property_maps()
+    encoded: list[bytes] = []
+    for properties, text in zip(properties_column, columns.encoded, strict=True):
+        if text is None or not text.isascii() or not allowed.issuperset(properties):
+            return None
+        encoded.append(text)
+    values = tuple(list(map(dict.get, properties_column, repeat(name))) for name in names)
+    return columns.flags, columns.bodies, encoded, values
+
+
+_scan_module = native.load("orbitmq.protocol._batch_scan")
+_native_scan: Callable[[bytes, tuple[bytes, ...]], PlainBatch | None] | None = (
+    _scan_module.scan_plain_batch if _scan_module is not None else None
+)
+
+
+def _decode_general(buffer: bytes) -> BatchColumns:
+    """The batch body split by the general path: every mapping decoded, errors worded."""
     size = len(buffer)
     flags: list[int] = []
     bodies: list[bytes] = []
@@ -146,7 +221,16 @@ def decode_batch_columns(data: bytes | bytearray | memoryview) -> BatchColumns:
         else:
             add_encoded(raw)
         position += total_size
-    return BatchColumns(flags, bodies, properties_column, encoded)
+    unique_key, tags_key, keys_key = PLAIN_KEYS
+    return BatchColumns(
+        flags,
+        bodies,
+        properties_column,
+        encoded,
+        list(map(dict.get, properties_column, repeat(unique_key))),
+        list(map(dict.get, properties_column, repeat(tags_key))),
+        list(map(dict.get, properties_column, repeat(keys_key))),
+    )
 
 
 def batch_item_size(body: bytes, properties: bytes) -> int:

@@ -97,7 +97,10 @@ class Dispatcher:
                 level = min(level_value, len(self._delay_levels_ms))
                 return store_timestamp_ms + self._delay_levels_ms[level - 1]
             return store_timestamp_ms
-        tag = properties.get(MessageConst.TAGS)
+        return self.tag_code(properties.get(MessageConst.TAGS))
+
+    def tag_code(self, tag: str | None) -> int:
+        """The consume-queue tags code of a message with this TAGS value (0 without one)."""
         if not tag:
             return 0
         code = self._tag_codes.get(tag)

@@ -48,7 +48,7 @@ LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 # PREPARED (0x4) and ROLLBACK (0xC) share bit 0x4; NOT (0) and COMMIT (0x8) lack it.
 PREPARED_OR_ROLLBACK = SysFlag.TRANSACTION_PREPARED_TYPE
-_HOST_V6_FLAGS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
+HOST_V6_FLAGS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
 _HOST_CACHE_MAX = 4096
 
 # (born host bytes, store host bytes, IPv6 sysFlag bits, struct of the fixed fields up to
@@ -131,12 +131,12 @@ class RecordBuilder:
                     f"properties of {properties_len} bytes exceed {MAX_PROPERTIES_BYTES} ({topic})",
                 )
             # The host bits describe the address bytes written below, whatever the caller said.
-            sys_flag = (request.sys_flag & ~_HOST_V6_FLAGS) | hosts[2]
+            sys_flag = (request.sys_flag & ~HOST_V6_FLAGS) | hosts[2]
             append(
                 (
                     request,
                     stored_message_size(body_len, topic_len, properties_len, sys_flag)
-                    if sys_flag & _HOST_V6_FLAGS
+                    if sys_flag & HOST_V6_FLAGS
                     else base_size + body_len + properties_len,
                     topic_head + properties_len.to_bytes(2, "big") + properties_bytes,
                     sys_flag,
@@ -189,17 +189,6 @@ def _range_problem(request: PutMessageRequest) -> str:
         if not low <= value <= high:
             return f"{name} {value} does not fit [{low}, {high}]"
     return "a field is out of range"
-
-
-def record_sizes(
-    sys_flag: int, hosts: Hosts, topic_len: int, bodies: Sequence[bytes], properties_lengths: Sequence[int]
-) -> tuple[int, list[int]]:
-    """The sysFlag records with these hosts carry, and each record's length (as ``prepare``)."""
-    sys_flag = (sys_flag & ~_HOST_V6_FLAGS) | hosts[2]
-    base_size = stored_message_size(0, topic_len, 0, sys_flag)
-    return sys_flag, [
-        base_size + len(body) + length for body, length in zip(bodies, properties_lengths, strict=True)
-    ]
 
 
 class PreparedRequests:

@@ -1,18 +1,22 @@
 """Batch bodies: several producer messages in one SEND_MESSAGE/SEND_BATCH_MESSAGE body.
 
 Method: hand-assembled records (including the C++ client's trailing 0x02), truncation at
-every byte, trailing garbage, Hypothesis round-trips and arbitrary bytes.
+every byte, trailing garbage, Hypothesis round-trips and arbitrary bytes. Every test runs twice:
+with the compiled scan of plain batches (``_batch_scan.c``) and with the pure-Python path.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orbitmq import native
 from orbitmq.errors import LocalProtocolError, RemoteProtocolError
+from orbitmq.protocol import batch as batch_module
 from orbitmq.protocol.batch import (
     BatchItem,
     decode_batch,
@@ -23,6 +27,21 @@ from orbitmq.protocol.batch import (
 from orbitmq.protocol.properties import decode_properties, encode_properties
 
 _settings = settings(max_examples=80, deadline=None)
+_compiled = native.load("orbitmq.protocol._batch_scan")
+
+
+@pytest.fixture(autouse=True, scope="module", params=["compiled", "pure-python"])
+def scan_mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the module's tests with the compiled scan of plain batches, then without it."""
+    saved = batch_module._native_scan
+    if request.param == "compiled":
+        if _compiled is None:
+            pytest.skip("the compiled batch scan is not built (see orbitmq/native.py)")
+        batch_module._native_scan = _compiled.scan_plain_batch
+    else:
+        batch_module._native_scan = None
+    yield request.param
+    batch_module._native_scan = saved
 
 
 def _record(flag: int, body: bytes, properties: bytes) -> bytes:
@@ -152,10 +171,14 @@ def test_batch_columns_match_decode_and_canonical_bytes_reencode(
     body = b"".join(_record(flag, data, text.encode()) for flag, data, text in records)
     columns = decode_batch_columns(body)
     assert [
-        BatchItem(*item) for item in zip(columns.flags, columns.bodies, columns.properties, strict=True)
+        BatchItem(*item) for item in zip(columns.flags, columns.bodies, columns.property_maps(), strict=True)
     ] == decode_batch(body)
     assert len(columns.encoded) == len(records)
-    for (_, _, text), properties, encoded in zip(records, columns.properties, columns.encoded, strict=True):
+    maps = columns.property_maps()
+    assert (columns.unique_keys, columns.tags, columns.keys) == tuple(
+        [properties.get(key) for properties in maps] for key in ("UNIQ_KEY", "TAGS", "KEYS")
+    )
+    for (_, _, text), properties, encoded in zip(records, maps, columns.encoded, strict=True):
         assert properties == decode_properties(text)
         try:
             reencoded: bytes | None = encode_properties(properties).encode()
@@ -180,4 +203,4 @@ def test_batch_columns_give_no_bytes_for_repeated_or_empty_items() -> None:
     body += _record(0, b"z", b"K\x01a\x01b") + _record(0, b"w", b"")
     columns = decode_batch_columns(body)
     assert columns.encoded == [None, None, None, b""]
-    assert columns.properties[0] == {"K": "b"}
+    assert columns.property_maps()[0] == {"K": "b"}

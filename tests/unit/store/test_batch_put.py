@@ -5,16 +5,22 @@ property strings the caller encoded or not, stamps a message may already carry, 
 property strings over the limits); two
 fresh stores take the same batch, one through each path; their answers, their records (byte for
 byte, the store timestamp aside), their ConsumeQueue entries and their index look-ups must agree.
+Batches whose messages carry only UNIQ_KEY, TAGS and KEYS also come as the broker holds a plain
+batch (no mappings, key columns). Every test runs with the compiled record packer
+(``_record_pack.c``) and with the pure-Python one.
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orbitmq import native
 from orbitmq.errors import LocalProtocolError
 from orbitmq.model.message import SysFlag
 from orbitmq.protocol.message_codec import (
@@ -24,9 +30,27 @@ from orbitmq.protocol.message_codec import (
 )
 from orbitmq.protocol.properties import encode_properties
 from orbitmq.protocol.tags import tags_code
-from orbitmq.store.batch_put import BatchPut
+from orbitmq.store import batch_put as batch_put_module
+from orbitmq.store.batch_put import BatchPut, pack_records_py
 from orbitmq.store.message_store import MessageStore, PutResult, PutStatus
 from tests.unit.store.conftest import tiny_config
+
+_compiled = native.load("orbitmq.store._record_pack")
+
+
+@pytest.fixture(autouse=True, scope="module", params=["compiled", "pure-python"])
+def pack_mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the module's tests with the compiled record packer, then with the pure-Python one."""
+    saved = batch_put_module.pack_records
+    if request.param == "compiled":
+        if _compiled is None:
+            pytest.skip("the compiled record packer is not built (see orbitmq/native.py)")
+        batch_put_module.pack_records = _compiled.pack_records
+    else:
+        batch_put_module.pack_records = pack_records_py
+    yield request.param
+    batch_put_module.pack_records = saved
+
 
 # Faults (a separator in a key, oversized values and bodies, bad names and hosts) are drawn
 # now and then; most batches are stored, so that records, queues and the index get compared.
@@ -61,12 +85,22 @@ def batches(draw: st.DrawFn) -> BatchPut:
         except LocalProtocolError:
             text = None
         encoded.append(text.encode() if text is not None and draw(st.booleans()) else None)
+    plain_keys = {"UNIQ_KEY", "TAGS", "KEYS"}
+    key_columns = None
+    if all(mapping.keys() <= plain_keys for mapping in properties) and draw(st.booleans()):
+        # As the broker holds a plain batch: every string encoded, no mappings, key columns.
+        encoded = [encode_properties(mapping).encode() for mapping in properties]
+        key_columns = (
+            [mapping.get("UNIQ_KEY") for mapping in properties],
+            [mapping.get("TAGS") for mapping in properties],
+            [mapping.get("KEYS") for mapping in properties],
+        )
     return BatchPut(
         topic=draw(st.sampled_from(["TopicA"] * 6 + ["SCHEDULE_TOPIC_XXXX"] * 3 + ["bad topic"])),
         queue_id=draw(st.integers(0, 2)),
         flags=[draw(st.integers(-(2**31), 2**31 - 1)) for _ in range(count)],
         bodies=[draw(st.binary(max_size=8)) * draw(st.sampled_from([1] * 30 + [200])) for _ in range(count)],
-        properties=properties,
+        properties=None if key_columns is not None else properties,
         encoded_properties=encoded,
         sys_flag=draw(_SYS_FLAGS),
         born_timestamp=draw(st.integers(0, 2**41)),
@@ -76,6 +110,7 @@ def batches(draw: st.DrawFn) -> BatchPut:
         stamps=draw(
             st.sampled_from([{}, {"CLUSTER": "c1", "TRACE_ON": "true"}, {"a": "stamped", "CLUSTER": "c2"}])
         ),
+        key_columns=key_columns,
     )
 
 
@@ -186,6 +221,7 @@ def test_batch_put_appends_stamps_and_replaces_a_messages_own_value(tmp_path: Pa
             b"CLUSTER\x01DefaultCluster\x02TRACE_ON\x01false",
         ]
         # The caller's mappings stay as they were.
+        assert batch.properties is not None
         assert batch.properties[1] == {"CLUSTER": "mine", "UNIQ_KEY": "U2"}
     finally:
         store.close()

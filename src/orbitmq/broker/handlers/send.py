@@ -301,7 +301,7 @@ class SendHandlers:
             return request.response(
                 ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body for topic[{topic}]: {exc}"
             )
-        flags, bodies, properties_column, encoded_column = columns
+        flags, bodies, properties_column, encoded_column = columns[:4]
         if not bodies:
             return request.response(ResponseCode.MESSAGE_ILLEGAL, f"empty batch for topic[{topic}]")
         # Only the body can break a limit here: a property string re-encoded from the wire is
@@ -317,8 +317,9 @@ class SendHandlers:
         timer_on = config.timer_wheel_enable
         watched = _BATCH_CHECKED_KEYS_WITH_TIMER if timer_on else _BATCH_CHECKED_KEYS
         timed = False
-        # Checks per message only for messages carrying a key they read (most carry none).
-        if not all(map(watched.isdisjoint, properties_column)):
+        # Checks per message only for messages carrying a key they read (most carry none; a
+        # plain batch, properties_column None, carries UNIQ_KEY, TAGS and KEYS only).
+        if properties_column is not None and not all(map(watched.isdisjoint, properties_column)):
             for index, properties in enumerate(properties_column):
                 if properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
                     return request.response(
@@ -333,7 +334,7 @@ class SendHandlers:
                 if timer_on and not timed:
                     # A message without any timer property is never timed.
                     timed = not _TIMER_KEYS.isdisjoint(properties)
-        wait_store_ok = any(map(_wait_store_ok, properties_column))
+        wait_store_ok = properties_column is None or any(map(_wait_store_ok, properties_column))
         # The broker's stamps go on in the store (BatchPut.stamps), after each message's own.
         stamps = {
             MessageConst.CLUSTER: config.broker_cluster_name,
@@ -343,6 +344,7 @@ class SendHandlers:
         batch = BatchPut(
             topic, queue_id, flags, bodies, properties_column, encoded_column, header.sys_flag,
             header.born_timestamp, (ctx.peer_host, ctx.peer_port), self._state.store_host, stamps,
+            (columns.unique_keys, columns.tags, columns.keys),
         )  # fmt: skip
         if timed:
             requests = batch.requests()
@@ -355,9 +357,8 @@ class SendHandlers:
         recorder = self._state.recorder
         if recorder is not None and result.status is PutStatus.PUT_OK:
             # One update per batch; the message type is the first message's (a batch is uniform).
-            recorder.count_in(
-                topic, message_type_of(properties_column[0]), sum(map(len, bodies)), len(bodies)
-            )
+            first = properties_column[0] if properties_column is not None else {}
+            recorder.count_in(topic, message_type_of(first), sum(map(len, bodies)), len(bodies))
         return await self._answer_put(request, result, queue_id, wait_store_ok, topic)
 
     def _route_timed_batch(self, requests: list[PutMessageRequest]) -> Rejection | None:

@@ -1,0 +1,3 @@
+def scan_plain_batch(
+    data: bytes, keys: tuple[bytes, ...], /
+) -> tuple[list[int], list[bytes], list[bytes], tuple[list[str | None], ...]] | None: ...

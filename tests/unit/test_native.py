@@ -1,0 +1,32 @@
+"""The optional C helpers: built by the set-up, in use, and turned off by ORBITMQ_PURE_PYTHON."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from orbitmq import native
+
+_PROBE = (
+    "import orbitmq.protocol.batch as b, orbitmq.store.batch_put as p;"
+    "print(b._native_scan is not None, p.pack_records is not p.pack_records_py)"
+)
+
+
+def test_the_set_up_builds_both_helpers_and_they_are_in_use() -> None:
+    if native.pure_python_forced():
+        pytest.skip("ORBITMQ_PURE_PYTHON is set: this run tests the pure-Python versions")
+    assert native.status() == {"batch_scan": True, "record_pack": True}
+    probe = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True)
+    assert probe.stdout.split() == ["True", "True"]
+
+
+def test_orbitmq_pure_python_turns_both_helpers_off() -> None:
+    environment = {**os.environ, native.PURE_PYTHON_ENV: "1"}
+    probe = subprocess.run(
+        [sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True, env=environment
+    )
+    assert probe.stdout.split() == ["False", "False"]
