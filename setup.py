@@ -1,9 +1,10 @@
-"""Build hook for OrbitMQ's two optional C helpers (everything else is in pyproject.toml).
+"""Build hook for OrbitMQ's three optional C helpers (everything else is in pyproject.toml).
 
-``orbitmq.protocol._batch_scan`` splits a batch send body into columns and
-``orbitmq.store._record_pack`` writes a batch's records into the commit log; each has a
-pure-Python twin in the module that imports it (``batch.py``, ``batch_put.py``), used when the
-helper did not build (``optional=True``: no compiler, no Python headers) or when
+``orbitmq.protocol._batch_scan`` splits a batch send body into columns,
+``orbitmq.store._record_pack`` writes a batch's records into the commit log and
+``orbitmq.filter._property_scan`` reads the properties a filter names from stored records; each
+has a pure-Python twin in the module that imports it (``batch.py``, ``batch_put.py``,
+``filter/records.py``), used when the helper did not build (``optional=True``: no compiler, no Python headers) or when
 ``ORBITMQ_PURE_PYTHON=1`` is set.
 """
 
@@ -22,6 +23,12 @@ setup(
         Extension(
             "orbitmq.store._record_pack",
             ["src/orbitmq/store/_record_pack.c"],
+            extra_compile_args=_FLAGS,
+            optional=True,
+        ),
+        Extension(
+            "orbitmq.filter._property_scan",
+            ["src/orbitmq/filter/_property_scan.c"],
             extra_compile_args=_FLAGS,
             optional=True,
         ),

@@ -1,11 +1,13 @@
 """OrbitMQ's optional C helpers: whether they are in use.
 
-Two hot loops of a batch send have a compiled twin, built by ``pip install`` when a C compiler
-and the Python headers are there (``setup.py``; the build is optional):
+Three hot loops have a compiled twin, built by ``pip install`` when a C compiler and the Python
+headers are there (``setup.py``; the build is optional):
 
 - ``orbitmq.protocol._batch_scan``: a batch body split into columns (``protocol/batch.py``);
 - ``orbitmq.store._record_pack``: a batch's records written into the commit log
-  (``store/batch_put.py``).
+  (``store/batch_put.py``);
+- ``orbitmq.filter._property_scan``: the properties a SQL92 filter names, read from the stored
+  records of a filtered pull (``filter/records.py``).
 
 Each module that uses one keeps a pure-Python version giving the same answers, used when the
 helper is missing or when the environment sets ``ORBITMQ_PURE_PYTHON=1`` (read once, at
@@ -19,7 +21,7 @@ import os
 from types import ModuleType
 
 PURE_PYTHON_ENV = "ORBITMQ_PURE_PYTHON"
-HELPERS = ("orbitmq.protocol._batch_scan", "orbitmq.store._record_pack")
+HELPERS = ("orbitmq.protocol._batch_scan", "orbitmq.store._record_pack", "orbitmq.filter._property_scan")
 
 
 def pure_python_forced() -> bool:

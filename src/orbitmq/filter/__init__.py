@@ -13,6 +13,9 @@ and a :class:`MessageFilter` answers in two steps, as RocketMQ's ``MessageFilter
   :class:`PropertyBytes` over the raw property string), only when
   :attr:`MessageFilter.needs_properties` (SQL92 decides here).
 
+A store's read path asks :meth:`MessageFilter.stored_record_filter`, the same check over stored
+records, many at a time where they lie (``orbitmq.filter.records``).
+
 :func:`compiled_filter` caches compilations by (type, expression), so a subscription is
 compiled once per version however many pulls carry it. A bad expression raises
 :class:`~orbitmq.errors.FilterExpressionError` naming the line and column.
@@ -27,6 +30,7 @@ from typing import Protocol
 
 from orbitmq.errors import FilterExpressionError
 from orbitmq.filter.properties import PropertyBytes, PropertyLookup
+from orbitmq.filter.records import StoredRecordFilter
 from orbitmq.filter.sql92 import Sql92Expression, compile_sql92
 from orbitmq.protocol.tags import TagFilter
 
@@ -38,6 +42,7 @@ __all__ = [
     "PropertyLookup",
     "Sql92Expression",
     "Sql92Filter",
+    "StoredRecordFilter",
     "TagExpressionFilter",
     "compile_filter",
     "compile_sql92",
@@ -79,6 +84,10 @@ class MessageFilter(Protocol):
         """:meth:`matches_property_bytes` as a plain function, for per-record loops."""
         ...
 
+    def stored_record_filter(self) -> StoredRecordFilter:
+        """:meth:`matches_property_bytes` over stored records (a store's read path asks it)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class TagExpressionFilter:
@@ -111,6 +120,9 @@ class TagExpressionFilter:
     def property_bytes_matcher(self) -> Callable[[bytes], bool]:
         return self.matches_property_bytes
 
+    def stored_record_filter(self) -> StoredRecordFilter:
+        return StoredRecordFilter(self.matches_property_bytes)
+
 
 @dataclass(frozen=True, slots=True)
 class Sql92Filter:
@@ -136,6 +148,9 @@ class Sql92Filter:
 
     def property_bytes_matcher(self) -> Callable[[bytes], bool]:
         return self.compiled.raw_matcher()
+
+    def stored_record_filter(self) -> StoredRecordFilter:
+        return StoredRecordFilter(self.compiled.raw_matcher(), self.compiled.memo)
 
 
 def compile_filter(expression_type: str | None, expression: str | None) -> MessageFilter:

@@ -7,8 +7,9 @@ property (the message's UNIQ_KEY, KEYS, CLUSTER...). A later duplicate wins, as 
 decodes the string into a HashMap; names and values cannot contain the separators, so a search
 for ``0x02 name 0x01`` never matches inside a value.
 
-:func:`memoized_matcher` is the broker's per-record check: it reads only the properties an
-expression names and remembers the expression's answer per tuple of their raw values.
+:class:`PropertyMemo` is the broker's per-record check: it reads only the properties an
+expression names and remembers the expression's answer per tuple of their raw values
+(:func:`memoized_matcher` is its ``raw property string -> bool`` form).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["PropertyBytes", "PropertyLookup", "memoized_matcher", "raw_value_reader"]
+__all__ = ["PropertyBytes", "PropertyLookup", "PropertyMemo", "memoized_matcher", "raw_value_reader"]
 
 _KEY_CACHE_MAX = 4096
 _keys: dict[str, tuple[bytes, bytes]] = {}
@@ -92,58 +93,80 @@ def raw_value_reader(name: str) -> Callable[[bytes], RawValue]:
     return read
 
 
-def memoized_matcher(
-    names: tuple[str, ...], decide: Callable[[dict[str, str]], bool]
-) -> Callable[[bytes], bool]:
-    """``raw property string -> bool``: ``decide`` over the named properties, remembered by their values.
+class PropertyMemo:
+    """``decide`` over the named properties, remembered per tuple of their raw values.
 
     ``decide`` must depend on those properties alone (a compiled filter reads no others), so
     its answer for one tuple of raw values is its answer for every message carrying them: a
-    filter over ``price`` and ``region`` evaluates once per distinct pair, and each further
-    message costs the byte searches and a dict lookup. A value that is not UTF-8 never matches.
+    filter over ``price`` and ``region`` evaluates once per distinct pair. A value that is not
+    UTF-8 never matches. :attr:`answers` is the memo itself, for callers that look many keys up
+    at once (``orbitmq.filter.records``); :meth:`answer` decides a key it lacks and remembers it.
     """
-    readers = tuple(raw_value_reader(name) for name in names)
-    memo: dict[tuple[RawValue, ...], bool] = {}
 
-    def answer(key: tuple[RawValue, ...]) -> bool:
+    __slots__ = ("answers", "decide", "names")
+
+    def __init__(self, names: tuple[str, ...], decide: Callable[[dict[str, str]], bool]) -> None:
+        self.names = names
+        self.decide = decide
+        self.answers: dict[tuple[RawValue, ...], bool] = {}
+
+    def answer(self, key: tuple[RawValue, ...]) -> bool:
+        """The decision for one tuple of raw values (one per name), remembered when small."""
         try:
             values = {
                 name: value.decode("utf-8")
-                for name, value in zip(names, key, strict=True)
+                for name, value in zip(self.names, key, strict=True)
                 if value is not None
             }
         except UnicodeDecodeError:
             decided = False
         else:
-            decided = decide(values)
+            decided = self.decide(values)
         if sum(len(value) for value in key if value is not None) <= MEMO_MAX_KEY_BYTES:
+            memo = self.answers
             if len(memo) >= MEMO_MAX_ENTRIES:
                 memo.clear()
             memo[key] = decided
         return decided
 
-    if len(readers) == 1:
-        (read,) = readers
+    def matcher(self) -> Callable[[bytes], bool]:
+        """``raw property string -> bool``: the byte searches, then the memo (see the class)."""
+        readers = tuple(raw_value_reader(name) for name in self.names)
+        memo = self.answers
+        answer = self.answer
+        if len(readers) == 1:
+            (read,) = readers
 
-        def matches_one(data: bytes) -> bool:
-            key = (read(data),)
+            def matches_one(data: bytes) -> bool:
+                key = (read(data),)
+                decided = memo.get(key)
+                return answer(key) if decided is None else decided
+
+            return matches_one
+        if len(readers) == 2:
+            first, second = readers
+
+            def matches_two(data: bytes) -> bool:
+                key = (first(data), second(data))
+                decided = memo.get(key)
+                return answer(key) if decided is None else decided
+
+            return matches_two
+
+        def matches(data: bytes) -> bool:
+            key = tuple([read(data) for read in readers])
             decided = memo.get(key)
             return answer(key) if decided is None else decided
 
-        return matches_one
-    if len(readers) == 2:
-        first, second = readers
+        return matches
 
-        def matches_two(data: bytes) -> bool:
-            key = (first(data), second(data))
-            decided = memo.get(key)
-            return answer(key) if decided is None else decided
 
-        return matches_two
+def memoized_matcher(
+    names: tuple[str, ...], decide: Callable[[dict[str, str]], bool]
+) -> Callable[[bytes], bool]:
+    """``raw property string -> bool``: ``decide`` over the named properties, remembered by their values.
 
-    def matches(data: bytes) -> bool:
-        key = tuple([read(data) for read in readers])
-        decided = memo.get(key)
-        return answer(key) if decided is None else decided
-
-    return matches
+    Each message costs the byte searches and a dict lookup once its tuple of values has been
+    decided (see :class:`PropertyMemo`, which this builds).
+    """
+    return PropertyMemo(names, decide).matcher()

@@ -59,7 +59,7 @@ from orbitmq.filter._sql_nodes import (
     substring,
     unquote,
 )
-from orbitmq.filter.properties import PropertyBytes, memoized_matcher
+from orbitmq.filter.properties import PropertyBytes, PropertyMemo
 
 __all__ = ["Sql92Expression", "compile_sql92"]
 
@@ -135,7 +135,7 @@ class Sql92Expression:
     broker asks: True only for TRUE, False for FALSE, null or an evaluation error.
     :meth:`evaluate_raw` and :meth:`matches_raw` take the raw property string instead; the
     latter remembers its answer per tuple of the named properties' values
-    (``orbitmq.filter.properties.memoized_matcher``), so a pull over many messages evaluates
+    (:attr:`memo`, ``orbitmq.filter.properties.PropertyMemo``), so a pull over many messages evaluates
     the expression once per distinct tuple.
     """
 
@@ -143,6 +143,8 @@ class Sql92Expression:
     evaluate: Evaluator
     property_names: tuple[str, ...]
     """The properties the expression reads (TAGS for the tag), in order of appearance."""
+    memo: PropertyMemo = field(repr=False, compare=False)
+    """The answers remembered per tuple of the named properties' raw values."""
     _match_raw: Callable[[bytes], bool] = field(repr=False, compare=False)
 
     def matches(self, properties: Properties) -> bool:
@@ -207,7 +209,8 @@ def compile_sql92(text: str) -> Sql92Expression:
         except EvaluationError:
             return False
 
-    return Sql92Expression(text, evaluate, names, memoized_matcher(names, decide))
+    memo = PropertyMemo(names, decide)
+    return Sql92Expression(text, evaluate, names, memo, memo.matcher())
 
 
 def _end_position(text: str) -> tuple[int, int]:

@@ -408,7 +408,7 @@ def decode_stored_messages(
     return messages
 
 
-def stored_message_property_bytes(record: bytes) -> bytes:
+def stored_message_property_bytes(record: bytes | bytearray | memoryview) -> bytes:
     """The raw property string of one stored record (UTF-8, undecoded); filters read it.
 
     Raises:

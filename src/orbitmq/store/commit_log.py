@@ -333,6 +333,19 @@ class CommitLog:
             return None
         return segment.buffer[file_position:end]
 
+    def published_segment(self, commit_log_offset: int) -> tuple[mmap.mmap, int, int] | None:
+        """The segment holding ``commit_log_offset``: its mapping, first offset and published bytes.
+
+        None when no segment holds it. A read of ``size`` bytes at an offset ``o`` of that
+        segment succeeds exactly when ``0 < size`` and ``o + size`` is at most the first
+        offset plus the published bytes, and answers that slice of the mapping: a reader can
+        look at many records in place (under the store lock) before copying any.
+        """
+        segment = self.segments.find(commit_log_offset)
+        if segment is None:
+            return None
+        return segment.buffer, segment.start_offset, segment.wrote_position
+
     def read_record(self, commit_log_offset: int) -> bytes | None:
         """The whole message record at ``commit_log_offset`` (its size read from TOTALSIZE).
 

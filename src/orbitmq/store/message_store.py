@@ -41,7 +41,7 @@ from orbitmq.store.index_service import IndexService
 from orbitmq.store.put_path import PreparedRequests, RecordBuilder, dispatch_new, pack_one
 from orbitmq.store.queue_manifest import ManifestKeeper
 from orbitmq.store.raw_records import split_whole_records
-from orbitmq.store.read_path import collect_records
+from orbitmq.store.read_path import RecordFilter, collect_records
 from orbitmq.store.recovery import RecoveryReport, recover
 from orbitmq.store.results import (
     AppendResult,
@@ -387,7 +387,7 @@ class MessageStore:
         max_msg_nums: int,
         max_total_bytes: int = 256 * 1024,
         tag_filter: Callable[[int], bool] | None = None,
-        record_filter: Callable[[bytes], bool] | None = None,
+        record_filter: RecordFilter | None = None,
         *,
         whole_runs: bool = False,
     ) -> GetResult:
@@ -397,7 +397,8 @@ class MessageStore:
         passed it (a property filter; it runs under the store lock, so it must be pure and
         quick); ``next_begin_offset`` is ``queue_offset`` plus the entries scanned, matched or
         not. ``whole_runs``: records adjacent in the commit log come as one buffer (a pull
-        sends them concatenated anyway; see ``orbitmq.store.read_path``).
+        sends them concatenated anyway), and ``record_filter`` is asked about blocks of records
+        where they lie (its ``matches_in``; see ``orbitmq.store.read_path``).
 
         Raises:
             StoreClosedError: the store is not open.

@@ -7,19 +7,50 @@ record. Every entry is still checked as before (removed, tag filter, read limit)
 reads are merged, and a run whose merged read fails (it would cross a segment's end) is read
 record by record, with the same outcome as without ``whole_runs``.
 
-The two loops repeat their entry checks on purpose: they run once per record on every pull,
+A property filter (:class:`RecordFilter`, a SQL92 subscription) with ``whole_runs`` is asked
+about a block of entries at a time, over the records as they lie in the mapped segment
+(``matches_in``): no record is copied before it is known to match, and the matched records
+that lie next to each other are still read as one slice. A block is as many entries as the
+pull still needs records (at least :data:`FILTER_BLOCK_MIN`); a record outside the block's
+segment is read and asked about alone.
+
+The three loops repeat their entry checks on purpose: they run once per record on every pull,
 and sharing them through a generator or a callback would add a call per record to the path
 this module exists to keep short. ``tests/unit/store/test_read_runs.py`` holds them in step
-(property-based: the same answers from both for any entries, filters, limits and segments).
+(property-based: the same answers from all for any entries, filters, limits and segments).
 """
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable
+from typing import Protocol
 
 from orbitmq.store.commit_log import CommitLog
-from orbitmq.store.consume_queue import ENTRY
+from orbitmq.store.consume_queue import ENTRY, ENTRY_BYTES
 from orbitmq.store.results import GetResult, GetStatus
+
+FILTER_BLOCK_MIN = 128
+"""Fewest entries a property filter is asked about at once (see the module docstring)."""
+
+
+class RecordFilter(Protocol):
+    """A property filter over stored records (``orbitmq.filter.StoredRecordFilter`` is one)."""
+
+    def __call__(self, record: bytes, /) -> bool:
+        """Whether one stored record matches."""
+        ...
+
+    def matches_in(
+        self, buffer: mmap.mmap, base: int, limit: int, rows: list[tuple[int, int, int]], /
+    ) -> list[bool | None]:
+        """Whether each record of ``rows`` (consume-queue entries) matches, read in place.
+
+        ``buffer[0]`` is at commit-log offset ``base`` and its first ``limit`` bytes are
+        published. A record lying there is answered as ``self(its bytes)`` would answer; one
+        that does not lie wholly there is answered None.
+        """
+        ...
 
 
 def collect_records(
@@ -30,7 +61,7 @@ def collect_records(
     max_msg_nums: int,
     max_total_bytes: int,
     tag_filter: Callable[[int], bool] | None,
-    record_filter: Callable[[bytes], bool] | None = None,
+    record_filter: RecordFilter | None = None,
     read_limit: int | None = None,
     *,
     whole_runs: bool = False,
@@ -43,13 +74,34 @@ def collect_records(
     filter: the records it refuses are skipped like the tag filter's). A record that does not
     end at or before ``read_limit`` (a confirm offset: bytes a failover could still discard)
     stops the read before it; a read stopped there with nothing found is ``OFFSET_OVERFLOW_ONE``
-    at ``queue_offset`` (nothing new yet). With ``whole_runs`` (and no ``record_filter``)
-    ``result.buffers`` holds one slice per run of adjacent records instead of one per record.
+    at ``queue_offset`` (nothing new yet). With ``whole_runs`` ``result.buffers`` holds one
+    slice per run of adjacent records instead of one per record, and ``record_filter`` is
+    asked about blocks of records in place (see the module docstring).
     """
-    if whole_runs and record_filter is None:
-        _collect_runs(
-            commit_log, result, entries, queue_offset, max_msg_nums, max_total_bytes, tag_filter, read_limit
-        )
+    if whole_runs:
+        if record_filter is None:
+            _collect_runs(
+                commit_log,
+                result,
+                entries,
+                queue_offset,
+                max_msg_nums,
+                max_total_bytes,
+                tag_filter,
+                read_limit,
+            )
+        else:
+            _collect_filtered_runs(
+                commit_log,
+                result,
+                entries,
+                queue_offset,
+                max_msg_nums,
+                max_total_bytes,
+                tag_filter,
+                record_filter,
+                read_limit,
+            )
         return
     commit_log_min = commit_log.min_offset
     buffers, queue_offsets, commit_log_offsets = (
@@ -104,11 +156,7 @@ def _collect_runs(
 ) -> None:
     """:func:`collect_records` reading runs of adjacent records as one slice each."""
     commit_log_min = commit_log.min_offset
-    buffers, queue_offsets, commit_log_offsets = (
-        result.buffers,
-        result.queue_offsets,
-        result.commit_log_offsets,
-    )
+    queue_offsets, commit_log_offsets = result.queue_offsets, result.commit_log_offsets
     # Each run: (first commit-log offset, bytes, first index into the per-record lists).
     runs: list[tuple[int, int, int]] = []
     run_start = run_end = -1
@@ -145,6 +193,99 @@ def _collect_runs(
         total_bytes += size
     if run_start >= 0:
         runs.append((run_start, run_end - run_start, run_index))
+    removed += _read_runs(commit_log, result, runs, sizes)
+    result.next_begin_offset = queue_offset + scanned
+    if not result.buffers:
+        result.status = GetStatus.NO_MATCHED_MESSAGE if filtered else GetStatus.MESSAGE_WAS_REMOVING
+
+
+def _collect_filtered_runs(
+    commit_log: CommitLog,
+    result: GetResult,
+    entries: bytes,
+    queue_offset: int,
+    max_msg_nums: int,
+    max_total_bytes: int,
+    tag_filter: Callable[[int], bool] | None,
+    record_filter: RecordFilter,
+    read_limit: int | None,
+) -> None:
+    """:func:`_collect_runs` with a property filter asked about blocks of records in place."""
+    commit_log_min = commit_log.min_offset
+    queue_offsets, commit_log_offsets = result.queue_offsets, result.commit_log_offsets
+    runs: list[tuple[int, int, int]] = []
+    run_start = run_end = -1
+    run_index = 0
+    sizes: list[int] = []
+    scanned = removed = filtered = 0
+    total_bytes = 0
+    entry_count = len(entries) // ENTRY_BYTES
+    # The filter's answers for entries [block_start, block_end).
+    block_start = block_end = 0
+    answers: list[bool | None] = []
+    for index, (commit_log_offset, size, tags) in enumerate(ENTRY.iter_unpack(entries)):
+        count = len(commit_log_offsets)
+        if count >= max_msg_nums or (count and total_bytes + size > max_total_bytes):
+            break
+        if read_limit is not None and commit_log_offset + size > read_limit and size > 0:
+            if not count and not scanned:
+                result.status = GetStatus.OFFSET_OVERFLOW_ONE
+                result.next_begin_offset = queue_offset
+                result.gated = True
+                return
+            break
+        scanned += 1
+        if commit_log_offset < commit_log_min or size <= 0:
+            removed += 1
+            continue
+        if tag_filter is not None and not tag_filter(tags):
+            filtered += 1
+            continue
+        if index >= block_end:
+            block_start = index
+            block_end = min(entry_count, index + max(max_msg_nums - count, FILTER_BLOCK_MIN))
+            segment = commit_log.published_segment(commit_log_offset)
+            if segment is None:
+                answers = [None] * (block_end - block_start)
+            else:
+                rows = list(ENTRY.iter_unpack(entries[block_start * ENTRY_BYTES : block_end * ENTRY_BYTES]))
+                answers = record_filter.matches_in(*segment, rows)
+        matches = answers[index - block_start]
+        if matches is None:  # not in the block's segment: read and asked about alone
+            record = commit_log.read(commit_log_offset, size)
+            if record is None:
+                removed += 1
+                continue
+            matches = record_filter(record)
+        if not matches:
+            filtered += 1
+            continue
+        if commit_log_offset != run_end:
+            if run_start >= 0:
+                runs.append((run_start, run_end - run_start, run_index))
+            run_start, run_index = commit_log_offset, count
+        run_end = commit_log_offset + size
+        queue_offsets.append(queue_offset + scanned - 1)
+        commit_log_offsets.append(commit_log_offset)
+        sizes.append(size)
+        total_bytes += size
+    if run_start >= 0:
+        runs.append((run_start, run_end - run_start, run_index))
+    removed += _read_runs(commit_log, result, runs, sizes)
+    result.next_begin_offset = queue_offset + scanned
+    if not result.buffers:
+        result.status = GetStatus.NO_MATCHED_MESSAGE if filtered else GetStatus.MESSAGE_WAS_REMOVING
+
+
+def _read_runs(
+    commit_log: CommitLog, result: GetResult, runs: list[tuple[int, int, int]], sizes: list[int]
+) -> int:
+    """Read each run into ``result.buffers`` (record by record when the run's read fails).
+
+    ``runs`` holds (first commit-log offset, bytes, first index into the per-record lists);
+    the records that cannot be read are dropped from ``result``'s offsets. Returns their count.
+    """
+    buffers, commit_log_offsets = result.buffers, result.commit_log_offsets
     unreadable: set[int] = set()
     for index, (start, length, first) in enumerate(runs):
         run = commit_log.read(start, length)
@@ -159,9 +300,6 @@ def _collect_runs(
             else:
                 buffers.append(record)
     if unreadable:
-        removed += len(unreadable)
-        result.queue_offsets = [o for i, o in enumerate(queue_offsets) if i not in unreadable]
+        result.queue_offsets = [o for i, o in enumerate(result.queue_offsets) if i not in unreadable]
         result.commit_log_offsets = [o for i, o in enumerate(commit_log_offsets) if i not in unreadable]
-    result.next_begin_offset = queue_offset + scanned
-    if not buffers:
-        result.status = GetStatus.NO_MATCHED_MESSAGE if filtered else GetStatus.MESSAGE_WAS_REMOVING
+    return len(unreadable)

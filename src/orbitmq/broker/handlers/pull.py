@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
 from functools import cache
 
 from orbitmq.broker.clients import GroupSubscription
@@ -43,13 +42,12 @@ from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState
 from orbitmq.broker.status_map import is_long_poll_candidate, pull_response_code
 from orbitmq.broker.validation import check_group_name
-from orbitmq.errors import FilterExpressionError, RemoteProtocolError
+from orbitmq.errors import FilterExpressionError
 from orbitmq.filter import EXPRESSION_TYPE_TAG, MessageFilter, compiled_filter
 from orbitmq.model.route import PERM_READ, TopicConfig
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader
-from orbitmq.protocol.message_codec import stored_message_property_bytes
 from orbitmq.store.message_store import GetResult
 from orbitmq.transport.server import RequestContext
 
@@ -268,7 +266,7 @@ class PullHandlers:
             min(max(header.max_msg_nums, 1), PULL_MSG_NUMS_MAX),
             MAX_TRANSFER_BYTES,
             None if message_filter.matches_all or by_properties else message_filter.matches_tags_code,
-            _record_filter(message_filter) if by_properties else None,
+            message_filter.stored_record_filter() if by_properties else None,
             whole_runs=True,
         )
 
@@ -314,17 +312,3 @@ def memory_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 8 << 30
-
-
-def _record_filter(message_filter: MessageFilter) -> Callable[[bytes], bool]:
-    """The store-side check of a property filter: look the record's properties up and ask."""
-    matches = message_filter.property_bytes_matcher()
-    extract = stored_message_property_bytes
-
-    def record_matches(record: bytes) -> bool:
-        try:
-            return matches(extract(record))
-        except RemoteProtocolError:
-            return False  # a record we cannot read never matches a property filter
-
-    return record_matches
