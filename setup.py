@@ -4,8 +4,8 @@
 ``orbitmq.store._record_pack`` writes a batch's records into the commit log and
 ``orbitmq.filter._property_scan`` reads the properties a filter names from stored records; each
 has a pure-Python twin in the module that imports it (``batch.py``, ``batch_put.py``,
-``filter/records.py``), used when the helper did not build (``optional=True``: no compiler, no Python headers) or when
-``ORBITMQ_PURE_PYTHON=1`` is set.
+``filter/records.py``), used when the helper did not build (``optional=True``: no compiler, no
+Python headers) or when ``ORBITMQ_PURE_PYTHON=1`` is set.
 """
 
 from setuptools import Extension, setup
