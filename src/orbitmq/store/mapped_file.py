@@ -30,6 +30,7 @@ from pathlib import Path
 
 from orbitmq.errors import StoreError
 from orbitmq.store._fs import (
+    allocate_blocks,
     create_sized_file,
     fsync_directory,
     list_segments,
@@ -154,8 +155,11 @@ class MappedFile:
     def populate(self, file_position: int, size_bytes: int) -> bool:
         """Fault ``size_bytes`` from ``file_position`` (page-aligned) in, writable, without the GIL.
 
-        Returns False when this cannot be done here (no mapping calls, a kernel before
-        5.14, or the segment is closed); the pages then fault in on first write as usual.
+        The range's disk blocks are allocated first where the file system can (see
+        :func:`~orbitmq.store._fs.allocate_blocks`), so neither this nor a later write
+        allocates them page by page. Returns False when the pages cannot be faulted in here (no
+        mapping calls, a kernel before 5.14, or the segment is closed); they then fault in on
+        first write as usual.
 
         Raises:
             OSError: the kernel refused for another reason.
@@ -166,6 +170,7 @@ class MappedFile:
         if not address:
             return False
         try:
+            allocate_blocks(self._fd, file_position, size_bytes)
             return populate_mapping(address + file_position, size_bytes)
         finally:
             self._release_address()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orbitmq.store._fs import mapping_calls_available
+from orbitmq.store._fs import allocate_blocks, mapping_calls_available
 from orbitmq.store.commit_log import CommitLog, CommitLogWarmer
 from orbitmq.store.mapped_file import NEVER, MappedFile
 from orbitmq.store.message_store import MessageStore, PutMessageRequest, PutStatus
@@ -69,6 +69,28 @@ def test_populate_keeps_bytes_and_flush_covers_the_written_range(tmp_path: Path)
     with open(tmp_path / "00000000000000000000", "rb") as handle:
         data = handle.read(PAGE + 4)
     assert data[:5] == b"hello" and data[PAGE + 1 :] == b"abc"
+
+
+def test_allocate_blocks_gives_a_sparse_range_its_blocks_and_keeps_size_and_bytes(tmp_path: Path) -> None:
+    """What populate does first, so that the pages it faults in need no block allocation."""
+    path = tmp_path / "sparse"
+    with open(path, "wb") as handle:
+        handle.write(b"head")
+        handle.truncate(4 * SIZE)
+    assert os.stat(path).st_blocks * 512 < SIZE // 2
+    fd = os.open(path, os.O_RDWR)
+    try:
+        assert allocate_blocks(fd, 0, 2 * SIZE) is True
+        assert allocate_blocks(-1, 0, PAGE) is False  # a failure is an answer, not an error
+    finally:
+        os.close(fd)
+    stat = os.stat(path)
+    assert stat.st_size == 4 * SIZE
+    assert 2 * SIZE <= stat.st_blocks * 512 <= 2 * SIZE + 16 * PAGE
+    with open(path, "rb") as handle:
+        assert handle.read(8) == b"head\0\0\0\0"
+        handle.seek(2 * SIZE - PAGE)
+        assert handle.read(PAGE) == bytes(PAGE)
 
 
 def test_closed_segment_refuses_flush_and_populate(tmp_path: Path) -> None:
