@@ -39,6 +39,7 @@ import mmap
 import os
 import shutil
 import struct
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,6 +132,9 @@ class TimerCheckpoint:
     precision_ms: int = 0
     slot_count: int = 0
     segment_due_max_ms: dict[int, int] = field(default_factory=dict)
+    # The order prepare_checkpoint made it in (not written to the file): a write never
+    # replaces a checkpoint made after it.
+    sequence: int = field(default=0, compare=False)
 
     def encode(self) -> bytes:
         document = {
@@ -169,6 +173,12 @@ class TimerStore:
         self.wheel = TimerWheel(directory / "timerwheel", slot_count, precision_ms)
         self.checkpoint = TimerCheckpoint(precision_ms=precision_ms, slot_count=slot_count)
         self.recovered_after_crash = False
+        # Checkpoint writes take turns (the periodic one runs on a worker thread and may still
+        # be running when close() writes the last): one temporary file, never two writers.
+        self._write_lock = threading.Lock()
+        self._closed = False
+        self._prepared = 0  # checkpoints prepared so far
+        self._written = 0  # sequence of the last one written
 
     @property
     def precision_ms(self) -> int:
@@ -202,10 +212,17 @@ class TimerStore:
         return checkpoint
 
     def close(self, enqueue_queue_offset: int, dequeue_ms: int) -> None:
-        """Write a final checkpoint and remove the crash marker."""
-        self.write_checkpoint(self.prepare_checkpoint(enqueue_queue_offset, dequeue_ms))
-        self.log.close()
-        self.wheel.close()
+        """Write a final checkpoint and remove the crash marker.
+
+        A checkpoint write in flight on another thread finishes first; one that has not
+        started by then is skipped (this one is newer).
+        """
+        prepared = self.prepare_checkpoint(enqueue_queue_offset, dequeue_ms)
+        with self._write_lock:
+            self._write_checkpoint(prepared)
+            self._closed = True
+            self.log.close()
+            self.wheel.close()
         (self.directory / ABORT_FILE).unlink(missing_ok=True)
 
     def add(self, commit_log_offset: int, size: int, due_ms: int) -> None:
@@ -233,6 +250,7 @@ class TimerStore:
         """Write buffered records out and describe the state to make durable (owner's thread)."""
         self.log.write_out()
         self.log.delete_segments_due_before(dequeue_ms)
+        self._prepared += 1
         return TimerCheckpoint(
             enqueue_queue_offset,
             dequeue_ms,
@@ -240,10 +258,21 @@ class TimerStore:
             self.precision_ms,
             self.wheel.slot_count,
             dict(self.log.segment_due_max_ms),
+            self._prepared,
         )
 
     def write_checkpoint(self, checkpoint: TimerCheckpoint) -> None:
-        """fsync the log and the wheel, then replace the checkpoint file (any thread)."""
+        """fsync the log and the wheel, then replace the checkpoint file (any thread).
+
+        Writes take turns. Nothing is written after :meth:`close`, nor a checkpoint older than
+        the one last written (one prepared earlier whose write lost the race to a later one).
+        """
+        with self._write_lock:
+            if self._closed or checkpoint.sequence < self._written:
+                return
+            self._write_checkpoint(checkpoint)
+
+    def _write_checkpoint(self, checkpoint: TimerCheckpoint) -> None:
         self.log.sync()
         self.wheel.flush()
         path = self.directory / CHECKPOINT_FILE
@@ -254,6 +283,7 @@ class TimerStore:
             os.fsync(handle.fileno())
         os.replace(temporary, path)
         self.checkpoint = checkpoint
+        self._written = checkpoint.sequence
 
     def disk_bytes(self) -> int:
         """Bytes used by the log segments and the wheel file."""

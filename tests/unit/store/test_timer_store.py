@@ -6,13 +6,15 @@ reopen without close, after the files were changed past the last checkpoint.
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from orbitmq.errors import CorruptRecordError
 from orbitmq.store.timer_log import NO_POSITION, RECORD_BYTES, TimerLog
-from orbitmq.store.timer_wheel import TimerStore
+from orbitmq.store.timer_wheel import CHECKPOINT_FILE, TimerCheckpoint, TimerStore
 
 PRECISION_MS = 100
 SLOTS = 50
@@ -110,3 +112,62 @@ def test_timer_store_crash_rebuild_keeps_checkpointed_undelivered_only(tmp_path:
     ]
     assert sorted(kept) == [2, 3, 4, 5]
     reopened.close(6, 30_200)
+
+
+def test_close_waits_for_a_checkpoint_write_in_flight_and_writes_the_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The periodic checkpoint is written on a worker thread; close() may come while it runs."""
+    store = make_store(tmp_path)
+    store.open()
+    store.add(1, 1, 20_000)
+    entered, release = threading.Event(), threading.Event()
+    real_sync = TimerLog.sync
+    calls: list[str] = []
+
+    def first_sync_waits(log: TimerLog) -> None:
+        calls.append(threading.current_thread().name)
+        if len(calls) == 1:  # the worker's write: held inside, before its files are written
+            entered.set()
+            release.wait(5)
+        real_sync(log)
+
+    monkeypatch.setattr(TimerLog, "sync", first_sync_waits)
+    older = store.prepare_checkpoint(5, 10_000)
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            store.write_checkpoint(older)
+        except BaseException as exc:  # noqa: BLE001 - the test reports whatever the thread hit
+            errors.append(exc)
+
+    worker = threading.Thread(target=write, name="checkpoint-worker")
+    worker.start()
+    assert entered.wait(5)
+    closer = threading.Thread(target=store.close, args=(7, 12_000), name="closer")
+    closer.start()
+    time.sleep(0.2)  # the closer's turn, if nothing made it wait
+    release.set()
+    worker.join(5)
+    closer.join(5)
+    assert errors == []
+    assert calls == ["checkpoint-worker", "closer"]
+    saved = TimerCheckpoint.decode((tmp_path / CHECKPOINT_FILE).read_bytes(), "checkpoint")
+    assert (saved.enqueue_queue_offset, saved.dequeue_ms) == (7, 12_000)
+    # And a write that comes after close() (a worker that had not started) changes nothing.
+    store.write_checkpoint(older)
+    saved = TimerCheckpoint.decode((tmp_path / CHECKPOINT_FILE).read_bytes(), "checkpoint")
+    assert (saved.enqueue_queue_offset, saved.dequeue_ms) == (7, 12_000)
+
+
+def test_a_checkpoint_prepared_earlier_never_replaces_a_later_one(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.open()
+    earlier = store.prepare_checkpoint(5, 10_000)
+    later = store.prepare_checkpoint(6, 11_000)
+    store.write_checkpoint(later)
+    store.write_checkpoint(earlier)  # lost the race: skipped
+    saved = TimerCheckpoint.decode((tmp_path / CHECKPOINT_FILE).read_bytes(), "checkpoint")
+    assert (saved.enqueue_queue_offset, saved.dequeue_ms) == (6, 11_000)
+    store.close(6, 11_000)
