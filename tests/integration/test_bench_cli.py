@@ -106,8 +106,12 @@ def test_bench_filter_prints_sql_ratio_beside_unfiltered_and_verdict(tmp_path: P
         assert re.search(rf"^{case} +{delivered} +[\d,]+ +[\d,]+ +\d+\.\d\dx$", done.stdout, re.MULTILINE), (
             done.stdout
         )
+    # Three rounds of every case, interleaved; the table holds each case's median round.
+    assert re.search(r"^round 3 sql-quarter +500 delivered in", done.stdout, re.MULTILINE), done.stdout
     assert re.search(
-        r"^SQL92 filtered pulls examine \d+\.\d\dx the unfiltered msgs/s", done.stdout, re.MULTILINE
+        r"^SQL92 filtered pulls examine \d+\.\d\dx the unfiltered msgs/s .*median of 3 rounds\)$",
+        done.stdout,
+        re.MULTILINE,
     )
     assert re.search(r"^  target >= 0\.5x: (met|MISSED)$", done.stdout, re.MULTILINE), done.stdout
     assert "removed the benchmark's topics: BenchFilter" in done.stdout
