@@ -25,6 +25,7 @@ from orbitmq.filter import records as records_module
 from orbitmq.filter.records import MAX_NAMES, ReadableBuffer, Row, record_values_py
 from orbitmq.model.message import MessageExt
 from orbitmq.protocol.message_codec import encode_stored_message
+from tests.support.native_modes import MODES, use_mode
 
 _compiled = native.load("orbitmq.filter._property_scan")
 _NAMES = ("price", "region", "TAGS", "a", "é", "")
@@ -136,18 +137,11 @@ def test_compiled_record_values_refuses_what_the_twin_refuses() -> None:
             function(b"abc", 0, 3, [], ("a",) * (MAX_NAMES + 1))
 
 
-@pytest.fixture(scope="module", params=["compiled", "pure-python"])
+@pytest.fixture(scope="module", params=MODES)
 def scan_mode(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run a test with the compiled property scan, then with the pure-Python path."""
-    saved = records_module.record_values
-    if request.param == "compiled":
-        if _compiled is None:
-            pytest.skip("the compiled property scan is not built (see orbitmq/native.py)")
-        records_module.record_values = _compiled.record_values
-    else:
-        records_module.record_values = record_values_py
-    yield request.param
-    records_module.record_values = saved
+    compiled = _compiled.record_values if _compiled is not None else None
+    yield from use_mode(request, records_module, "record_values", compiled, record_values_py, "property scan")
 
 
 _EXPRESSIONS = (

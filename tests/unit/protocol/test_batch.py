@@ -25,23 +25,17 @@ from orbitmq.protocol.batch import (
     encode_batch_item,
 )
 from orbitmq.protocol.properties import decode_properties, encode_properties
+from tests.support.native_modes import MODES, use_mode
 
 _settings = settings(max_examples=80, deadline=None)
 _compiled = native.load("orbitmq.protocol._batch_scan")
 
 
-@pytest.fixture(autouse=True, scope="module", params=["compiled", "pure-python"])
+@pytest.fixture(autouse=True, scope="module", params=MODES)
 def scan_mode(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run the module's tests with the compiled scan of plain batches, then without it."""
-    saved = batch_module._native_scan
-    if request.param == "compiled":
-        if _compiled is None:
-            pytest.skip("the compiled batch scan is not built (see orbitmq/native.py)")
-        batch_module._native_scan = _compiled.scan_plain_batch
-    else:
-        batch_module._native_scan = None
-    yield request.param
-    batch_module._native_scan = saved
+    compiled = _compiled.scan_plain_batch if _compiled is not None else None
+    yield from use_mode(request, batch_module, "_native_scan", compiled, None, "batch scan")
 
 
 def _record(flag: int, body: bytes, properties: bytes) -> bytes:

@@ -33,23 +33,17 @@ from orbitmq.protocol.tags import tags_code
 from orbitmq.store import batch_put as batch_put_module
 from orbitmq.store.batch_put import BatchPut, pack_records_py
 from orbitmq.store.message_store import MessageStore, PutResult, PutStatus
+from tests.support.native_modes import MODES, use_mode
 from tests.unit.store.conftest import tiny_config
 
 _compiled = native.load("orbitmq.store._record_pack")
 
 
-@pytest.fixture(autouse=True, scope="module", params=["compiled", "pure-python"])
+@pytest.fixture(autouse=True, scope="module", params=MODES)
 def pack_mode(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run the module's tests with the compiled record packer, then with the pure-Python one."""
-    saved = batch_put_module.pack_records
-    if request.param == "compiled":
-        if _compiled is None:
-            pytest.skip("the compiled record packer is not built (see orbitmq/native.py)")
-        batch_put_module.pack_records = _compiled.pack_records
-    else:
-        batch_put_module.pack_records = pack_records_py
-    yield request.param
-    batch_put_module.pack_records = saved
+    compiled = _compiled.pack_records if _compiled is not None else None
+    yield from use_mode(request, batch_put_module, "pack_records", compiled, pack_records_py, "record packer")
 
 
 # Faults (a separator in a key, oversized values and bodies, bad names and hosts) are drawn
