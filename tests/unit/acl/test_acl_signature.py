@@ -13,7 +13,10 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from orbitmq.acl import signature
 from orbitmq.acl.signature import compute_signature, sign_request, signature_content
 from orbitmq.protocol.command import RemotingCommand, decode_command
 
@@ -69,3 +72,40 @@ def test_signature_content_drops_unique_key_query_only_for_old_clients() -> None
     ext = {"topic": "T", "_UNIQUE_KEY_QUERY": "true"}
     assert signature_content(ext, b"", 399) == b"T"
     assert signature_content(ext, b"", 400) == b"trueT"  # "_" sorts before "t"
+
+
+def _plain_fields_text(ext: dict[str, str], version: int) -> bytes:
+    """The definition, written out: every field but Signature (and _UNIQUE_KEY_QUERY up to
+    V4_9_3), sorted by key, values only."""
+    skip = {"Signature"} | ({"_UNIQUE_KEY_QUERY"} if version <= 399 else set())
+    return "".join(value for key, value in sorted(ext.items()) if key not in skip).encode("utf-8")
+
+
+_KEYS = st.sampled_from(
+    ["Signature", "_UNIQUE_KEY_QUERY", "AccessKey", "topic", "a", "b", "queueId", "\u00e9"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    items=st.lists(st.tuples(st.one_of(_KEYS, st.text(max_size=4)), st.text(max_size=6)), max_size=10),
+    version=st.sampled_from([63, 399, 400, 409]),
+)
+def test_signature_content_follows_the_definition_in_any_key_order(
+    items: list[tuple[str, str]], version: int
+) -> None:
+    # The sorted order is remembered per key order; every arrival order and repeat must still
+    # give the definition's text, the remembered order included.
+    ext = dict(items)
+    for asked in (version, 399, 400, version):
+        expected = _plain_fields_text(ext, asked)
+        assert signature_content(ext, b"", asked) == expected
+        assert signature_content(dict(reversed(list(ext.items()))), b"", asked) == expected
+
+
+def test_signature_order_cache_is_bounded_and_starts_over_when_full() -> None:
+    for number in range(signature._ORDERS_MAX + 5):
+        ext = {f"k{number}": "x", "topic": "T"}
+        assert signature_content(ext, b"", 409) == (b"xT" if f"k{number}" < "topic" else b"Tx")
+    assert 0 < len(signature._ORDERS) <= signature._ORDERS_MAX
+    assert signature_content({"topic": "T", "a": "1"}, b"B", 409) == b"1TB"
