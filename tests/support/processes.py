@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,11 +137,43 @@ class ServerProcess:
         return _tail(self.log_path, 200)
 
 
+PORT_TAKEN = "address already in use"  # lower-cased: uvloop and socket word it differently
+
+
+def start_on_free_ports(build: Callable[[], ServerProcess], attempts: int = 3) -> ServerProcess:
+    """Start the server ``build()`` makes, again on ports it picks afresh if one was taken.
+
+    A port free when picked can still be bound by another test's server before this one binds
+    it (the tests run in parallel); the server then exits saying so, and only then is the
+    start repeated. Any other failure is raised at once.
+    """
+    for attempt in range(attempts):
+        server = build()
+        logged = server.log_path.stat().st_size if server.log_path.exists() else 0
+        try:
+            return server.start()
+        except RuntimeError:
+            if attempt + 1 == attempts or PORT_TAKEN not in _log_since(server.log_path, logged).lower():
+                raise
+    raise AssertionError("unreachable")
+
+
+def _log_since(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def start_namesrv(tmp_path: Path, name: str = "namesrv", *extra: str) -> ServerProcess:
-    port = free_port()
-    workdir = tmp_path / name
-    args = [sys.executable, "-m", "orbitmq.namesrv", "--listen-port", str(port), *extra]
-    return ServerProcess(name, args, port, workdir, tmp_path / f"{name}.log").start()
+    def build() -> ServerProcess:
+        port = free_port()
+        args = [sys.executable, "-m", "orbitmq.namesrv", "--listen-port", str(port), *extra]
+        return ServerProcess(name, args, port, tmp_path / name, tmp_path / f"{name}.log")
+
+    return start_on_free_ports(build)
 
 
 def write_conf(path: Path, values: dict[str, object]) -> Path:
@@ -174,12 +207,18 @@ def start_broker(
     tmp_path: Path, namesrv_addr: str | None, name: str = "broker-a", **conf: object
 ) -> ServerProcess:
     """A broker process; ``conf`` holds extra broker.conf keys (RocketMQ names)."""
-    port = int(conf.pop("listenPort", 0)) or free_port()  # type: ignore[call-overload]
+    fixed_port = int(conf.pop("listenPort", 0))  # type: ignore[call-overload]
     workdir = tmp_path / name
-    workdir.mkdir(parents=True, exist_ok=True)
-    conf_path = write_conf(workdir / "broker.conf", broker_conf(tmp_path, name, namesrv_addr, port, **conf))
-    args = [sys.executable, "-m", "orbitmq.broker", "-c", str(conf_path)]
-    return ServerProcess(name, args, port, workdir, tmp_path / f"{name}.log").start()
+
+    def build() -> ServerProcess:
+        port = fixed_port or free_port()
+        workdir.mkdir(parents=True, exist_ok=True)
+        values = broker_conf(tmp_path, name, namesrv_addr, port, **conf)
+        conf_path = write_conf(workdir / "broker.conf", values)
+        args = [sys.executable, "-m", "orbitmq.broker", "-c", str(conf_path)]
+        return ServerProcess(name, args, port, workdir, tmp_path / f"{name}.log")
+
+    return start_on_free_ports(build, attempts=1 if fixed_port else 3)
 
 
 def start_standalone(tmp_path: Path, *extra: str, name: str = "standalone") -> ServerProcess:
@@ -187,29 +226,33 @@ def start_standalone(tmp_path: Path, *extra: str, name: str = "standalone") -> S
 
     ``extra_ports`` holds the broker port, then the gRPC port (unless ``--no-proxy``).
     """
-    namesrv_port, broker_port = free_port(), free_port()
-    ports = [broker_port]
-    if "--no-proxy" not in extra:
-        ports.append(free_port())
-        extra = ("--grpc-port", str(ports[1]), *extra)
-    workdir = tmp_path / name
-    args = [
-        sys.executable,
-        "-m",
-        "orbitmq.cli",
-        "standalone",
-        "--data-dir",
-        str(workdir / "data"),
-        "--namesrv-port",
-        str(namesrv_port),
-        "--broker-port",
-        str(broker_port),
-        # /metrics on free ports: parallel tests must not contend for 5557/5558.
-        *(() if "--no-metrics" in extra else ("--metrics-port", "0", "--namesrv-metrics-port", "0")),
-        *extra,
-    ]
-    proc = ServerProcess(name, args, namesrv_port, workdir, tmp_path / f"{name}.log", extra_ports=ports)
-    return proc.start()
+
+    def build() -> ServerProcess:
+        namesrv_port, broker_port = free_port(), free_port()
+        ports = [broker_port]
+        options = extra
+        if "--no-proxy" not in extra:
+            ports.append(free_port())
+            options = ("--grpc-port", str(ports[1]), *extra)
+        workdir = tmp_path / name
+        args = [
+            sys.executable,
+            "-m",
+            "orbitmq.cli",
+            "standalone",
+            "--data-dir",
+            str(workdir / "data"),
+            "--namesrv-port",
+            str(namesrv_port),
+            "--broker-port",
+            str(broker_port),
+            # /metrics on free ports: parallel tests must not contend for 5557/5558.
+            *(() if "--no-metrics" in extra else ("--metrics-port", "0", "--namesrv-metrics-port", "0")),
+            *options,
+        ]
+        return ServerProcess(name, args, namesrv_port, workdir, tmp_path / f"{name}.log", extra_ports=ports)
+
+    return start_on_free_ports(build)
 
 
 def create_topic(broker_addr: str, topic: str, queues: int = 4, perm: int = 6) -> None:

@@ -1,0 +1,49 @@
+"""The test harness's server starts survive a port another parallel test took first.
+
+A port is free when picked and bound by the server a moment later; in between, another test's
+server may bind it. The harness then starts the server again on fresh ports, and only then.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import ServerProcess, free_port, start_on_free_ports
+
+
+def _namesrv(tmp_path: Path, port: int) -> ServerProcess:
+    args = [sys.executable, "-m", "orbitmq.namesrv", "--listen-port", str(port)]
+    return ServerProcess("namesrv", args, port, tmp_path / "namesrv", tmp_path / "namesrv.log")
+
+
+def test_a_server_whose_port_was_taken_starts_again_on_a_fresh_port(tmp_path: Path) -> None:
+    # Bound, not listening: the server's bind fails, and nothing answers a connect on it.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken_port = taken.getsockname()[1]
+        ports = iter([taken_port, free_port()])
+        server = start_on_free_ports(lambda: _namesrv(tmp_path, next(ports)))
+        try:
+            assert server.port != taken_port
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5):
+                pass
+            assert "address already in use" in server.log_path.read_text().lower()
+        finally:
+            server.kill()
+
+
+def test_a_start_that_fails_for_another_reason_is_not_repeated(tmp_path: Path) -> None:
+    built = []
+
+    def build() -> ServerProcess:
+        built.append(1)
+        args = [sys.executable, "-m", "orbitmq.namesrv", "--listen-port", str(free_port()), "--no-such-flag"]
+        return ServerProcess("namesrv", args, 1, tmp_path / "namesrv", tmp_path / "namesrv.log")
+
+    with pytest.raises(RuntimeError, match="exited"):
+        start_on_free_ports(build)
+    assert len(built) == 1
