@@ -47,3 +47,17 @@ def test_a_start_that_fails_for_another_reason_is_not_repeated(tmp_path: Path) -
     with pytest.raises(RuntimeError, match="exited"):
         start_on_free_ports(build)
     assert len(built) == 1
+
+
+def test_a_start_is_not_fooled_by_another_server_answering_on_its_port(tmp_path: Path) -> None:
+    # Another test's server listens on the port first: it answers connects, but the start
+    # must wait for this server's own listener, see it fail to bind, and try fresh ports.
+    with socket.create_server(("127.0.0.1", 0)) as squatter:
+        taken_port = squatter.getsockname()[1]
+        ports = iter([taken_port, free_port()])
+        server = start_on_free_ports(lambda: _namesrv(tmp_path, next(ports)))
+        try:
+            assert server.port != taken_port
+            assert server.proc is not None and server.proc.poll() is None
+        finally:
+            server.kill()

@@ -61,7 +61,10 @@ def free_port() -> int:
     return free_port_block(1)
 
 
-def wait_connectable(port: int, proc: subprocess.Popen[bytes], log_path: Path, timeout_s: float) -> None:
+def wait_connectable(
+    port: int, proc: subprocess.Popen[bytes], log_path: Path, timeout_s: float, *, own_listener: bool = False
+) -> None:
+    """Wait until ``port`` answers; with ``own_listener``, until ``proc`` itself listens on it."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -70,10 +73,33 @@ def wait_connectable(port: int, proc: subprocess.Popen[bytes], log_path: Path, t
             )
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
+                pass
         except OSError:
             time.sleep(0.05)
+            continue
+        # Another test's server may hold the port this one failed to bind: it answers too.
+        if not own_listener or _listens(proc.pid, port) is not False:
+            return
+        time.sleep(0.05)
     raise RuntimeError(f"nothing listened on 127.0.0.1:{port} within {timeout_s} s:\n{_tail(log_path)}")
+
+
+_LISTEN = "0A"
+
+
+def _listens(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` holds a socket listening on TCP ``port`` (None: cannot tell here)."""
+    inodes = set()
+    try:
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == _LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+        links = {os.readlink(entry) for entry in Path(f"/proc/{pid}/fd").iterdir()}
+    except (OSError, IndexError, ValueError):
+        return None
+    return bool(inodes & links)
 
 
 def _tail(path: Path, lines: int = 60) -> str:
@@ -110,7 +136,7 @@ class ServerProcess:
         log.close()
         try:
             for port in [self.port, *self.extra_ports]:
-                wait_connectable(port, self.proc, self.log_path, timeout_s)
+                wait_connectable(port, self.proc, self.log_path, timeout_s, own_listener=True)
         except BaseException:
             self.kill()
             raise
