@@ -19,7 +19,7 @@ value is not UTF-8, never matches.
 from __future__ import annotations
 
 import mmap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import cast
 
 from orbitmq import native
@@ -72,19 +72,29 @@ def record_values_py(
         raise ValueError(f"record_values: limit {limit} is outside a buffer of {len(buffer)}")
     readers = [raw_value_reader(name) for name in names]
     answers: list[RecordValues] = []
-    for row in rows:
-        offset, size = row[0], row[1]
-        position = offset - base
-        if size <= 0 or position < 0 or position + size > limit:
+    for span in _spans(base, limit, rows):
+        if span is None:
             answers.append(None)
             continue
         try:
-            text = stored_message_property_bytes(bytes(buffer[position : position + size]))
+            text = stored_message_property_bytes(bytes(buffer[span[0] : span[1]]))
         except RemoteProtocolError:
             answers.append(False)
             continue
         answers.append(tuple([read(text) for read in readers]))
     return answers
+
+
+def _spans(base: int, limit: int, rows: list[Row]) -> Iterator[tuple[int, int] | None]:
+    """Where each row's record lies in a buffer whose byte 0 is at ``base`` (start, end), or
+    None when it does not lie wholly in the first ``limit`` bytes or its length is not positive."""
+    for row in rows:
+        position = row[0] - base
+        size = row[1]
+        if size <= 0 or position < 0 or position + size > limit:
+            yield None
+        else:
+            yield position, position + size
 
 
 RecordValuesFunction = Callable[[ReadableBuffer, int, int, list[Row], tuple[str, ...]], list[RecordValues]]
@@ -126,14 +136,12 @@ class StoredRecordFilter:
             # Per record, in place: the twin's values would only be looked up again.
             match = self._match
             answers: list[bool | None] = []
-            for row in rows:
-                offset, size = row[0], row[1]
-                position = offset - base
-                if size <= 0 or position < 0 or position + size > limit:
+            for span in _spans(base, limit, rows):
+                if span is None:
                     answers.append(None)
                     continue
                 try:
-                    answers.append(match(stored_message_property_bytes(buffer[position : position + size])))
+                    answers.append(match(stored_message_property_bytes(buffer[span[0] : span[1]])))
                 except RemoteProtocolError:
                     answers.append(False)
             return answers

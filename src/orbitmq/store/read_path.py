@@ -79,29 +79,17 @@ def collect_records(
     asked about blocks of records in place (see the module docstring).
     """
     if whole_runs:
-        if record_filter is None:
-            _collect_runs(
-                commit_log,
-                result,
-                entries,
-                queue_offset,
-                max_msg_nums,
-                max_total_bytes,
-                tag_filter,
-                read_limit,
-            )
-        else:
-            _collect_filtered_runs(
-                commit_log,
-                result,
-                entries,
-                queue_offset,
-                max_msg_nums,
-                max_total_bytes,
-                tag_filter,
-                record_filter,
-                read_limit,
-            )
+        _collect_runs(
+            commit_log,
+            result,
+            entries,
+            queue_offset,
+            max_msg_nums,
+            max_total_bytes,
+            tag_filter,
+            record_filter,
+            read_limit,
+        )
         return
     commit_log_min = commit_log.min_offset
     buffers, queue_offsets, commit_log_offsets = (
@@ -152,67 +140,14 @@ def _collect_runs(
     max_msg_nums: int,
     max_total_bytes: int,
     tag_filter: Callable[[int], bool] | None,
+    record_filter: RecordFilter | None,
     read_limit: int | None,
 ) -> None:
-    """:func:`collect_records` reading runs of adjacent records as one slice each."""
+    """:func:`collect_records` reading runs of adjacent records as one slice each; a property
+    filter is asked about blocks of records in place."""
     commit_log_min = commit_log.min_offset
     queue_offsets, commit_log_offsets = result.queue_offsets, result.commit_log_offsets
     # Each run: (first commit-log offset, bytes, first index into the per-record lists).
-    runs: list[tuple[int, int, int]] = []
-    run_start = run_end = -1
-    run_index = 0
-    sizes: list[int] = []
-    scanned = removed = filtered = 0
-    total_bytes = 0
-    for commit_log_offset, size, tags in ENTRY.iter_unpack(entries):
-        count = len(commit_log_offsets)
-        if count >= max_msg_nums or (count and total_bytes + size > max_total_bytes):
-            break
-        if read_limit is not None and commit_log_offset + size > read_limit and size > 0:
-            if not count and not scanned:
-                result.status = GetStatus.OFFSET_OVERFLOW_ONE
-                result.next_begin_offset = queue_offset
-                result.gated = True
-                return
-            break
-        scanned += 1
-        if commit_log_offset < commit_log_min or size <= 0:
-            removed += 1
-            continue
-        if tag_filter is not None and not tag_filter(tags):
-            filtered += 1
-            continue
-        if commit_log_offset != run_end:
-            if run_start >= 0:
-                runs.append((run_start, run_end - run_start, run_index))
-            run_start, run_index = commit_log_offset, count
-        run_end = commit_log_offset + size
-        queue_offsets.append(queue_offset + scanned - 1)
-        commit_log_offsets.append(commit_log_offset)
-        sizes.append(size)
-        total_bytes += size
-    if run_start >= 0:
-        runs.append((run_start, run_end - run_start, run_index))
-    removed += _read_runs(commit_log, result, runs, sizes)
-    result.next_begin_offset = queue_offset + scanned
-    if not result.buffers:
-        result.status = GetStatus.NO_MATCHED_MESSAGE if filtered else GetStatus.MESSAGE_WAS_REMOVING
-
-
-def _collect_filtered_runs(
-    commit_log: CommitLog,
-    result: GetResult,
-    entries: bytes,
-    queue_offset: int,
-    max_msg_nums: int,
-    max_total_bytes: int,
-    tag_filter: Callable[[int], bool] | None,
-    record_filter: RecordFilter,
-    read_limit: int | None,
-) -> None:
-    """:func:`_collect_runs` with a property filter asked about blocks of records in place."""
-    commit_log_min = commit_log.min_offset
-    queue_offsets, commit_log_offsets = result.queue_offsets, result.commit_log_offsets
     runs: list[tuple[int, int, int]] = []
     run_start = run_end = -1
     run_index = 0
@@ -241,25 +176,28 @@ def _collect_filtered_runs(
         if tag_filter is not None and not tag_filter(tags):
             filtered += 1
             continue
-        if index >= block_end:
-            block_start = index
-            block_end = min(entry_count, index + max(max_msg_nums - count, FILTER_BLOCK_MIN))
-            segment = commit_log.published_segment(commit_log_offset)
-            if segment is None:
-                answers = [None] * (block_end - block_start)
-            else:
-                rows = list(ENTRY.iter_unpack(entries[block_start * ENTRY_BYTES : block_end * ENTRY_BYTES]))
-                answers = record_filter.matches_in(*segment, rows)
-        matches = answers[index - block_start]
-        if matches is None:  # not in the block's segment: read and asked about alone
-            record = commit_log.read(commit_log_offset, size)
-            if record is None:
-                removed += 1
+        if record_filter is not None:
+            if index >= block_end:
+                block_start = index
+                block_end = min(entry_count, index + max(max_msg_nums - count, FILTER_BLOCK_MIN))
+                segment = commit_log.published_segment(commit_log_offset)
+                if segment is None:
+                    answers = [None] * (block_end - block_start)
+                else:
+                    rows = list(
+                        ENTRY.iter_unpack(entries[block_start * ENTRY_BYTES : block_end * ENTRY_BYTES])
+                    )
+                    answers = record_filter.matches_in(*segment, rows)
+            matches = answers[index - block_start]
+            if matches is None:  # not in the block's segment: read and asked about alone
+                record = commit_log.read(commit_log_offset, size)
+                if record is None:
+                    removed += 1
+                    continue
+                matches = record_filter(record)
+            if not matches:
+                filtered += 1
                 continue
-            matches = record_filter(record)
-        if not matches:
-            filtered += 1
-            continue
         if commit_log_offset != run_end:
             if run_start >= 0:
                 runs.append((run_start, run_end - run_start, run_index))
