@@ -25,6 +25,7 @@ from orbitmq.protocol.batch import (
     encode_batch_item,
 )
 from orbitmq.protocol.properties import decode_properties, encode_properties
+from tests.support.batch_records import batch_record
 from tests.support.native_modes import MODES, use_mode
 
 _settings = settings(max_examples=80, deadline=None)
@@ -38,18 +39,9 @@ def scan_mode(request: pytest.FixtureRequest) -> Iterator[str]:
     yield from use_mode(request, batch_module, "_native_scan", compiled, None, "batch scan")
 
 
-def _record(flag: int, body: bytes, properties: bytes) -> bytes:
-    """One inner record laid out by hand, as remoting-protocol §3.4 describes it."""
-    total = 20 + len(body) + 2 + len(properties)
-    return (
-        struct.pack(">iiiii", total, 0, 0, flag, len(body))
-        + body
-        + struct.pack(">h", len(properties))
-        + properties
-    )
-
-
-CPP_BATCH = _record(0, b"one", b"UNIQ_KEY\x01A1\x02WAIT\x01true\x02") + _record(7, b"", b"UNIQ_KEY\x01A2\x02")
+CPP_BATCH = batch_record(0, b"one", b"UNIQ_KEY\x01A1\x02WAIT\x01true\x02") + batch_record(
+    7, b"", b"UNIQ_KEY\x01A2\x02"
+)
 
 
 def test_batch_decodes_cpp_records_with_trailing_separator() -> None:
@@ -60,7 +52,7 @@ def test_batch_decodes_cpp_records_with_trailing_separator() -> None:
 
 
 def test_batch_encode_matches_hand_layout_without_trailing_separator() -> None:
-    assert encode_batch([(3, b"abc", {"K": "v", "W": "x"})]) == _record(3, b"abc", b"K\x01v\x02W\x01x")
+    assert encode_batch([(3, b"abc", {"K": "v", "W": "x"})]) == batch_record(3, b"abc", b"K\x01v\x02W\x01x")
 
 
 def test_batch_empty_body_is_empty_list() -> None:
@@ -88,7 +80,7 @@ def test_batch_trailing_garbage_raises_naming_next_index() -> None:
 
 
 def test_batch_inconsistent_total_size_raises() -> None:
-    bad = bytearray(_record(0, b"x", b""))
+    bad = bytearray(batch_record(0, b"x", b""))
     struct.pack_into(">i", bad, 0, 99)
     with pytest.raises(RemoteProtocolError, match="#0.*total size 99"):
         decode_batch(bytes(bad))
@@ -105,7 +97,7 @@ def test_batch_negative_lengths_raise() -> None:
 
 def test_batch_non_utf8_properties_raise_naming_index() -> None:
     with pytest.raises(RemoteProtocolError, match="#1"):
-        decode_batch(_record(0, b"", b"") + _record(0, b"", b"\xff\xfe"))
+        decode_batch(batch_record(0, b"", b"") + batch_record(0, b"", b"\xff\xfe"))
 
 
 def test_batch_encode_refuses_oversized_properties() -> None:
@@ -162,7 +154,7 @@ _property_text = st.text(alphabet="ab\x01\x02", max_size=24)
 def test_batch_columns_match_decode_and_canonical_bytes_reencode(
     records: list[tuple[int, bytes, str]],
 ) -> None:
-    body = b"".join(_record(flag, data, text.encode()) for flag, data, text in records)
+    body = b"".join(batch_record(flag, data, text.encode()) for flag, data, text in records)
     columns = decode_batch_columns(body)
     assert [
         BatchItem(*item) for item in zip(columns.flags, columns.bodies, columns.property_maps(), strict=True)
@@ -193,8 +185,8 @@ def test_batch_columns_drop_the_cpp_trailing_separator_from_the_bytes() -> None:
 
 
 def test_batch_columns_give_no_bytes_for_repeated_or_empty_items() -> None:
-    body = _record(0, b"x", b"K\x01a\x02K\x01b") + _record(0, b"y", b"K\x01a\x02\x02L\x01b")
-    body += _record(0, b"z", b"K\x01a\x01b") + _record(0, b"w", b"")
+    body = batch_record(0, b"x", b"K\x01a\x02K\x01b") + batch_record(0, b"y", b"K\x01a\x02\x02L\x01b")
+    body += batch_record(0, b"z", b"K\x01a\x01b") + batch_record(0, b"w", b"")
     columns = decode_batch_columns(body)
     assert columns.encoded == [None, None, None, b""]
     assert columns.property_maps()[0] == {"K": "b"}

@@ -9,8 +9,6 @@ must hold what the general path decodes.
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -18,20 +16,11 @@ from hypothesis import strategies as st
 from orbitmq import native
 from orbitmq.protocol import batch as batch_module
 from orbitmq.protocol.batch import PLAIN_KEYS, scan_plain_batch
+from tests.support.batch_records import batch_record
 
 _compiled = native.load("orbitmq.protocol._batch_scan")
 pytestmark = pytest.mark.skipif(_compiled is None, reason="the compiled batch scan is not built")
 _KEYS = tuple(key.encode() for key in PLAIN_KEYS)
-
-
-def _record(flag: int, body: bytes, properties: bytes) -> bytes:
-    total = 20 + len(body) + 2 + len(properties)
-    return (
-        struct.pack(">iiiii", total, 0, 0, flag, len(body))
-        + body
-        + struct.pack(">h", len(properties))
-        + properties
-    )
 
 
 _key = st.sampled_from(["UNIQ_KEY", "TAGS", "KEYS", "WAIT", "a", ""])
@@ -58,7 +47,7 @@ _records = st.lists(
 def test_compiled_scan_answers_as_the_python_twin(
     records: list[tuple[int, bytes, bytes]], cut: int | None, poke: int | None
 ) -> None:
-    body = bytearray(b"".join(_record(flag, data, text) for flag, data, text in records))
+    body = bytearray(b"".join(batch_record(flag, data, text) for flag, data, text in records))
     if poke is not None and body:
         body[poke % len(body)] ^= 0x40  # a size field, a length or a byte of text changed
     if cut is not None:
@@ -75,8 +64,10 @@ def test_compiled_scan_answers_as_the_python_twin(
 
 
 def test_compiled_scan_reads_every_plain_message() -> None:
-    body = _record(5, b"one", b"UNIQ_KEY\x01K1\x02TAGS\x01t\x02") + _record(-1, b"", b"KEYS\x01k1 k2")
-    body += _record(0, b"three", b"")
+    body = batch_record(5, b"one", b"UNIQ_KEY\x01K1\x02TAGS\x01t\x02") + batch_record(
+        -1, b"", b"KEYS\x01k1 k2"
+    )
+    body += batch_record(0, b"three", b"")
     assert _compiled is not None
     assert _compiled.scan_plain_batch(body, _KEYS) == (
         [5, -1, 0],
@@ -99,7 +90,7 @@ def test_compiled_scan_reads_every_plain_message() -> None:
 )
 def test_compiled_scan_leaves_anything_else_to_the_general_path(properties: bytes) -> None:
     assert _compiled is not None
-    body = _record(0, b"fine", b"UNIQ_KEY\x01a") + _record(0, b"x", properties)
+    body = batch_record(0, b"fine", b"UNIQ_KEY\x01a") + batch_record(0, b"x", properties)
     assert _compiled.scan_plain_batch(body, _KEYS) is None
     assert scan_plain_batch(body, _KEYS) is None
 
