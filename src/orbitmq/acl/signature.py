@@ -67,7 +67,7 @@ def _fields_order(keys: tuple[str, ...], legacy: bool) -> Callable[[Mapping[str,
 
 def _fields_text(ext: Mapping[str, str], version: int) -> bytes:
     # This runs for every signed or checked request, so the sorted order is looked up rather
-    # than sorted again (0.46 against 0.87 us for a signed send's 14 fields).
+    # than sorted again (0.68 against 0.93 us for a signed send's 14 fields).
     keys = tuple(ext)
     legacy = version <= _V4_9_3
     getter = _ORDERS.get((keys, legacy)) or _fields_order(keys, legacy)
