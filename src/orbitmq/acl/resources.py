@@ -12,6 +12,7 @@ code  request                      needs
 320   SEND_BATCH_MESSAGE           as 310
 36    CONSUMER_SEND_MSG_BACK       group ``group`` SUB
 11    PULL_MESSAGE                 ``topic`` SUB, group ``consumerGroup`` SUB
+361   LITE_PULL_MESSAGE            as 11 (RocketMQ 5's lite pull consumer)
 12    QUERY_MESSAGE                ``topic`` SUB
 34    HEART_BEAT                   per consumer in the body: its group SUB, each topic SUB
 35    UNREGISTER_CLIENT            group ``consumerGroup`` SUB
@@ -127,7 +128,7 @@ def required_resources(code: int, ext: Mapping[str, str], body: bytes) -> dict[s
     needed: dict[str, int] = {}
     if code == 36:
         _need_group(needed, ext.get("group"))
-    elif code == 11:
+    elif code == 11 or code == 361:
         _need(needed, ext.get("topic"), SUB)
         _need_group(needed, ext.get("consumerGroup"))
     elif code == 12:

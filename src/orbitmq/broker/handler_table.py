@@ -52,6 +52,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.SEND_BATCH_MESSAGE: send.send_message,
         RequestCode.CONSUMER_SEND_MSG_BACK: send.consumer_send_msg_back,
         RequestCode.PULL_MESSAGE: pull.pull_message,
+        RequestCode.LITE_PULL_MESSAGE: pull.pull_message,
         RequestCode.QUERY_CONSUMER_OFFSET: offsets.query_consumer_offset,
         RequestCode.UPDATE_CONSUMER_OFFSET: offsets.update_consumer_offset,
         RequestCode.GET_MAX_OFFSET: offsets.get_max_offset,

@@ -23,7 +23,9 @@ __all__ = ["LONG_POLL_THRESHOLD_MS", "request_code_names", "rpc_timer"]
 
 LONG_POLL_THRESHOLD_MS = 500.0
 _LONG_POLL_THRESHOLD_NS = int(LONG_POLL_THRESHOLD_MS * 1_000_000)
-_HOLDING_CODES = frozenset((int(RequestCode.PULL_MESSAGE), int(RequestCode.POP_MESSAGE)))
+_HOLDING_CODES = frozenset(
+    (int(RequestCode.PULL_MESSAGE), int(RequestCode.LITE_PULL_MESSAGE), int(RequestCode.POP_MESSAGE))
+)
 _CODE_SHIFT = 32
 
 

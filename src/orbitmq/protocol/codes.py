@@ -86,6 +86,8 @@ class RequestCode(IntEnum):
     GET_BROKER_EPOCH_CACHE = 1007
     NOTIFY_BROKER_ROLE_CHANGED = 1008
     GET_SUBSCRIPTIONGROUP_CONFIG = 352
+    # RocketMQ 5's DefaultLitePullConsumer pulls with this code; the broker serves it as PULL_MESSAGE.
+    LITE_PULL_MESSAGE = 361
     RECALL_MESSAGE = 370
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051

@@ -85,6 +85,13 @@ def heartbeat(group: str, topic: str) -> bytes:
             "No default permission for group:GroupOther",
         ),
         (signed(11, {"topic": "TopicSub", "consumerGroup": "GroupSub"}), None),
+        # LITE_PULL_MESSAGE (RocketMQ 5's lite pull consumer) needs what PULL_MESSAGE needs.
+        (signed(361, {"topic": "TopicSub", "consumerGroup": "GroupSub"}), None),
+        (signed(361, {"topic": "TopicPub", "consumerGroup": "GroupSub"}), "No permission for topic:TopicPub"),
+        (
+            signed(361, {"topic": "TopicSub", "consumerGroup": "GroupOther"}),
+            "No default permission for group:GroupOther",
+        ),
         (signed(11, {"topic": "TopicPub", "consumerGroup": "GroupSub"}), "No permission for topic:TopicPub"),
         (
             signed(11, {"topic": "TopicSub", "consumerGroup": "GroupOther"}),
