@@ -1,7 +1,7 @@
-"""Test tiers by folder: tests under tests/integration/, tests/fault/, tests/fuzz/ and
-tests/spark/ get that marker (tests/unit/spark uses fakes: it is the unit tier).
+"""Test tiers by folder: tests under tests/integration/, tests/fault/, tests/fuzz/,
+tests/spark/ and tests/interop/ get that marker (tests/unit/spark uses fakes: it is the unit tier).
 
-So `pytest -m "not integration and not fault and not spark"` runs the unit tier alone, and
+So `pytest -m "not integration and not fault and not spark and not interop"` runs the unit tier alone, and
 every tier runs from one `pytest` call.
 
 `make test` runs the tiers on a few pytest-xdist workers (`--dist loadgroup`): most tests wait
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-_TIERS = {"integration", "fault", "fuzz", "spark"}
+_TIERS = {"integration", "fault", "fuzz", "spark", "interop"}
 _TESTS = Path(__file__).resolve().parent
 
 
@@ -31,6 +31,10 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     if tier not in _TIERS:
         return
     item.add_marker(getattr(pytest.mark, tier))
+    if tier == "interop":
+        # Real Java and Go clients: one worker runs them in turn (their JVMs would crowd two
+        # cores, and the first one resolves and compiles the drivers for the rest).
+        item.add_marker(pytest.mark.xdist_group("interop"))
     if tier == "spark":
         local = "spark" in getattr(item, "fixturenames", ())
         item.add_marker(pytest.mark.xdist_group("spark" if local else "spark_child"))
