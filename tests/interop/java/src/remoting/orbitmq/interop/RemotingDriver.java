@@ -99,6 +99,7 @@ public final class RemotingDriver {
             case "litepull": litePull(o); break;
             case "transaction": transaction(o); break;
             case "request": request(o); break;
+            case "querykey": queryKey(o); break;
             case "sleep": Thread.sleep(o.num("ms", 1000)); break;
             default: throw new IllegalArgumentException("unknown step " + o.get("step"));
         }
@@ -475,6 +476,29 @@ public final class RemotingDriver {
         shutdownBehind(requester::shutdown);
         shutdownBehind(replier::shutdown);
         shutdownBehind(replyProducer::shutdown);
+    }
+
+    static void queryKey(Opts o) throws Exception {
+        // What mqadmin queryMsgByKey does, for topics no consumer may read (a DLQ is write-only).
+        org.apache.rocketmq.tools.admin.DefaultMQAdminExt admin = o.has("access-key")
+            ? new org.apache.rocketmq.tools.admin.DefaultMQAdminExt(hook(o))
+            : new org.apache.rocketmq.tools.admin.DefaultMQAdminExt();
+        configure(admin, o, "admin-" + ProcessHandle.current().pid());
+        admin.start();
+        try {
+            int start = o.num("start", 0);
+            for (int seq = start; seq < start + o.num("count", 1); seq++) {
+                String key = "key-" + seq;
+                List<MessageExt> found = admin.queryMessage(o.get("topic"), key, 32, 0, Long.MAX_VALUE).getMessageList();
+                for (MessageExt msg : found) {
+                    if (java.util.Arrays.asList(msg.getKeys().split(" ")).contains(key)) {
+                        emit(received(msg, "query"));
+                    }
+                }
+            }
+        } finally {
+            shutdownBehind(admin::shutdown);
+        }
     }
 
     // ---- output --------------------------------------------------------------------------
