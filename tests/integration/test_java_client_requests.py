@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from orbitmq.protocol.codes import RequestCode, ResponseCode
@@ -44,7 +45,9 @@ async def client() -> AsyncIterator[RemotingClient]:
         await remoting.close()
 
 
-async def test_broker_lite_pull_message_is_served_as_a_pull(broker: ServerProcess, client: RemotingClient) -> None:
+async def test_broker_lite_pull_message_is_served_as_a_pull(
+    broker: ServerProcess, client: RemotingClient
+) -> None:
     """RocketMQ 5's DefaultLitePullConsumer pulls with LITE_PULL_MESSAGE (361), not PULL_MESSAGE."""
     response = await send(client, broker.addr, "LitePullTopic", b"lite", properties={"TAGS": "t"})
     assert response.code == ResponseCode.SUCCESS, response.remark
@@ -55,3 +58,24 @@ async def test_broker_lite_pull_message_is_served_as_a_pull(broker: ServerProces
     assert pulled.ext_fields["nextBeginOffset"] == "1"
     (message,) = decode_stored_messages(pulled.body)
     assert message.body == b"lite"
+
+
+async def test_broker_get_topic_config_serves_one_topic(
+    broker: ServerProcess, client: RemotingClient
+) -> None:
+    """GET_TOPIC_CONFIG (351): RocketMQ 5's mqadmin topicStatus and consumerProgress read it first."""
+    response = await send(client, broker.addr, "TopicConfigTopic", b"x")
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    request = RemotingCommand.request(
+        RequestCode.GET_TOPIC_CONFIG, {"topic": "TopicConfigTopic", "lo": "true"}
+    )
+    answer = await client.invoke(broker.addr, request)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    config = orjson.loads(answer.body)
+    assert config["topicName"] == "TopicConfigTopic"
+    assert config["readQueueNums"] == config["writeQueueNums"] > 0
+    assert config["perm"] == 6
+    missing = RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": "NoSuchTopicHere"})
+    answer = await client.invoke(broker.addr, missing)
+    assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+    assert "NoSuchTopicHere" in (answer.remark or "")

@@ -74,6 +74,7 @@ BROKER_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.QUERY_MESSAGE: h.QueryMessageRequestHeader,
     RequestCode.END_TRANSACTION: h.EndTransactionRequestHeader,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: None,
+    RequestCode.GET_TOPIC_CONFIG: h.GetTopicConfigRequestHeader,
     RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: h.GetSubscriptionGroupConfigRequestHeader,
     RequestCode.RECALL_MESSAGE: h.RecallMessageRequestHeader,
     RequestCode.POP_MESSAGE: pop.PopMessageRequestHeader,

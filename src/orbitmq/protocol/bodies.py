@@ -419,6 +419,12 @@ def _wrapper(obj: dict[str, Any], what: str) -> TopicConfigSerializeWrapper:
     )
 
 
+def encode_topic_config(config: TopicConfig) -> bytes:
+    """GET_TOPIC_CONFIG response body: one topic's TopicConfig (RocketMQ 5's TopicConfigAndQueueMapping
+    without a static topic's ``mappingDetail``)."""
+    return _dumps(_topic_config_json(config))
+
+
 def encode_topic_config_wrapper(wrapper: TopicConfigSerializeWrapper) -> bytes:
     """GET_ALL_TOPIC_CONFIG response body."""
     return _dumps(_wrapper_json(wrapper))

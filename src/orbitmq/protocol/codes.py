@@ -85,6 +85,7 @@ class RequestCode(IntEnum):
     CONTROLLER_GET_SYNC_STATE_DATA = 1006
     GET_BROKER_EPOCH_CACHE = 1007
     NOTIFY_BROKER_ROLE_CHANGED = 1008
+    GET_TOPIC_CONFIG = 351
     GET_SUBSCRIPTIONGROUP_CONFIG = 352
     # RocketMQ 5's DefaultLitePullConsumer pulls with this code; the broker serves it as PULL_MESSAGE.
     LITE_PULL_MESSAGE = 361

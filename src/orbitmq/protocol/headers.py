@@ -483,6 +483,14 @@ class GetKVConfigResponseHeader(HeaderBase):
 
 
 @dataclass(frozen=True, slots=True)
+class GetTopicConfigRequestHeader(HeaderBase):
+    """GET_TOPIC_CONFIG (351): ``lo`` asks for a static topic's queue mapping too (none here)."""
+
+    topic: Topic
+    lo: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GetSubscriptionGroupConfigRequestHeader(HeaderBase):
     """GET_SUBSCRIPTIONGROUP_CONFIG (352)."""
 

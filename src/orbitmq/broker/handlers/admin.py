@@ -1,4 +1,5 @@
-"""Topic administration: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21).
+"""Topic administration: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
+GET_TOPIC_CONFIG (351: one topic, as RocketMQ 5's mqadmin topicStatus and consumerProgress ask).
 
 A created or deleted topic is persisted by the persistence service (the table is dirty) and
 published at once: the registration service re-registers with every name server. Reserved
@@ -16,13 +17,14 @@ import orjson
 from orbitmq.broker.handlers import BrokerState
 from orbitmq.broker.validation import check_admin_topic
 from orbitmq.model.route import TopicConfig
-from orbitmq.protocol.bodies import encode_topic_config_wrapper
+from orbitmq.protocol.bodies import encode_topic_config, encode_topic_config_wrapper
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
+    GetTopicConfigRequestHeader,
 )
 from orbitmq.transport.server import RequestContext
 
@@ -71,6 +73,13 @@ class AdminHandlers:
     async def get_all_topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         body = encode_topic_config_wrapper(self._state.topics.snapshot())
         return request.response(ResponseCode.SUCCESS, None, {}, body)
+
+    async def get_topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        topic = GetTopicConfigRequestHeader.from_ext(request.ext_fields).topic
+        config = self._state.topics.get(topic)
+        if config is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
+        return request.response(ResponseCode.SUCCESS, None, {}, encode_topic_config(config))
 
     async def get_subscription_group_config(
         self, ctx: RequestContext, request: RemotingCommand
