@@ -51,9 +51,14 @@ def tools_available() -> str | None:
     return ", ".join(missing) or None
 
 
-def _source_hash(profile: str) -> str:
+def _pom_hash(profile: str) -> str:
     digest = hashlib.sha256((JAVA_DIR / "pom.xml").read_bytes())
     digest.update(profile.encode())
+    return digest.hexdigest()[:16]
+
+
+def _source_hash(profile: str) -> str:
+    digest = hashlib.sha256(_pom_hash(profile).encode())
     for path in sorted((JAVA_DIR / "src" / SOURCE_DIRS[profile]).rglob("*")):
         if path.is_file():
             digest.update(str(path.relative_to(JAVA_DIR)).encode())
@@ -61,9 +66,7 @@ def _source_hash(profile: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def _run(
-    step: list[str], what: str, timeout_s: float, cwd: Path = JAVA_DIR
-) -> subprocess.CompletedProcess[bytes]:
+def _run(step: list[str], timeout_s: float, cwd: Path = JAVA_DIR) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(step, cwd=cwd, capture_output=True, timeout=timeout_s)
 
 
@@ -86,13 +89,13 @@ def _resolve(profile: str, classpath_file: Path) -> None:
         "-Dmaven.artifact.threads=8",
         "-Dmaven.wagon.http.retryHandler.count=3",
     ]
-    offline = _run([*base, "-o"], "resolve offline", 120)
+    offline = _run([*base, "-o"], 120)
     if offline.returncode == 0:
         return
     done = offline
     for _attempt in range(RESOLVE_ATTEMPTS):
         try:
-            done = _run(base, "resolve", RESOLVE_TIMEOUT_S)
+            done = _run(base, RESOLVE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             continue
         if done.returncode == 0:
@@ -114,7 +117,12 @@ def java_line(profile: str) -> JavaLine:
             if not marker.exists():
                 shutil.rmtree(build, ignore_errors=True)
                 classes.mkdir(parents=True)
-                _resolve(profile, classpath_file)
+                # The classpath depends on the pom alone: a driver edit does not resolve again.
+                resolved = BUILDS / f"classpath-{profile}-{_pom_hash(profile)}.txt"
+                if not resolved.exists():
+                    _resolve(profile, resolved.with_suffix(".tmp"))
+                    resolved.with_suffix(".tmp").rename(resolved)
+                shutil.copyfile(resolved, classpath_file)
                 sources = sorted(str(p) for p in (JAVA_DIR / "src" / SOURCE_DIRS[profile]).rglob("*.java"))
                 javac = [
                     "javac",
@@ -127,7 +135,7 @@ def java_line(profile: str) -> JavaLine:
                     classpath_file.read_text().strip(),
                     *sources,
                 ]
-                done = _run(javac, "javac", 300)
+                done = _run(javac, 300)
                 if done.returncode != 0:
                     raise _failure(f"compiling the {profile} driver", done)
                 resources = JAVA_DIR / "src" / SOURCE_DIRS[profile] / "resources"

@@ -176,6 +176,7 @@ public final class RemotingDriver {
         client.setVipChannelEnabled(false);
         client.setPollNameServerInterval(1000);
         client.setHeartbeatBrokerInterval(1000);
+        client.setPersistConsumerOffsetInterval(1000);
     }
 
     static DefaultMQProducer producer(Opts o) throws Exception {
@@ -271,7 +272,11 @@ public final class RemotingDriver {
                     throw new IllegalArgumentException("unknown produce mode " + mode);
             }
         } finally {
-            shutdownBehind(producer::shutdown);
+            if (o.has("trace")) {
+                producer.shutdown();  // flushes the trace records still queued
+            } else {
+                shutdownBehind(producer::shutdown);
+            }
         }
     }
 
