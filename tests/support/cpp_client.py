@@ -188,7 +188,8 @@ def consume(args: argparse.Namespace) -> int:
 
     def on_message(msg: object) -> None:
         props = {}
-        for key in ("seq", "origin", "UNIQ_KEY", "TAGS", "KEYS"):
+        # uprop, color, n: the user properties the interop drivers add (tests/interop/messages.py).
+        for key in ("seq", "origin", "UNIQ_KEY", "TAGS", "KEYS", "uprop", "color", "n"):
             value = msg.get_property(key)  # type: ignore[attr-defined]
             if value:
                 props[key] = value.decode() if isinstance(value, bytes) else value
