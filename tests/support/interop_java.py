@@ -33,8 +33,22 @@ RESOLVE_ATTEMPTS = 2
 
 Event = dict[str, object]
 
-# profile -> the folder of its driver sources under tests/interop/java/src
-SOURCE_DIRS = {"remoting4": "remoting", "remoting5": "remoting", "grpc": "grpc", "spring": "spring"}
+# profile -> the folders of its driver sources under tests/interop/java/src
+SOURCE_DIRS = {
+    "remoting4": ("common", "remoting"),
+    "remoting5": ("common", "remoting"),
+    "grpc": ("common", "grpc"),
+    "spring": ("common", "spring"),
+}
+
+
+def _sources(profile: str) -> list[Path]:
+    return sorted(
+        path
+        for folder in SOURCE_DIRS[profile]
+        for path in (JAVA_DIR / "src" / folder).rglob("*")
+        if path.is_file()
+    )
 
 
 @dataclass(frozen=True)
@@ -59,10 +73,9 @@ def _pom_hash(profile: str) -> str:
 
 def _source_hash(profile: str) -> str:
     digest = hashlib.sha256(_pom_hash(profile).encode())
-    for path in sorted((JAVA_DIR / "src" / SOURCE_DIRS[profile]).rglob("*")):
-        if path.is_file():
-            digest.update(str(path.relative_to(JAVA_DIR)).encode())
-            digest.update(path.read_bytes())
+    for path in _sources(profile):
+        digest.update(str(path.relative_to(JAVA_DIR)).encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -123,7 +136,7 @@ def java_line(profile: str) -> JavaLine:
                     _resolve(profile, resolved.with_suffix(".tmp"))
                     resolved.with_suffix(".tmp").rename(resolved)
                 shutil.copyfile(resolved, classpath_file)
-                sources = sorted(str(p) for p in (JAVA_DIR / "src" / SOURCE_DIRS[profile]).rglob("*.java"))
+                sources = [str(path) for path in _sources(profile) if path.suffix == ".java"]
                 javac = [
                     "javac",
                     "-nowarn",
@@ -138,9 +151,10 @@ def java_line(profile: str) -> JavaLine:
                 done = _run(javac, 300)
                 if done.returncode != 0:
                     raise _failure(f"compiling the {profile} driver", done)
-                resources = JAVA_DIR / "src" / SOURCE_DIRS[profile] / "resources"
-                if resources.is_dir():
-                    shutil.copytree(resources, classes, dirs_exist_ok=True)
+                for folder in SOURCE_DIRS[profile]:
+                    resources = JAVA_DIR / "src" / folder / "resources"
+                    if resources.is_dir():
+                        shutil.copytree(resources, classes, dirs_exist_ok=True)
                 marker.write_text(profile + "\n")
     classpath = f"{classes}{os.pathsep}{classpath_file.read_text().strip()}"
     return JavaLine(profile, classpath)

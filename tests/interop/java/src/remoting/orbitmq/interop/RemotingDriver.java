@@ -45,7 +45,7 @@ import org.apache.rocketmq.remoting.RPCHook;
  *
  * <pre>java orbitmq.interop.RemotingDriver STEP --opt value ... [+ STEP --opt value ...]</pre>
  *
- * Steps run one after the other in one JVM. Message i carries the body bodyFor(i, size(i)),
+ * Steps run one after the other in one JVM. Message i carries the body Events.bodyFor(i, size(i)),
  * keys "key-i ki%3", the tag given (or TagA/TagB/TagC by i%3 with --tags cycle) and the user
  * properties seq=i, origin=java, uprop=&lt;non-ASCII text&gt;-i: tests/interop/messages.py
  * builds the same messages and compares them byte for byte with what a consumer printed.
@@ -82,7 +82,7 @@ public final class RemotingDriver {
             try {
                 run(new Opts(step));
             } catch (Throwable e) {
-                emit(obj("event", "error", "step", step.get("step"), "error", String.valueOf(e), "trace", stack(e)));
+                emit(obj("event", "error", "step", step.get("step"), "error", String.valueOf(e), "trace", Events.stack(e)));
                 status = 1;
                 break;
             }
@@ -107,31 +107,9 @@ public final class RemotingDriver {
 
     // ---- messages ------------------------------------------------------------------------
 
-    static byte[] bodyFor(int seq, int size) {
-        byte[] body = new byte[size];
-        for (int i = 0; i < size; i++) {
-            body[i] = (byte) (((seq * 7 + i) % 255) + 1);
-        }
-        return body;
-    }
-
-    static int sizeFor(int seq, int size) {
-        return size > 0 ? size : 1 + (seq * 37) % 300;
-    }
-
-    static String tagFor(int seq, String tags) {
-        if (tags == null || tags.isEmpty()) {
-            return null;
-        }
-        if (tags.equals("cycle")) {
-            return "Tag" + (char) ('A' + seq % 3);
-        }
-        return tags;
-    }
-
     static Message messageFor(Opts o, int seq) {
-        Message msg = new Message(o.get("topic"), bodyFor(seq, sizeFor(seq, o.num("size", 0))));
-        String tag = tagFor(seq, o.opt("tags", ""));
+        Message msg = new Message(o.get("topic"), Events.bodyFor(seq, Events.sizeFor(seq, o.num("size", 0))));
+        String tag = Events.tagFor(seq, o.opt("tags", ""));
         if (tag != null) {
             msg.setTags(tag);
         }
@@ -147,7 +125,7 @@ public final class RemotingDriver {
     static Map<String, Object> received(MessageExt msg, String instance) {
         Map<String, String> props = new TreeMap<>(msg.getProperties());
         return obj("event", "received", "instance", instance, "topic", msg.getTopic(), "tags", msg.getTags(),
-            "keys", msg.getKeys(), "body_hex", hex(msg.getBody()), "msg_id", msg.getMsgId(),
+            "keys", msg.getKeys(), "body_hex", Events.hex(msg.getBody()), "msg_id", msg.getMsgId(),
             "queue_id", msg.getQueueId(), "queue_offset", msg.getQueueOffset(),
             "reconsume_times", msg.getReconsumeTimes(), "born_ms", msg.getBornTimestamp(),
             "store_ms", msg.getStoreTimestamp(), "now_ms", System.currentTimeMillis(), "props", props);
@@ -517,58 +495,11 @@ public final class RemotingDriver {
     }
 
     static void emit(Map<String, Object> event) {
-        String line = json(event);
+        String line = Events.json(event);
         synchronized (OUT) {
             System.out.println(line);
             System.out.flush();
         }
-    }
-
-    static String json(Object value) {
-        if (value == null) {
-            return "null";
-        }
-        if (value instanceof Number || value instanceof Boolean) {
-            return value.toString();
-        }
-        if (value instanceof Map) {
-            StringBuilder sb = new StringBuilder("{");
-            for (Map.Entry<?, ?> e : ((Map<?, ?>) value).entrySet()) {
-                if (sb.length() > 1) {
-                    sb.append(',');
-                }
-                sb.append(json(String.valueOf(e.getKey()))).append(':').append(json(e.getValue()));
-            }
-            return sb.append('}').toString();
-        }
-        String s = value.toString();
-        StringBuilder sb = new StringBuilder("\"");
-        for (int i = 0; i < s.length(); i++) {
-            char c = s.charAt(i);
-            if (c == '"' || c == '\\') {
-                sb.append('\\').append(c);
-            } else if (c < 0x20 || c > 0x7e) {
-                sb.append(String.format("\\u%04x", (int) c));
-            } else {
-                sb.append(c);
-            }
-        }
-        return sb.append('"').toString();
-    }
-
-    static String hex(byte[] bytes) {
-        StringBuilder sb = new StringBuilder(bytes.length * 2);
-        for (byte b : bytes) {
-            sb.append(Character.forDigit((b >> 4) & 0xf, 16)).append(Character.forDigit(b & 0xf, 16));
-        }
-        return sb.toString();
-    }
-
-    static String stack(Throwable e) {
-        java.io.StringWriter out = new java.io.StringWriter();
-        e.printStackTrace(new java.io.PrintWriter(out));
-        String text = out.toString();
-        return text.length() > 3000 ? text.substring(0, 3000) : text;
     }
 
     static final class Opts {

@@ -1,0 +1,119 @@
+"""Apache's 5.x gRPC Java client (rocketmq-client-java) against OrbitMQ's gRPC proxy: normal,
+FIFO, delay and transactional producers; SimpleConsumer and PushConsumer; TLS off
+(``enableSsl(false)``; the client's default TLS is not covered yet).
+
+Every received message is compared byte for byte with the one sent (tests/interop/messages.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.interop.conftest import _line
+from tests.interop.messages import check_exactly, received
+from tests.interop.test_mqadmin import mqadmin
+from tests.interop.test_remoting_client import done, sent
+from tests.support.interop_java import Event, JavaLine, run_java
+from tests.support.processes import ServerProcess
+
+DRIVER = "orbitmq.interop.GrpcDriver"
+
+
+@pytest.fixture(scope="session")
+def grpc_client() -> JavaLine:
+    return _line("grpc")
+
+
+def drive_grpc(line: JavaLine, tmp_path: Path, server: ServerProcess, *steps: list[str]) -> list[Event]:
+    endpoint = f"127.0.0.1:{server.extra_ports[1]}"
+    args: list[str] = []
+    for step in steps:
+        if args:
+            args.append("+")
+        args += [*step, "--endpoint", endpoint]
+    return run_java(line, DRIVER, args, tmp_path / "home", timeout_s=180)
+
+
+def test_grpc_normal_messages_reach_simple_and_push_consumers(
+    grpc_client: JavaLine, server: ServerProcess, tmp_path: Path
+) -> None:
+    topic, count = "grpc-normal", 1000
+    events = drive_grpc(
+        grpc_client,
+        tmp_path,
+        server,
+        ["produce", "--topic", topic, "--count", str(count)],
+        ["simple", "--topic", topic, "--group", "grpc-simple-g", "--expect", str(count)],
+        ["push", "--topic", topic, "--group", "grpc-push-g", "--expect", str(count), "--settle-ms", "500"],
+    )
+    assert len(sent(events)) == count
+    check_exactly(received(events, "simple"), range(count), origin="java-grpc")
+    check_exactly(received(events, "push"), range(count), origin="java-grpc")
+
+
+def test_grpc_fifo_messages_keep_their_group_order(
+    grpc_client: JavaLine, remoting5: JavaLine, server: ServerProcess, tmp_path: Path
+) -> None:
+    """FIFO order holds for a consumer group made orderly (``updateSubGroup -o true``), as on Apache's
+    proxy: a group that is not orderly gets a message group's messages concurrently."""
+    topic, count = (
+        "grpc-fifo",
+        60,
+    )  # an orderly push through the proxy takes about a third of a second a message
+    n = ["-n", server.addr, "-c", "DefaultCluster"]
+    mqadmin(remoting5, tmp_path / "mqadmin", ["updateSubGroup", *n, "-g", "grpc-fifo-g", "-o", "true"])
+    events = drive_grpc(
+        grpc_client,
+        tmp_path,
+        server,
+        ["produce", "--topic", topic, "--mode", "fifo", "--count", str(count)],
+        ["push", "--topic", topic, "--group", "grpc-fifo-g", "--expect", str(count)],
+    )
+    done(events)
+    got = received(events, "push")
+    check_exactly(got, range(count), origin="java-grpc")
+    order: dict[object, list[int]] = defaultdict(list)
+    for event in got:
+        seq = int(event["props"]["seq"])  # type: ignore[index]
+        assert event["message_group"] == f"group-{seq % 4}"
+        order[event["message_group"]].append(seq)
+    for group, seqs in order.items():
+        assert seqs == sorted(seqs), f"{group} consumed out of order"
+
+
+def test_grpc_delay_messages_wait_for_their_time(
+    grpc_client: JavaLine, server: ServerProcess, tmp_path: Path
+) -> None:
+    topic, count = "grpc-delay", 200
+    events = drive_grpc(
+        grpc_client,
+        tmp_path,
+        server,
+        ["produce", "--topic", topic, "--mode", "delay", "--delay-ms", "2000", "--count", str(count)],
+        ["simple", "--topic", topic, "--group", "grpc-delay-g", "--expect", str(count)],
+    )
+    by_seq = check_exactly(received(events, "simple"), range(count), origin="java-grpc")
+    sent_at = {event["seq"]: int(event["now_ms"]) for event in sent(events)}  # type: ignore[call-overload]
+    for seq, event in by_seq.items():
+        assert int(event["now_ms"]) - sent_at[seq] >= 1500, f"seq {seq} delivered before its time"  # type: ignore[call-overload]
+
+
+def test_grpc_transactions_commit_roll_back_and_check_back(
+    grpc_client: JavaLine, server: ServerProcess, tmp_path: Path
+) -> None:
+    topic, count = "grpc-tx", 150
+    events = drive_grpc(
+        grpc_client,
+        tmp_path,
+        server,
+        ["produce", "--topic", topic, "--mode", "transaction", "--count", str(count)],
+        ["simple", "--topic", topic, "--group", "grpc-tx-g", "--expect", str(2 * count // 3)],
+    )
+    checked = {event["seq"] for event in events if event.get("event") == "checked"}
+    assert checked == {seq for seq in range(count) if seq % 3 == 2}
+    check_exactly(
+        received(events, "simple"), [seq for seq in range(count) if seq % 3 != 1], origin="java-grpc"
+    )
