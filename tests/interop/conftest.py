@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.interop_java import JavaLine, java_line, tools_available
-from tests.support.processes import ServerProcess, start_standalone, write_conf
+from tests.support.processes import ServerProcess, start_standalone, wait_route, write_conf
 
 # messageDelayLevel: eighteen levels, as Apache's, each short so a retry or a delay is seconds.
 INTEROP_BROKER_CONF: dict[str, object] = {
@@ -36,6 +36,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A standalone (nameserver, broker, gRPC proxy); ``extra_ports`` = [broker, gRPC]."""
     proc = start_interop_standalone(tmp_path_factory.mktemp("interop"))
     try:
+        # The broker's port opens a moment before its registration reaches the name server; a
+        # client asking for a route then finds none ("No route info of this topic").
+        wait_route(proc.addr, "TBW102", {"broker-a"})
         yield proc
     finally:
         proc.kill()

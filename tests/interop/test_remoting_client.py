@@ -60,7 +60,18 @@ def test_remoting_producer_modes_reach_clustered_push_consumers(
         ]
         for i, mode in enumerate(("sync", "async", "oneway", "batch"))
     ]
-    consume = ["push", "--topic", topic, "--group", group, "--instances", "2", "--expect", str(4 * PER_MODE)]
+    consume = [
+        "push",
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--instances",
+        "2",
+        "--expect",
+        str(4 * PER_MODE),
+        "--distinct",
+    ]
     events = drive(remoting, tmp_path, server, *steps, [*consume, "--settle-ms", "500"])
     sends = sent(events)
     assert len(sends) == 4 * PER_MODE
@@ -221,10 +232,12 @@ def test_remoting_lite_pull_consumer_subscribes_and_seeks(
         ],
     )
     sends = sent(events)
-    lite = received(events)
-    first = [event for event in lite if event["queue_offset"] is not None][:PER_MODE]
-    check_exactly(first, range(PER_MODE))
+    # A rebalance may hand a queue back from its committed offset: repeats are allowed, gaps not.
+    check_at_least_once(received(events, "sub"), range(PER_MODE))
     # assign + seek(200) on each of the 4 queues: exactly the sends at queue offset >= 200
-    seeked = lite[PER_MODE:]
     want = [event["seq"] for event in sends if int(event["queue_offset"]) >= 200]  # type: ignore[call-overload]
-    check_exactly(seeked, want)  # type: ignore[arg-type]
+    # The 5.x client may still hand out what a pull fetched from offset 0 before seek() took effect
+    # (its pull task races the seek, whichever broker it reads from): those come from below the
+    # seek offset and are left aside; from the seek offset on, each message exactly once.
+    after_seek = [event for event in received(events, "assign") if int(event["queue_offset"]) >= 200]  # type: ignore[call-overload]
+    check_exactly(after_seek, want)  # type: ignore[arg-type]
