@@ -8,17 +8,79 @@ Every read verb takes ``--json`` (from the shared options).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
+import difflib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from orbitmq.cli import _verbs, _verbs_messages
 from orbitmq.client.admin import AdminClient
 from orbitmq.errors import ClientError
 
-__all__ = ["add_verbs"]
+__all__ = ["CommandParser", "add_verbs"]
 
 Command = Callable[[AdminClient, argparse.Namespace], Awaitable[None]]
 
 _VERBS_HELP = "mqadmin's verbs (run 'orbitmq admin VERB --help')"
+
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Sub-commands that name a mistyped one's closest matches (``did you mean topicList?``) and
+    report an unknown option against the command's own usage, not the list of every command."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        extras = vars(namespace).pop(argparse._UNRECOGNIZED_ARGS_ATTR, None)
+        if extras:
+            name = str(list(values or [""])[0])
+            self._name_parser_map[name].error(f"unrecognized arguments: {' '.join(extras)}")
+
+
+def unknown_command_message(name: str, known: list[str]) -> str:
+    """``unknown command 'topiclist'; did you mean topicList?`` (difflib, case ignored)."""
+    by_lower = {command.lower(): command for command in known}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.6)
+    if close:
+        return f"unknown command {name!r}; did you mean {' or '.join(by_lower[c] for c in close)}?"
+    return f"unknown command {name!r}; 'orbitmq admin --help' lists every command"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """``orbitmq admin``'s parsers: their sub-commands are :class:`_Commands`, and a command
+    line naming no command says so (not argparse's ``the following arguments are required``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Commands)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if isinstance(action, _Commands) and value not in action._name_parser_map:
+            raise argparse.ArgumentError(
+                None, unknown_command_message(str(value), list(action._name_parser_map))
+            )
+        super()._check_value(action, value)
+
+    def error(self, message: str) -> Any:
+        if message.startswith("the following arguments are required: COMMAND"):
+            commands = [
+                name
+                for action in self._actions
+                if isinstance(action, _Commands)
+                for name in action._name_parser_map
+            ]
+            if len(commands) > 12:
+                message = (
+                    "name a command: an mqadmin verb (clusterList, topicList, updateTopic, ...) or "
+                    f"a noun-verb command (topic list, ...); '{self.prog} --help' lists them all"
+                )
+            else:
+                message = f"name a command: {', '.join(commands)}"
+        super().error(message)
 
 
 def _bool(text: str) -> bool:
@@ -57,11 +119,12 @@ def add_verbs(
     )
     parser = verb("updateTopic", "create a topic, or change the given settings of one", _update_topic(shared))
     parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-b", "--broker", metavar="HOST:PORT", help="only this broker")
     parser.add_argument("-c", "--cluster", help="cluster (default: every cluster)")
     parser.add_argument(
         "-q", "--queues", type=int, help="read and write queues per broker (8 for a new topic)"
     )
-    parser.add_argument("-r", "--read-queues", type=int, help="read queues (must equal write queues)")
+    parser.add_argument("-r", "--read-queues", type=int, help="read queues (may differ from write queues)")
     parser.add_argument("-w", "--write-queues", type=int, help="write queues")
     parser.add_argument("-p", "--perm", type=perm, help="permission: 2 write, 4 read, 6 both")
     parser.add_argument("-o", "--order", type=_bool, help="ordered topic: true or false")
@@ -209,20 +272,13 @@ def _add_message_verbs(
 
 def _update_topic(shared: dict[str, Command]) -> Command:
     async def update_topic(admin: AdminClient, args: argparse.Namespace) -> None:
-        queues = args.queues
-        if args.read_queues is not None or args.write_queues is not None:
-            read, write = args.read_queues, args.write_queues
-            if read is not None and write is not None and read != write:
-                raise ClientError(
-                    f"topic {args.topic}: OrbitMQ topics have as many read queues as write queues"
-                )
-            queues = write if write is not None else read
-        args.queues = queues
-        exists = bool(await admin.topic_configs(args.topic, cluster=args.cluster))
+        if args.broker and args.cluster:
+            raise ClientError("updateTopic: give -b (one broker) or -c (a cluster's masters), not both")
+        exists = bool(await admin.topic_configs(args.topic, cluster=args.cluster, broker_addr=args.broker))
         if exists:
             await shared["topic_update"](admin, args)
             return
-        args.queues = 8 if queues is None else queues
+        args.queues = 8 if args.queues is None else args.queues
         args.perm = 6 if args.perm is None else args.perm
         args.order = bool(args.order)
         await shared["topic_create"](admin, args)
