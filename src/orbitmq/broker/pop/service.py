@@ -114,6 +114,8 @@ class PopResult:
     messages: list[PoppedMessage] = field(default_factory=list)
     start_offsets: dict[int, int] = field(default_factory=dict)
     rest_num: int = 0
+    # The earlier answer to a repeated attempt id: nothing new was handed out.
+    repeated: bool = False
 
 
 @dataclass(slots=True)
@@ -399,6 +401,7 @@ class PopService:
             PopStatus.FOUND, delivery.pop_time_ms, delivery.visible_at_ms - delivery.pop_time_ms
         )
         result.messages = messages
+        result.repeated = True
         for message in messages:
             result.start_offsets.setdefault(message.queue_id, message.queue_offset)
         return result
