@@ -369,7 +369,12 @@ def _restore_empty(
             continue
         table.restore_empty(topic, queue_id, bounds.max_queue_offset)
         restored.add((topic, queue_id))
-        _log.warning(
+        # A queue the manifest lists as empty (its topic deleted, or retention took every
+        # record) is the expected state, not news: a restart after deleting topics stays
+        # quiet. A queue the manifest says held entries that the log no longer has is worth
+        # a warning.
+        _log.log(
+            logging.WARNING if bounds.holds_entries else logging.DEBUG,
             "consume queue %s/%d has no record left in the commit log; restored empty at queue offset %d",
             topic,
             queue_id,
