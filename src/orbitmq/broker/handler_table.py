@@ -68,6 +68,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic_in_broker,
         RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
         RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: admin.get_subscription_group_config,
+        RequestCode.QUERY_CONSUME_QUEUE: admin.query_consume_queue,
         RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
         RequestCode.QUERY_MESSAGE: query.query_message,
         RequestCode.END_TRANSACTION: transaction.end_transaction,

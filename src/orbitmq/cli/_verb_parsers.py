@@ -12,7 +12,7 @@ import difflib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from orbitmq.cli import _verbs, _verbs_messages
+from orbitmq.cli import _verbs, _verbs_messages, _verbs_ops
 from orbitmq.client.admin import AdminClient
 from orbitmq.errors import ClientError
 
@@ -188,6 +188,7 @@ def add_verbs(
     )
 
     _add_message_verbs(verb, parse_time_ms)
+    _add_ops_verbs(verb, perm)
 
     parser = verb("brokerStatus", "a broker's runtime figures", _verbs.broker_status)
     _broker_or_cluster(parser)
@@ -206,6 +207,69 @@ def add_verbs(
     parser.add_argument("-s", "--namespace", required=True)
     parser.add_argument("-k", "--key", required=True)
     parser.add_argument("-v", "--value", required=True)
+
+
+def _add_ops_verbs(
+    verb: Callable[[str, str, Command], argparse.ArgumentParser], perm: Callable[[str], int]
+) -> None:
+    parser = verb("updateTopicPerm", "change a topic's permission", _verbs_ops.update_topic_perm)
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-p", "--perm", type=perm, required=True, help="2 write, 4 read, 6 both")
+    parser.add_argument("-b", "--broker", metavar="HOST:PORT", help="on this broker")
+    parser.add_argument("-c", "--cluster", help="on every master of this cluster")
+    verb("topicClusterList", "the clusters a topic is on", _verbs_ops.topic_cluster_list).add_argument(
+        "-t", "--topic", required=True
+    )
+    parser = verb("allocateMQ", "how an average rebalance shares a topic's queues", _verbs_ops.allocate_mq)
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-i", "--ip-list", required=True, help="client ids, comma-separated")
+    verb("getNamesrvConfig", "every name server's config", _verbs_ops.get_namesrv_config)
+    parser = verb(
+        "updateNamesrvConfig", "change a name server setting live", _verbs_ops.update_namesrv_config
+    )
+    parser.add_argument("-k", "--key", required=True)
+    parser.add_argument("-v", "--value", required=True)
+    parser = verb("deleteKvConfig", "delete a name server KV config item", _verbs_ops.delete_kv_config)
+    parser.add_argument("-s", "--namespace", required=True)
+    parser.add_argument("-k", "--key", required=True)
+    for name, writable, help_text in (
+        ("wipeWritePerm", False, "stop sends to a broker on every name server (drain it)"),
+        ("addWritePerm", True, "let sends reach a broker again on every name server"),
+    ):
+        parser = verb(name, help_text, _verbs_ops.write_perm)
+        parser.add_argument("-b", "--broker-name", required=True)
+        parser.set_defaults(writable=writable)
+    verb(
+        "getConsumerConfig", "a group's subscription group config per broker", _verbs_ops.get_consumer_config
+    ).add_argument("-g", "--group", required=True)
+    parser = verb(
+        "brokerConsumeStats", "every group's lag per queue on one broker", _verbs_ops.broker_consume_stats
+    )
+    parser.add_argument("-b", "--broker", metavar="HOST:PORT", required=True)
+    parser.add_argument(
+        "-t", "--timeout-millis", type=int, default=50_000, help="accepted for mqadmin's sake"
+    )
+    parser.add_argument("-l", "--level", type=int, default=0, help="only queues with at least this diff")
+    parser.add_argument("-o", "--order", type=_bool, default=False, help="order topics (true/false)")
+    parser = verb("clusterRT", "send time to each broker, every -i seconds", _verbs_ops.cluster_rt)
+    parser.add_argument("-a", "--amount", type=int, default=100, help="messages per broker per round (100)")
+    parser.add_argument("-s", "--size", type=int, default=128, help="message size in bytes (128)")
+    parser.add_argument("-c", "--cluster", help="only this cluster")
+    parser.add_argument("-p", "--print-log", type=_bool, default=False, help="print as tlog lines")
+    parser.add_argument("-m", "--machine-room", default="noname")
+    parser.add_argument("-i", "--interval", type=float, default=10, help="seconds between rounds (10)")
+    parser.add_argument("--rounds", type=int, default=0, help="stop after this many rounds (0: never)")
+    parser = verb("queryCq", "consume queue entries of one queue", _verbs_ops.query_cq)
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-q", "--queue", type=int, required=True, help="queue id")
+    parser.add_argument("-i", "--index", type=int, required=True, help="first queue offset")
+    parser.add_argument("-c", "--count", type=int, default=10, help="entries (10)")
+    parser.add_argument(
+        "-b", "--broker", metavar="HOST:PORT", help="broker (default: the route's first master)"
+    )
+    parser.add_argument(
+        "-g", "--group", help="consumer group: its subscription, and whether each entry passes it"
+    )
 
 
 def _broker_or_cluster(parser: argparse.ArgumentParser) -> None:

@@ -77,7 +77,9 @@ mqadmin verbs: clusterList topicList topicRoute topicStatus updateTopic deleteTo
 deleteSubGroup consumerProgress consumerConnection producerConnection consumerStatus queryMsgById
 queryMsgByKey queryMsgByOffset queryMsgTraceById (or trace MSG_ID) resetOffsetByTime
 skipAccumulatedMessage sendMessage consumeMessage printMsg brokerStatus statsAll getBrokerConfig
-updateBrokerConfig updateKvConfig cloneGroupOffset
+updateBrokerConfig updateKvConfig deleteKvConfig cloneGroupOffset updateTopicPerm topicClusterList
+allocateMQ getNamesrvConfig updateNamesrvConfig wipeWritePerm addWritePerm getConsumerConfig
+brokerConsumeStats clusterRT queryCq
 """
 _PERMS = {2: "write only", 4: "read only", 6: "read and write"}
 

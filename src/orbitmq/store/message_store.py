@@ -446,6 +446,20 @@ class MessageStore:
             queue = self._queues.get(topic, queue_id)
             return queue.max_queue_offset if queue is not None else 0
 
+    def consume_queue_entries(
+        self, topic: str, queue_id: int, queue_offset: int, count_max: int
+    ) -> list[tuple[int, int, int]] | None:
+        """Up to ``count_max`` consume queue entries (commit-log offset, size, tags code) from
+        ``queue_offset`` on, within the readable range; None for a queue the store does not have."""
+        with self._lock:
+            self._require_open()
+            queue = self._queues.get(topic, queue_id)
+            if queue is None:
+                return None
+            start = max(queue_offset, queue.min_queue_offset)
+            end = min(queue_offset + max(count_max, 0), queue.max_queue_offset)
+            return [queue.entry(offset) for offset in range(start, end)]
+
     def get_min_queue_offset(self, topic: str, queue_id: int) -> int:
         """The oldest queue offset still readable (0 for an unknown queue)."""
         with self._lock:
