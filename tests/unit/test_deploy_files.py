@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from orbitmq.broker.config import load_broker_config
+from orbitmq.controller.config import load_controller_config
 from orbitmq.namesrv.config import load_namesrv_config
 from orbitmq.proxy.config import load_proxy_config
 
@@ -120,6 +121,10 @@ def test_deploy_compose_services_use_config_files_that_load() -> None:
             broker_config = loaded[0]  # type: ignore[index]
             roles.add((broker_config.broker_name, broker_config.broker_id, broker_config.broker_role.name))
     assert roles == {("broker-a", 0, "ASYNC_MASTER"), ("broker-a", 1, "SLAVE")}, roles
+    controller = load_controller_config(str(DEPLOY / "systemd" / "controller.conf"))
+    assert controller.self_id == "n0" and controller.store_path.startswith("/var/lib/orbitmq/")
+    dashboard_env = (DEPLOY / "systemd" / "dashboard.env").read_text()
+    assert re.findall(r"^(\w+)=", dashboard_env, re.MULTILINE) == ["NAMESRV_ADDR", "ORBITMQ_DASHBOARD_AUTH"]
 
 
 def test_deploy_spark_image_starts_from_the_pinned_spark_and_python_3_11() -> None:
