@@ -34,11 +34,22 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
         values: str | Sequence[Any] | None,
         option_string: str | None = None,
     ) -> None:
-        super().__call__(parser, namespace, values, option_string)
+        arguments = list(values or [])
+        if arguments:
+            # mqadmin matches its verbs case-insensitively: `topiclist` is `topicList`.
+            arguments[0] = self.canonical(str(arguments[0])) or arguments[0]
+        super().__call__(parser, namespace, arguments, option_string)
         extras = vars(namespace).pop(argparse._UNRECOGNIZED_ARGS_ATTR, None)
         if extras:
-            name = str(list(values or [""])[0])
+            name = str(arguments[0])
             self._name_parser_map[name].error(f"unrecognized arguments: {' '.join(extras)}")
+
+    def canonical(self, name: str) -> str | None:
+        """The command ``name`` names, its case ignored as mqadmin ignores it; None for none."""
+        if name in self._name_parser_map:
+            return name
+        matches = [known for known in self._name_parser_map if known.lower() == name.lower()]
+        return matches[0] if len(matches) == 1 else None
 
 
 def unknown_command_message(name: str, known: list[str]) -> str:
@@ -59,10 +70,12 @@ class CommandParser(argparse.ArgumentParser):
         self.register("action", "parsers", _Commands)
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
-        if isinstance(action, _Commands) and value not in action._name_parser_map:
-            raise argparse.ArgumentError(
-                None, unknown_command_message(str(value), list(action._name_parser_map))
-            )
+        if isinstance(action, _Commands):
+            if action.canonical(str(value)) is None:
+                raise argparse.ArgumentError(
+                    None, unknown_command_message(str(value), list(action._name_parser_map))
+                )
+            return
         super()._check_value(action, value)
 
     def error(self, message: str) -> Any:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from orbitmq.cli.admin import EXIT_NOT_FOUND, EXIT_USAGE, main
+from orbitmq.cli.admin import EXIT_NOT_FOUND, EXIT_USAGE, build_parser, main
 from orbitmq.client import Message
 from orbitmq.client.blocking import BlockingAdminClient, BlockingProducer
 from tests.support.processes import ServerProcess, start_standalone
@@ -42,12 +42,19 @@ def test_admin_without_a_command_asks_for_one(capsys: pytest.CaptureFixture[str]
 def test_admin_mistyped_verb_gets_a_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
     err = usage_error(capsys, "topicLsit")
     assert "did you mean topicList" in err, err
-    err = usage_error(capsys, "updatetopic", "-t", "T")
+    err = usage_error(capsys, "updateTopc", "-t", "T")
     assert "did you mean updateTopic" in err, err
     err = usage_error(capsys, "nothingLikeAnyVerb")
     assert "'orbitmq admin --help' lists every command" in err, err
     # The usage line names the command placeholder, not every verb in braces.
     assert "clusterList,topicList" not in err
+
+
+def test_admin_verbs_ignore_case_as_mqadmin_does() -> None:
+    args = build_parser().parse_args(["topiclist", "-n", "127.0.0.1:1"])
+    assert args.group == "topicList"
+    args = build_parser().parse_args(["UPDATETOPIC", "-t", "T", "-r", "8", "-w", "4"])
+    assert (args.group, args.read_queues, args.write_queues) == ("updateTopic", 8, 4)
 
 
 def test_admin_bad_option_is_reported_against_the_verbs_usage(capsys: pytest.CaptureFixture[str]) -> None:
