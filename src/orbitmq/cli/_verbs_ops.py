@@ -46,7 +46,7 @@ def _out(args: argparse.Namespace) -> Output:
     return Output(bool(getattr(args, "json", False)))
 
 
-def _namesrv_list(args: argparse.Namespace, admin: AdminClient) -> list[str]:
+def _namesrv_list(admin: AdminClient) -> list[str]:
     """The name servers of ``-n`` (every one of them, as mqadmin's name server verbs ask)."""
     return list(admin.client_config.namesrv_addrs)
 
@@ -123,7 +123,7 @@ async def allocate_mq(admin: AdminClient, args: argparse.Namespace) -> None:
 
 
 async def get_namesrv_config(admin: AdminClient, args: argparse.Namespace) -> None:
-    configs = await admin.namesrv_config(_namesrv_list(args, admin))
+    configs = await admin.namesrv_config(_namesrv_list(admin))
     out = _out(args)
     if out.as_json:
         out.json(configs)
@@ -135,7 +135,7 @@ async def get_namesrv_config(admin: AdminClient, args: argparse.Namespace) -> No
 
 
 async def update_namesrv_config(admin: AdminClient, args: argparse.Namespace) -> None:
-    servers = await admin.update_namesrv_config({args.key: args.value}, _namesrv_list(args, admin))
+    servers = await admin.update_namesrv_config({args.key: args.value}, _namesrv_list(admin))
     out = _out(args)
     if out.as_json:
         out.json({"key": args.key, "value": args.value, "nameServers": servers})
@@ -157,22 +157,20 @@ async def write_perm(admin: AdminClient, args: argparse.Namespace) -> None:
     server is reported and the others still asked, as mqadmin does."""
     writable = args.writable
     what = "add" if writable else "wipe"
-    failed = False
+    out = _out(args)
     counts: dict[str, int | None] = {}
-    for addr in _namesrv_list(args, admin):
+    for addr in _namesrv_list(admin):
         try:
             counts[addr] = await admin.set_write_perm(addr, args.broker_name, writable=writable)
         except OrbitError as exc:
-            counts[addr], failed = None, True
-            _out(args).line(f"{what} write perm of broker[{args.broker_name}] in name server[{addr}] Failed")
+            counts[addr] = None
+            out.line(f"{what} write perm of broker[{args.broker_name}] in name server[{addr}] Failed")
             print(f"orbitmq admin: {exc}", file=sys.stderr)
             continue
-        _out(args).line(
-            f"{what} write perm of broker[{args.broker_name}] in name server[{addr}] OK, {counts[addr]}"
-        )
-    if _out(args).as_json:
-        _out(args).json({"brokerName": args.broker_name, "writable": writable, "topicCounts": counts})
-    if failed:
+        out.line(f"{what} write perm of broker[{args.broker_name}] in name server[{addr}] OK, {counts[addr]}")
+    if out.as_json:
+        out.json({"brokerName": args.broker_name, "writable": writable, "topicCounts": counts})
+    if None in counts.values():
         raise ClientError(f"{what}WritePerm failed on some name server")
 
 
@@ -186,7 +184,8 @@ async def get_consumer_config(admin: AdminClient, args: argparse.Namespace) -> N
     ext = GetConsumerListByGroupRequestHeader(args.group).to_ext() | {"group": args.group}
     found: list[tuple[str, str, dict[str, object]]] = []
     for name, data in sorted(info.broker_addr_table.items()):
-        addr = data.master_addr or next(iter(sorted(data.broker_addrs.items())), (0, None))[1]
+        # RocketMQ's selectBrokerAddr: the master, else a slave.
+        addr = data.master_addr or (min(data.broker_addrs.items())[1] if data.broker_addrs else None)
         if addr is None:
             continue
         response = await invoke(admin, addr, RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, ext)
