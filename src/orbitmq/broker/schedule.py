@@ -15,7 +15,10 @@ a few milliseconds of its due time and nothing busy-polls.
 
 Re-storing writes a new message to the real topic and queue: same body, flag, sysFlag, born
 time and host, reconsume count and properties (``UNIQ_KEY`` included) minus ``DELAY``; it gets
-new offsets. The level's progress offset advances only after that put succeeded.
+new offsets. The level's progress offset advances only after that put succeeded. The
+destination is checked first as a send would be (broker.reput): a message naming a topic
+that does not exist, is not writable, lacks the queue or is one only the broker writes is
+logged and skipped, never written.
 
 Durability. Progress is ``{"offsetTable": {"<level>": <next queue offset>}}`` in
 ``<storePathRootDir>/config/delayOffset.json`` (RocketMQ's file and shape), replaced
@@ -35,6 +38,7 @@ from pathlib import Path
 import orjson
 
 from orbitmq.broker._tasks import cancel_and_wait
+from orbitmq.broker.reput import ReputTargets
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
 from orbitmq.protocol.message_codec import decode_stored_message
@@ -178,8 +182,11 @@ class ScheduleService:
         persist_interval_ms: int,
         write_file: Callable[[Path, bytes], None],
         now_ms: Callable[[], int],
+        *,
+        targets: ReputTargets | None = None,
     ) -> None:
         self._store = store
+        self._targets = targets
         self._delays_ms = delay_levels_ms
         self._offsets_path = offsets_path
         self._store_host = store_host
@@ -315,6 +322,10 @@ class ScheduleService:
                 "delay level %d: message %s at queue offset %d has no REAL_TOPIC/REAL_QID; skipped",
                 level, message.msg_id, queue_offset,
             )  # fmt: skip
+            return None
+        if self._targets is not None and not self._targets.admit(
+            "delay", message.msg_id, request.topic, request.queue_id
+        ):
             return None
         put = self._store.put_message(request)
         if put.status in _REFUSED:

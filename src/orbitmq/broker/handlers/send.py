@@ -36,6 +36,7 @@ import random
 from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.handlers.replicated import replicated_status
+from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.schedule import delay_level_of, to_schedule
 from orbitmq.broker.status_map import put_response_code
 from orbitmq.broker.sync_flush import SyncFlushWaits
@@ -97,6 +98,7 @@ class SendHandlers:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
         self._flush_waits = SyncFlushWaits()
+        self._targets = ReputTargets(state.topics)
 
     # -- send ----------------------------------------------------------------------------------
 
@@ -178,6 +180,10 @@ class SendHandlers:
             redirected = self._dlq_if_exhausted(topic, header.reconsume_times, header.max_reconsume_times)
             if redirected is not None:
                 topic, queue_id = redirected, 0
+                # The DLQ topic gets the checks the retry topic got (it may be read-only).
+                rejection = self._targets.check("retry-dlq", properties.get("UNIQ_KEY", ""), topic, 0)
+                if rejection is not None:
+                    return rejection.response(request)
         properties_text = header.properties or ""
         rejection = check_message_size(
             topic,
@@ -456,10 +462,9 @@ class SendHandlers:
             topic_config = self._ensure_topic(target, group_config.retry_queue_nums, PERM_READ_WRITE)
             queue_id = random.randrange(max(topic_config.write_queue_nums, 1))
             delay_level = header.delay_level or 3 + original.reconsume_times
-        if not topic_config.perm & PERM_WRITE:
-            return request.response(
-                ResponseCode.NO_PERMISSION, f"the topic[{target}] sending message is forbidden"
-            )
+        rejection = self._targets.check("send-back", original.msg_id, target, queue_id)
+        if rejection is not None:
+            return rejection.response(request)
         properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, header.origin_msg_id or original.offset_msg_id)
         put = PutMessageRequest(
             topic=target,
