@@ -84,11 +84,26 @@ def to_schedule(put: PutMessageRequest, level: int, level_count: int) -> None:
     put.tags_code = None  # the dispatcher computes store time + delay(level)
 
 
+_LEVEL_DIGITS_MAX = 9
+"""Digits read of a DELAY level; a longer (larger) level is :data:`LEVEL_ABOVE_ANY`."""
+LEVEL_ABOVE_ANY = 1_000_000_000  # 10 digits
+"""A level above every configured one: :func:`clamp_delay_level` makes it the highest."""
+
+
 def delay_level_of(properties: dict[str, str]) -> int:
-    """The DELAY property as a level (0 when absent or not a positive number)."""
+    """The DELAY property as a level (0 when absent or not a non-negative decimal number).
+
+    Any run of digits is a level, however long: ``DELAY=2147483647`` asks for more than the
+    highest level, and RocketMQ clamps it to that level (:func:`clamp_delay_level`), never
+    to "no delay". Leading zeros do not count.
+    """
     text = properties.get(MessageConst.DELAY_TIME_LEVEL, "")
-    value = decimal_value(text, 9)
-    return 0 if value is None else value
+    if not (text.isascii() and text.isdigit()):
+        return 0
+    significant = text.lstrip("0")
+    if len(significant) > _LEVEL_DIGITS_MAX:
+        return LEVEL_ABOVE_ANY
+    return int(significant) if significant else 0
 
 
 def restore_request(

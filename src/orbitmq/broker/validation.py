@@ -10,7 +10,7 @@ response code RocketMQ answers with and a remark naming what was wrong:
 | create/delete of a reserved topic (TBW102, system topics) | SYSTEM_ERROR |
 | group name blank, too long (>120) or outside the charset | SYSTEM_ERROR |
 | body larger than maxMessageSize | MESSAGE_ILLEGAL |
-| property string larger than 32767 bytes | MESSAGE_ILLEGAL |
+| client's property string larger than 32767 bytes | MESSAGE_ILLEGAL |
 | queue id out of the topic's range | SYSTEM_ERROR |
 """
 
@@ -164,6 +164,27 @@ def check_message_size(
             f"{MAX_PROPERTIES_BYTES}",
         )
     return None
+
+
+def stamps_that_fit(stamps: dict[str, str], properties_bytes: int) -> dict[str, str]:
+    """The broker's stamps (CLUSTER, MSG_REGION, TRACE_ON, in that order) a record has room for.
+
+    The 32767-byte limit is the client's: a property string of exactly that size is accepted
+    (:func:`check_message_size`). The stored record has its own limit, the same figure (its
+    length field is a signed short, as Java clients decode it), so stamps that would take
+    the stored string past it are left off, the last first: they are informational (trace
+    hooks read them), the client's properties are not. ``properties_bytes`` is the client's
+    string's length; the stamps' cost counted is an upper bound (each adds its key, its value
+    and two separators).
+    """
+    kept = dict(stamps)
+    while kept and properties_bytes + _encoded_bytes(kept) > MAX_PROPERTIES_BYTES:
+        kept.popitem()
+    return kept
+
+
+def _encoded_bytes(properties: dict[str, str]) -> int:
+    return sum(len(key.encode()) + len(value.encode()) + 2 for key, value in properties.items())
 
 
 def check_queue_id(topic: str, queue_id: int, queue_count: int, who: str = "") -> Rejection | None:
