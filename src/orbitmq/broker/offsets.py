@@ -268,8 +268,13 @@ class ConsumerOffsetTable:
         return changed
 
     @classmethod
-    def decode(cls, data: bytes, source: str = "consumerOffset.json") -> ConsumerOffsetTable:
+    def decode(
+        cls, data: bytes, source: str = "consumerOffset.json", *, log_skipped: bool = True
+    ) -> ConsumerOffsetTable:
         """Load a table written by :meth:`encode` (or by RocketMQ); damaged entries are skipped.
+
+        Each skipped entry is logged unless ``log_skipped`` is False (a request's body: its
+        sender could fill the log).
 
         Raises:
             ConfigError: the document is not valid JSON or has no ``offsetTable``; names ``source``.
@@ -286,7 +291,8 @@ class ConsumerOffsetTable:
         for key, queues in raw.items():
             topic, _, group = str(key).rpartition(TOPIC_GROUP_SEPARATOR)
             if not isinstance(queues, dict):
-                logger.warning("%s: entry %s is not an object; skipped", source, shorten(key))
+                if log_skipped:
+                    logger.warning("%s: entry %s is not an object; skipped", source, shorten(key))
                 skipped += 1
                 continue
             for queue_text, offset_value in queues.items():
@@ -296,6 +302,9 @@ class ConsumerOffsetTable:
                 else:
                     problem = entry_problem(group, topic, queue_id, queue_offset)
                 if problem is not None or queue_id is None or queue_offset is None:
+                    skipped += 1
+                    if not log_skipped:
+                        continue
                     logger.warning(
                         "%s: entry %s queue %s skipped: %s",
                         source,
@@ -303,10 +312,9 @@ class ConsumerOffsetTable:
                         shorten(queue_text),
                         problem,
                     )
-                    skipped += 1
                     continue
                 table._table.setdefault((topic, group), {})[queue_id] = queue_offset
-        if skipped:
+        if skipped and log_skipped:
             logger.warning("%s: %d damaged entries skipped", source, skipped)
         return table
 

@@ -99,7 +99,14 @@ class SendHandlers:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
         self._flush_waits = SyncFlushWaits()
-        self._targets = ReputTargets(state.topics)
+        self._reput_targets: ReputTargets | None = None
+
+    @property
+    def _targets(self) -> ReputTargets:
+        """The DLQ re-put checks (made on first use: the table is built before some states)."""
+        if self._reput_targets is None:
+            self._reput_targets = ReputTargets(self._state.topics)
+        return self._reput_targets
 
     # -- send ----------------------------------------------------------------------------------
 

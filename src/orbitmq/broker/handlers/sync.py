@@ -25,9 +25,11 @@ from orbitmq.broker.validation import TRANS_HALF_TOPIC
 from orbitmq.errors import ConfigError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server import RequestContext
 
 logger = logging.getLogger(__name__)
+_log_limit = LogLimiter(logger)  # merges come from any peer: one line per interval
 
 
 class SyncHandlers:
@@ -45,13 +47,17 @@ class SyncHandlers:
 
     async def merge_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         try:
-            offsets = ConsumerOffsetTable.decode(request.body, f"offsets merged by {ctx.peer_address}")
+            offsets = ConsumerOffsetTable.decode(request.body, "the merged offsets", log_skipped=False)
         except ConfigError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc), {})
         changed = self._state.offsets.merge_max(offsets)
         if changed:
-            logger.info(
-                "%d consumer offsets merged from %s (ahead of this broker's)", changed, ctx.peer_address
+            _log_limit.log(
+                logging.INFO,
+                "merge-consumer-offset",
+                "%d consumer offsets merged from %s (ahead of this broker's)",
+                changed,
+                ctx.peer_address,
             )
         return request.response(ResponseCode.SUCCESS, f"{changed} offsets moved", {})
 
