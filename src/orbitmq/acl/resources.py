@@ -23,7 +23,7 @@ code  request                      needs
 370   RECALL_MESSAGE               ``topic`` PUB
 40001 STAGE_MESSAGES               ``topic`` PUB, as a send (OrbitMQ's own code)
 admin 17 25 200 207 215 513,       ``admin: true`` (:data:`ADMIN_CODES`)
-      50 51 52 53 54
+      50 51 52 53 54 40003
 other everything else              a valid signature only
 ====  ===========================  ==========================================================
 
@@ -84,6 +84,7 @@ ADMIN_CODES = frozenset(
         52,  # GET_BROKER_CLUSTER_ACL_INFO
         53,  # UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (OrbitMQ: admin too)
         54,  # GET_BROKER_CLUSTER_ACL_CONFIG (OrbitMQ: admin too)
+        40003,  # MERGE_CONSUMER_OFFSET (OrbitMQ's own: a slave's offsets into its master)
     }
 )
 """Broker request codes only an ``admin: true`` account may send."""

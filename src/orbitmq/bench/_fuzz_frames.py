@@ -81,6 +81,7 @@ BROKER_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.ChangeInvisibleTimeRequestHeader,
     # What a slave copies from its master, and the replication status.
     RequestCode.GET_ALL_CONSUMER_OFFSET: None,
+    RequestCode.MERGE_CONSUMER_OFFSET: None,
     RequestCode.GET_ALL_DELAY_OFFSET: None,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: None,
     RequestCode.GET_TIMER_CHECK_POINT: None,

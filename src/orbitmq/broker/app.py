@@ -48,6 +48,7 @@ from orbitmq.broker.pop.journal import SNAPSHOT_FILE
 from orbitmq.broker.registration import NamesrvRegistration
 from orbitmq.broker.replication import ReplicationService
 from orbitmq.broker.replication.controlled import ReplicasManager
+from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.schedule import DELAY_OFFSET_FILE, ScheduleService
 from orbitmq.broker.staging import StagingService
 from orbitmq.broker.stats import BrokerStats
@@ -467,6 +468,7 @@ class BrokerApp:
         def store_host() -> tuple[str, int]:
             return state.store_host
 
+        targets = ReputTargets(state.topics)
         schedule = ScheduleService(
             store,
             delay_levels_ms(self.store_config.message_delay_level),
@@ -475,6 +477,7 @@ class BrokerApp:
             config.flush_delay_offset_interval_ms,
             write_atomically,
             now_ms,
+            targets=targets,
         )
         schedule.load()
         store.add_arrival_listener(schedule.on_arrival)
@@ -488,6 +491,7 @@ class BrokerApp:
                 config.timer_flush_interval_ms,
                 store_host,
                 now_ms,
+                targets=targets,
             )
             # A crash start relinks the pending timers: keep it off the event loop.
             await asyncio.to_thread(timer.open)
@@ -505,7 +509,7 @@ class BrokerApp:
             store_host,
             write_atomically,
             now_ms,
-            topics=state.topics,
+            targets=targets,
         )
         await asyncio.to_thread(transactions.load)
         state.transactions = transactions

@@ -94,6 +94,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.SEND_REPLY_MESSAGE: reply.send_reply_message,
         RequestCode.SEND_REPLY_MESSAGE_V2: reply.send_reply_message,
         RequestCode.GET_ALL_CONSUMER_OFFSET: sync.get_all_consumer_offset,
+        RequestCode.MERGE_CONSUMER_OFFSET: sync.merge_consumer_offset,
         RequestCode.GET_ALL_DELAY_OFFSET: sync.get_all_delay_offset,
         RequestCode.GET_TIMER_CHECK_POINT: sync.get_timer_check_point,
         RequestCode.GET_BROKER_HA_STATUS: sync.get_broker_ha_status,

@@ -99,6 +99,9 @@ class RequestCode(IntEnum):
     # staged writes committed once per (write id, batch id) (protocol/staging.py).
     STAGE_MESSAGES = 40001
     COMMIT_STAGED = 40002
+    # A slave's consumer offsets that moved ahead while its master was away, merged into the
+    # returned master (the larger offset wins; body: consumerOffset.json's shape).
+    MERGE_CONSUMER_OFFSET = 40003
 
 
 class ResponseCode(IntEnum):

@@ -36,6 +36,7 @@ import random
 from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.handlers.replicated import replicated_status
+from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.schedule import delay_level_of, to_schedule
 from orbitmq.broker.status_map import put_response_code
 from orbitmq.broker.sync_flush import SyncFlushWaits
@@ -49,6 +50,7 @@ from orbitmq.broker.validation import (
     check_send_topic,
     dlq_topic,
     retry_topic,
+    stamps_that_fit,
 )
 from orbitmq.errors import BadRequestError, RemoteProtocolError
 from orbitmq.metrics import message_type_of
@@ -61,7 +63,7 @@ from orbitmq.protocol.headers import INT32_MAX, ConsumerSendMsgBackRequestHeader
 from orbitmq.protocol.message_codec import decode_stored_message
 from orbitmq.protocol.message_id import join_offset_msg_ids
 from orbitmq.protocol.names import group_name_problem
-from orbitmq.protocol.properties import decode_properties
+from orbitmq.protocol.properties import decode_properties, encode_properties
 from orbitmq.store.batch_put import BatchPut
 from orbitmq.store.config import FlushDiskType
 from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
@@ -97,6 +99,14 @@ class SendHandlers:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
         self._flush_waits = SyncFlushWaits()
+        self._reput_targets: ReputTargets | None = None
+
+    @property
+    def _targets(self) -> ReputTargets:
+        """The DLQ re-put checks (made on first use: the table is built before some states)."""
+        if self._reput_targets is None:
+            self._reput_targets = ReputTargets(self._state.topics)
+        return self._reput_targets
 
     # -- send ----------------------------------------------------------------------------------
 
@@ -178,20 +188,25 @@ class SendHandlers:
             redirected = self._dlq_if_exhausted(topic, header.reconsume_times, header.max_reconsume_times)
             if redirected is not None:
                 topic, queue_id = redirected, 0
-        properties_text = header.properties or ""
+                # The DLQ topic gets the checks the retry topic got (it may be read-only).
+                rejection = self._targets.check("retry-dlq", properties.get("UNIQ_KEY", ""), topic, 0)
+                if rejection is not None:
+                    return rejection.response(request)
+        properties_bytes = len((header.properties or "").encode())
         rejection = check_message_size(
-            topic,
-            len(request.body),
-            len(properties_text.encode()),
-            self._state.store_config.max_message_size_bytes,
+            topic, len(request.body), properties_bytes, self._state.store_config.max_message_size_bytes
         )
         if rejection is not None:
             return rejection.response(request)
         config = self._state.config
-        properties[MessageConst.CLUSTER] = config.broker_cluster_name
-        # Trace stamps (operations-features §1.2): consumers' trace hooks read them.
-        properties[MessageConst.MSG_REGION] = config.region_id
-        properties[MessageConst.TRACE_SWITCH] = "true" if config.trace_on else "false"
+        # Trace stamps (operations-features §1.2): consumers' trace hooks read them; a string
+        # at the client's limit leaves no room for them (stamps_that_fit).
+        stamps = {
+            MessageConst.CLUSTER: config.broker_cluster_name,
+            MessageConst.MSG_REGION: config.region_id,
+            MessageConst.TRACE_SWITCH: "true" if config.trace_on else "false",
+        }
+        properties.update(stamps_that_fit(stamps, properties_bytes))
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= SysFlag.MULTI_TAGS
@@ -341,6 +356,7 @@ class SendHandlers:
             MessageConst.MSG_REGION: config.region_id,
             MessageConst.TRACE_SWITCH: "true" if config.trace_on else "false",
         }
+        stamps = stamps_that_fit(stamps, _longest_properties_bytes(properties_column, encoded_column))
         batch = BatchPut(
             topic, queue_id, flags, bodies, properties_column, encoded_column, header.sys_flag,
             header.born_timestamp, (ctx.peer_host, ctx.peer_port), self._state.store_host, stamps,
@@ -456,10 +472,9 @@ class SendHandlers:
             topic_config = self._ensure_topic(target, group_config.retry_queue_nums, PERM_READ_WRITE)
             queue_id = random.randrange(max(topic_config.write_queue_nums, 1))
             delay_level = header.delay_level or 3 + original.reconsume_times
-        if not topic_config.perm & PERM_WRITE:
-            return request.response(
-                ResponseCode.NO_PERMISSION, f"the topic[{target}] sending message is forbidden"
-            )
+        rejection = self._targets.check("send-back", original.msg_id, target, queue_id)
+        if rejection is not None:
+            return rejection.response(request)
         properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, header.origin_msg_id or original.offset_msg_id)
         put = PutMessageRequest(
             topic=target,
@@ -495,6 +510,18 @@ def _read_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
     if request.code == RequestCode.SEND_MESSAGE_V2 or ("b" in ext and "topic" not in ext):
         return SendMessageRequestHeader.from_v2_ext(ext)
     return SendMessageRequestHeader.from_ext(ext)
+
+
+def _longest_properties_bytes(
+    properties_column: list[dict[str, str]] | None, encoded_column: list[bytes | None]
+) -> int:
+    """The longest property string of a batch (a string not kept as bytes is encoded)."""
+    longest = max(map(len, filter(None, encoded_column)), default=0)
+    if properties_column is not None and None in encoded_column:
+        for properties, encoded in zip(properties_column, encoded_column, strict=True):
+            if encoded is None:
+                longest = max(longest, len(encode_properties(properties).encode()))
+    return longest
 
 
 def _wait_store_ok(properties: dict[str, str]) -> bool:

@@ -57,6 +57,7 @@ from orbitmq.broker.pop.state import (
     QueueKey,
     QueuePopState,
 )
+from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.errors import StoreError
@@ -162,7 +163,7 @@ class PopService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread_id = 0
         self._task: asyncio.Task[None] | None = None
-        self._dead_letters = DeadLetters(store, topics, store_host)
+        self._dead_letters = DeadLetters(store, topics, store_host, ReputTargets(topics))
         self._stopping = False
 
     # -- lifecycle ----------------------------------------------------------------------------
