@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -44,6 +45,7 @@ from orbitmq.client.admin import TOOLS_CONSUMER_GROUP, AdminClient
 from orbitmq.dashboard.data import TOPIC_KINDS, ClusterData, describe_error, topic_kind
 from orbitmq.dashboard.history import History, Point
 from orbitmq.dashboard.messages import PAGE_MAX, TRACE_TOPIC_DEFAULT, MessageSearch, format_ms
+from orbitmq.dashboard.security import CSRF_FIELD, SecurityMiddleware
 from orbitmq.errors import OrbitError
 
 __all__ = ["DashboardConfig", "create_app"]
@@ -133,6 +135,7 @@ def create_app(config: DashboardConfig) -> Starlette:
     templates = Jinja2Templates(directory=str(_HERE / "templates"))
     templates.env.globals.update(format_ms=format_ms, quote=quote, kinds=TOPIC_KINDS)
     templates.env.filters["urlencode_params"] = _with_params
+    templates.env.globals["csrf_input"] = _csrf_input
     state = _State(config)
 
     def page(request: Request, name: str, **context: Any) -> Response:
@@ -333,10 +336,18 @@ def create_app(config: DashboardConfig) -> Starlette:
         Route("/dlq/resend", dlq_resend, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),
     ]
-    middleware = [Middleware(BaseHTTPMiddleware, dispatch=_basic_auth(config.auth))] if config.auth else []
+    middleware = [Middleware(SecurityMiddleware)]
+    if config.auth:
+        middleware.append(Middleware(BaseHTTPMiddleware, dispatch=_basic_auth(config.auth)))
     return Starlette(
         routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers={OrbitError: on_error}
     )
+
+
+def _csrf_input(request: Request) -> Markup:
+    """The hidden field every POST form carries (see :mod:`orbitmq.dashboard.security`)."""
+    token = getattr(request.state, "csrf_token", "")
+    return Markup(f'<input type="hidden" name="{CSRF_FIELD}" value="{escape(token)}">')
 
 
 def _with_params(params: Any, **changes: object) -> str:
