@@ -45,7 +45,8 @@ LOG_INTERVAL_S = 10.0
 SAFE_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
 SECURITY_HEADERS = {
     "content-security-policy": (
-        "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'"
+        "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; "
+        "object-src 'none'"
     ),
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
