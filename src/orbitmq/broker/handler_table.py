@@ -13,6 +13,7 @@ from orbitmq.broker.handlers.admin import AdminHandlers
 from orbitmq.broker.handlers.broker_info import BrokerInfoHandlers
 from orbitmq.broker.handlers.client_manage import ClientManageHandlers
 from orbitmq.broker.handlers.client_relay import ClientRelayHandlers
+from orbitmq.broker.handlers.consume_queue_query import ConsumeQueueQueryHandlers
 from orbitmq.broker.handlers.group_admin import GroupAdminHandlers
 from orbitmq.broker.handlers.offsets import OffsetHandlers
 from orbitmq.broker.handlers.pop import PopHandlers
@@ -25,6 +26,7 @@ from orbitmq.broker.handlers.staging import StagingHandlers
 from orbitmq.broker.handlers.sync import SyncHandlers
 from orbitmq.broker.handlers.transaction import TransactionHandlers
 from orbitmq.protocol.codes import RequestCode
+from orbitmq.protocol.consume_queue_query import QUERY_CONSUME_QUEUE
 from orbitmq.transport.server import Handler
 
 __all__ = ["build_handler_table"]
@@ -70,6 +72,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: admin.get_subscription_group_config,
         RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
         RequestCode.QUERY_MESSAGE: query.query_message,
+        QUERY_CONSUME_QUEUE: ConsumeQueueQueryHandlers(state).query_consume_queue,
         RequestCode.END_TRANSACTION: transaction.end_transaction,
         RequestCode.STAGE_MESSAGES: staging.stage_messages,
         RequestCode.COMMIT_STAGED: staging.commit_staged,
