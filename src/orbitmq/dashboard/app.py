@@ -32,6 +32,7 @@ from urllib.parse import quote, urlencode
 
 from markupsafe import Markup, escape
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -42,11 +43,12 @@ from starlette.templating import Jinja2Templates
 
 from orbitmq.client import Producer, PullConsumer
 from orbitmq.client.admin import TOOLS_CONSUMER_GROUP, AdminClient
+from orbitmq.client.dead_letters import DeadLetters, export_csv, export_json, message_row
 from orbitmq.dashboard.data import TOPIC_KINDS, ClusterData, describe_error, topic_kind
 from orbitmq.dashboard.history import History, Point
 from orbitmq.dashboard.messages import PAGE_MAX, TRACE_TOPIC_DEFAULT, MessageSearch, format_ms
 from orbitmq.dashboard.security import CSRF_FIELD, SecurityMiddleware
-from orbitmq.errors import OrbitError
+from orbitmq.errors import OrbitError, SubscriptionGroupNotExistError, TopicNotExistError
 
 __all__ = ["DashboardConfig", "create_app"]
 
@@ -114,16 +116,47 @@ class _State:
             await asyncio.sleep(self.config.sample_interval_s)
 
 
-def _parse_time_ms(text: str | None, default_ms: int) -> int:
-    """``YYYY-MM-DDTHH:MM[:SS]`` in UTC (an HTML datetime-local value), or epoch ms."""
+class BadRequest(Exception):
+    """A request the dashboard cannot answer as asked: a 400 page saying what was wrong."""
+
+
+class NotFound(Exception):
+    """A topic, group or message that does not exist: a 404 page saying so."""
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__(text)
+        self.title = title
+
+
+def _parse_time_ms(text: str | None, default_ms: int, name: str = "time") -> int:
+    """``YYYY-MM-DDTHH:MM[:SS]`` in UTC (an HTML datetime-local value), or epoch ms.
+
+    Raises:
+        BadRequest: neither.
+    """
     if not text:
         return default_ms
-    if text.isdigit():
+    if text.isdigit() and len(text) <= 16:
         return int(text)
-    moment = datetime.datetime.fromisoformat(text)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return int(moment.timestamp() * 1000)
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.UTC)
+        return int(moment.timestamp() * 1000)
+    except (ValueError, OverflowError, OSError):
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise BadRequest(
+            f"{name} {shown!r} is not a time: give YYYY-MM-DDTHH:MM (UTC) or epoch milliseconds"
+        ) from None
+
+
+def _int_param(text: str | None, default: int, name: str) -> int:
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise BadRequest(f"{name} {text[:40]!r} is not a whole number") from None
 
 
 def _time_input(timestamp_ms: int) -> str:
@@ -179,7 +212,12 @@ def create_app(config: DashboardConfig) -> Starlette:
 
     async def topic_detail(request: Request) -> Response:
         topic = request.path_params["topic"]
-        route = await state.admin.topic_route(topic)
+        try:
+            route = await state.admin.topic_route(topic)
+        except TopicNotExistError:
+            raise NotFound(
+                "No such topic", f"Topic {topic} does not exist: the name server has no route for it."
+            ) from None
         status, consumers = await asyncio.gather(
             state.data.topic_status(topic), state.data.consumers_of(topic)
         )
@@ -222,6 +260,13 @@ def create_app(config: DashboardConfig) -> Starlette:
     async def group_detail(request: Request) -> Response:
         group = request.path_params["group"]
         lags, members = await state.data.group_detail(group)
+        if not lags and not any(members.values()) and not await state.admin.broker_knows_group(group):
+            raise NotFound(
+                "No such consumer group",
+                f"Consumer group {group} does not exist: no broker has its subscription config, "
+                "an offset committed by it or an online member of it.",
+            )
+        dead = await DeadLetters(state.admin).page(group, page_size=1)
         now_ms = int(time.time() * 1000)
         return page(
             request,
@@ -230,6 +275,7 @@ def create_app(config: DashboardConfig) -> Starlette:
             lags=lags,
             members=members,
             now_input=_time_input(now_ms - 3_600_000),
+            dlq_total=dead.total,
         )
 
     async def group_reset(request: Request) -> Response:
@@ -256,8 +302,14 @@ def create_app(config: DashboardConfig) -> Starlette:
         mode = params.get("mode", "time")
         topic = params.get("topic", "").strip()
         now_ms = int(time.time() * 1000)
-        begin_ms = _parse_time_ms(params.get("begin"), now_ms - 3_600_000)
-        end_ms = _parse_time_ms(params.get("end"), now_ms + 60_000)
+        begin_ms = _parse_time_ms(params.get("begin"), now_ms - 3_600_000, "begin")
+        end_ms = _parse_time_ms(params.get("end"), now_ms + 60_000, "end")
+        number = _int_param(params.get("page"), 1, "page")
+        if mode not in ("time", "key", "id"):
+            raise BadRequest(f"mode {mode[:20]!r} is not time, key or id")
+        if mode == "time" and topic.startswith("%DLQ%"):
+            query = urlencode({"begin": begin_ms, "end": end_ms})
+            return RedirectResponse(f"/dlq/{quote(topic[5:], safe='')}?{query}", status_code=303)
         result = None
         if topic or params.get("id"):
             if mode == "key":
@@ -265,24 +317,98 @@ def create_app(config: DashboardConfig) -> Starlette:
             elif mode == "id":
                 result = await state.search.by_id(topic, params.get("id", ""))
             else:
-                result = await state.search.by_time(topic, begin_ms, end_ms)
+                result = await state.search.by_time(topic, begin_ms, end_ms, number)
         return page(
             request, "messages.html", mode=mode, topic=topic, key=params.get("key", ""), msg_id=params.get("id", ""),
             begin=_time_input(begin_ms), end=_time_input(end_ms), result=result, page_max=PAGE_MAX,
+            begin_ms=begin_ms, end_ms=end_ms,
         )  # fmt: skip
 
     async def message_detail(request: Request) -> Response:
         topic, msg_id = request.path_params["topic"], request.path_params["msg_id"]
         detail = await state.search.detail(topic, msg_id)
         if detail is None:
-            return page(
-                request, "error.html", title="No such message", text=f"No message {msg_id} in topic {topic}."
-            )
+            raise NotFound("No such message", f"No message {msg_id} in topic {topic}.")
         return page(request, "message.html", topic=topic, detail=detail, m=detail.message)
 
     async def dlq(request: Request) -> Response:
         rows = [row for row in await state.data.topics() if row.kind == "dlq"]
         return page(request, "dlq.html", rows=rows)
+
+    def dlq_range(params: Any) -> tuple[int, int]:
+        now_ms = int(time.time() * 1000)
+        return (
+            _parse_time_ms(params.get("begin"), 0, "begin"),
+            _parse_time_ms(params.get("end"), now_ms + 60_000, "end"),
+        )
+
+    async def dlq_group(request: Request) -> Response:
+        group = request.path_params["group"]
+        params = request.query_params
+        begin_ms, end_ms = dlq_range(params)
+        number = _int_param(params.get("page"), 1, "page")
+        size = _int_param(params.get("size"), PAGE_MAX, "size")
+        result = await DeadLetters(state.admin).page(
+            group, begin_ms=begin_ms, end_ms=end_ms, page=number, page_size=size
+        )
+        return page(
+            request, "dlq_group.html", group=group, page=result, begin=_time_input(begin_ms) if begin_ms else "",
+            end=_time_input(end_ms), begin_ms=begin_ms, end_ms=end_ms,
+            export_query=urlencode({"begin": begin_ms, "end": end_ms}),
+        )  # fmt: skip
+
+    async def dlq_export(request: Request) -> Response:
+        group = request.path_params["group"]
+        begin_ms, end_ms = dlq_range(request.query_params)
+        kind = request.query_params.get("format", "json")
+        if kind not in ("json", "csv"):
+            raise BadRequest(f"format {kind[:20]!r} is not json or csv")
+        dead = DeadLetters(state.admin)
+        try:
+            rows = [
+                message_row(m)
+                async for batch in dead.every(group, begin_ms=begin_ms, end_ms=end_ms)
+                for m in batch
+            ]
+        except TopicNotExistError:
+            rows = []
+        name = f"dlq-{group}.{kind}".replace('"', "")
+        headers = {"Content-Disposition": f'attachment; filename="{quote(name)}"'}
+        if kind == "csv":
+            return Response(export_csv(rows), media_type="text/csv; charset=utf-8", headers=headers)
+        return Response(export_json(rows), media_type="application/json", headers=headers)
+
+    async def dlq_group_resend(request: Request) -> Response:
+        group = request.path_params["group"]
+        form = await request.form()
+        target = f"/dlq/{quote(group, safe='')}"
+        dead = DeadLetters(state.admin)
+        try:
+            if form.get("which") == "all":
+                begin_ms, end_ms = dlq_range(form)
+                chosen = [
+                    m async for batch in dead.every(group, begin_ms=begin_ms, end_ms=end_ms) for m in batch
+                ]
+            else:
+                chosen = []
+                for msg_id in form.getlist("msg_id"):
+                    found = await dead.find(group, str(msg_id))
+                    if found is None:
+                        return back(target, problem=f"No dead letter {msg_id} in %DLQ%{group}.")
+                    chosen.append(found)
+            if not chosen:
+                return back(target, problem="Tick the dead letters to resend, or resend all.")
+            done = []
+            for message in chosen:
+                if form.get("to") == "direct":
+                    client_id, answer = await dead.consume_directly(group, message)
+                    done.append(f"{message.msg_id}: {answer.consume_result} on {client_id}")
+                else:
+                    done.append(f"{message.msg_id} as {await dead.resend(state.producer, message)}")
+        except (OrbitError, LookupError, BadRequest) as exc:
+            return back(target, problem=f"Resend failed: {describe_error(exc)}")
+        shown = "; ".join(done[:5]) + (f"; and {len(done) - 5} more" if len(done) > 5 else "")
+        return back(target, notice=f"Resent {len(done)} dead letters: {shown}.")
 
     async def dlq_resend(request: Request) -> Response:
         form = await request.form()
@@ -294,14 +420,34 @@ def create_app(config: DashboardConfig) -> Starlette:
             return back(target, problem=f"Resend failed: {describe_error(exc)}")
         return back(target, notice=f"Resent to its original topic as message {new_id}.")
 
+    def error_page(request: Request, status: int, title: str, text: str, hint: str = "") -> Response:
+        context = {"title": title, "text": text, "hint": hint, "notice": "", "problem": ""}
+        return templates.TemplateResponse(request, "error.html", context, status_code=status)
+
     async def on_error(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, TopicNotExistError | SubscriptionGroupNotExistError):
+            return error_page(request, 404, "Not found", exc.remark or str(exc))
         logger.warning("%s %s failed: %s", request.method, request.url.path, exc)
-        return templates.TemplateResponse(
-            request,
-            "error.html",
-            {"title": "The cluster did not answer", "text": describe_error(exc), "notice": "", "problem": ""},
-            status_code=502,
-        )
+        return error_page(
+            request, 502, "The cluster did not answer", describe_error(exc),
+            "Check that the name server address given to orbitmq dashboard --namesrv is reachable "
+            "and that its brokers are running.",
+        )  # fmt: skip
+
+    async def on_bad_request(request: Request, exc: Exception) -> Response:
+        return error_page(request, 400, "Bad request", str(exc))
+
+    async def on_not_found(request: Request, exc: Exception) -> Response:
+        title = exc.title if isinstance(exc, NotFound) else "Not found"
+        return error_page(request, 404, title, str(exc))
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        if status == 404:
+            return error_page(
+                request, 404, "Not found", f"The dashboard has no page {request.url.path[:200]}."
+            )
+        return PlainTextResponse(str(getattr(exc, "detail", "")) or "error", status_code=status)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -334,14 +480,21 @@ def create_app(config: DashboardConfig) -> Starlette:
         Route("/messages/{topic}/{msg_id}", message_detail),
         Route("/dlq", dlq),
         Route("/dlq/resend", dlq_resend, methods=["POST"]),
+        Route("/dlq/{group}", dlq_group),
+        Route("/dlq/{group}/export", dlq_export),
+        Route("/dlq/{group}/resend", dlq_group_resend, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),
     ]
     middleware = [Middleware(SecurityMiddleware)]
     if config.auth:
         middleware.append(Middleware(BaseHTTPMiddleware, dispatch=_basic_auth(config.auth)))
-    return Starlette(
-        routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers={OrbitError: on_error}
-    )
+    handlers: dict[Any, Any] = {
+        OrbitError: on_error,
+        BadRequest: on_bad_request,
+        NotFound: on_not_found,
+        HTTPException: on_http_error,
+    }
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers=handlers)
 
 
 def _csrf_input(request: Request) -> Markup:
