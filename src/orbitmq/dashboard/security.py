@@ -32,7 +32,14 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["CSRF_COOKIE", "CSRF_FIELD", "MAX_FORM_BYTES", "SECURITY_HEADERS", "SecurityMiddleware"]
+__all__ = [
+    "CSRF_COOKIE",
+    "CSRF_FIELD",
+    "MAX_FORM_BYTES",
+    "SECURITY_HEADERS",
+    "RateLimitedLog",
+    "SecurityMiddleware",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -54,14 +61,31 @@ SECURITY_HEADERS = {
 }
 
 
+class RateLimitedLog:
+    """WARNING lines at most once per :data:`LOG_INTERVAL_S`, each with how many were held back."""
+
+    def __init__(self, log: logging.Logger, interval_s: float = LOG_INTERVAL_S) -> None:
+        self._log = log
+        self._interval_s = interval_s
+        self._held = 0
+        self._logged_at = -interval_s
+
+    def note(self, line: str) -> None:
+        now = time.monotonic()
+        if now - self._logged_at < self._interval_s:
+            self._held += 1
+            return
+        held, self._held, self._logged_at = self._held, 0, now
+        self._log.warning("%s (%d more like it since the last such line)", line, held)
+
+
 class SecurityMiddleware:
     """Security headers and CSRF checks (see the module docstring)."""
 
     def __init__(self, app: ASGIApp, *, secret: bytes | None = None) -> None:
         self.app = app
         self._secret = secret or secrets.token_bytes(32)
-        self._refused = 0
-        self._logged_at = 0.0
+        self._refusals = RateLimitedLog(logger)
 
     def token_for(self, cookie_value: str) -> str:
         return hmac.new(self._secret, cookie_value.encode(), hashlib.sha256).hexdigest()
@@ -103,7 +127,9 @@ class SecurityMiddleware:
             body = body_or_problem
             if new_cookie is not None:
                 problem = "no CSRF cookie: open the page again and resubmit the form"
-            elif not hmac.compare_digest(_submitted_token(headers, body), token):
+            elif not hmac.compare_digest(
+                _submitted_token(headers, body).encode("utf-8", "replace"), token.encode()
+            ):
                 problem = "missing or wrong CSRF token: open the page again and resubmit the form"
         if problem is not None:
             await self._refuse(scope, receive, send_guarded, problem, 403)
@@ -111,14 +137,7 @@ class SecurityMiddleware:
         await self.app(scope, _replay(body, receive), send_guarded)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, problem: str, status: int) -> None:
-        self._refused += 1
-        now = time.monotonic()
-        if now - self._logged_at >= LOG_INTERVAL_S:
-            logger.warning(
-                "refused %s %s: %s (%d refused since the last such line)",
-                scope["method"], scope.get("path", ""), problem, self._refused,
-            )  # fmt: skip
-            self._logged_at, self._refused = now, 0
+        self._refusals.note(f"refused {scope['method'][:20]} {str(scope.get('path', ''))[:200]}: {problem}")
         response = PlainTextResponse(f"Refused: {problem}.", status_code=status)
         await response(scope, receive, send)
 

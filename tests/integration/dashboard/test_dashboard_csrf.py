@@ -192,3 +192,20 @@ def test_dashboard_refuses_an_oversized_form(prepared: Dashboard, tmp_path: Path
     )
     assert status == 413, text
     _assert_untouched(prepared.namesrv_addr)
+
+
+def test_dashboard_refuses_a_non_ascii_token_without_an_error(prepared: Dashboard) -> None:
+    port = prepared.server.port
+    _, headers, _ = request(port, "GET", "/topics")
+    cookie = headers["set-cookie"].split(";")[0]
+    for token in ("ü" * 64, "\x00"):
+        status, _, text = request(
+            port, "POST", "/topics", {**FORMS[0][1], "csrf_token": token}, {"Cookie": cookie}
+        )
+        assert status == 403, text
+        status, _, text = request(
+            port, "POST", "/topics", FORMS[0][1], {"Cookie": cookie, "X-CSRF-Token": "é"}
+        )
+        assert status == 403, text
+    assert "Traceback" not in prepared.server.log()
+    _assert_untouched(prepared.namesrv_addr)
