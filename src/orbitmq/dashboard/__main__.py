@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 
 DEFAULT_PORT = 8080
@@ -44,6 +45,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _OncePerInterval(logging.Filter):
+    """Lets a record starting with ``prefix`` through at most once per ``interval_s``."""
+
+    def __init__(self, prefix: str, interval_s: float = 10.0) -> None:
+        super().__init__()
+        self.prefix, self.interval_s = prefix, interval_s
+        self._passed_at = -interval_s
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(self.prefix):
+            return True
+        now = time.monotonic()
+        if now - self._passed_at < self.interval_s:
+            return False
+        self._passed_at = now
+        return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until interrupted; returns the exit status."""
     args = build_parser().parse_args(argv)
@@ -80,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         secret_key=args.secret_key,
     )
     app = create_app(config)
+    # uvicorn logs every malformed request ("Invalid HTTP request received."): keep one a while.
+    logging.getLogger("uvicorn.error").addFilter(_OncePerInterval("Invalid HTTP request"))
     # uvicorn logs "Uvicorn running on http://HOST:PORT" with the bound port (also with --port 0).
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False)
     return 0

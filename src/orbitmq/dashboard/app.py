@@ -47,8 +47,9 @@ from orbitmq.client.dead_letters import DeadLetters, export_csv, export_json, me
 from orbitmq.dashboard.data import TOPIC_KINDS, ClusterData, describe_error, topic_kind
 from orbitmq.dashboard.history import History, Point
 from orbitmq.dashboard.messages import PAGE_MAX, TRACE_TOPIC_DEFAULT, MessageSearch, format_ms
-from orbitmq.dashboard.security import CSRF_FIELD, SecurityMiddleware
+from orbitmq.dashboard.security import CSRF_FIELD, RateLimitedLog, SecurityMiddleware
 from orbitmq.errors import OrbitError, SubscriptionGroupNotExistError, TopicNotExistError
+from orbitmq.protocol.names import group_name_problem, shorten, topic_name_problem
 
 __all__ = ["DashboardConfig", "create_app"]
 
@@ -150,6 +151,30 @@ def _parse_time_ms(text: str | None, default_ms: int, name: str = "time") -> int
         ) from None
 
 
+def _topic_name(name: str) -> str:
+    """``name`` when it is a legal topic name (RocketMQ's rule).
+
+    Raises:
+        BadRequest: it is not; the cluster is not asked.
+    """
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise BadRequest(problem)
+    return name
+
+
+def _group_name(name: str) -> str:
+    """``name`` when it is a legal consumer group name (or a ``%DLQ%`` topic's).
+
+    Raises:
+        BadRequest: it is not.
+    """
+    problem = group_name_problem(name.removeprefix("%DLQ%"))
+    if problem is not None:
+        raise BadRequest(problem)
+    return name
+
+
 def _int_param(text: str | None, default: int, name: str) -> int:
     if not text:
         return default
@@ -170,6 +195,7 @@ def create_app(config: DashboardConfig) -> Starlette:
     templates.env.filters["urlencode_params"] = _with_params
     templates.env.globals["csrf_input"] = _csrf_input
     state = _State(config)
+    failures = RateLimitedLog(logger)
 
     def page(request: Request, name: str, **context: Any) -> Response:
         context.setdefault("notice", request.query_params.get("notice", ""))
@@ -211,7 +237,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         return back(f"/topics/{quote(name, safe='')}", notice=f"Topic {name} saved with {queues} queues.")
 
     async def topic_detail(request: Request) -> Response:
-        topic = request.path_params["topic"]
+        topic = _topic_name(request.path_params["topic"])
         try:
             route = await state.admin.topic_route(topic)
         except TopicNotExistError:
@@ -258,7 +284,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         )
 
     async def group_detail(request: Request) -> Response:
-        group = request.path_params["group"]
+        group = _group_name(request.path_params["group"])
         lags, members = await state.data.group_detail(group)
         if not lags and not any(members.values()) and not await state.admin.broker_knows_group(group):
             raise NotFound(
@@ -301,6 +327,8 @@ def create_app(config: DashboardConfig) -> Starlette:
         params = request.query_params
         mode = params.get("mode", "time")
         topic = params.get("topic", "").strip()
+        if topic:
+            _topic_name(topic)
         now_ms = int(time.time() * 1000)
         begin_ms = _parse_time_ms(params.get("begin"), now_ms - 3_600_000, "begin")
         end_ms = _parse_time_ms(params.get("end"), now_ms + 60_000, "end")
@@ -311,7 +339,7 @@ def create_app(config: DashboardConfig) -> Starlette:
             query = urlencode({"begin": begin_ms, "end": end_ms})
             return RedirectResponse(f"/dlq/{quote(topic[5:], safe='')}?{query}", status_code=303)
         result = None
-        if topic or params.get("id"):
+        if (mode == "id" and params.get("id", "").strip()) or (mode != "id" and topic):
             if mode == "key":
                 result = await state.search.by_key(topic, params.get("key", "").strip())
             elif mode == "id":
@@ -325,7 +353,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         )  # fmt: skip
 
     async def message_detail(request: Request) -> Response:
-        topic, msg_id = request.path_params["topic"], request.path_params["msg_id"]
+        topic, msg_id = _topic_name(request.path_params["topic"]), request.path_params["msg_id"]
         detail = await state.search.detail(topic, msg_id)
         if detail is None:
             raise NotFound("No such message", f"No message {msg_id} in topic {topic}.")
@@ -343,7 +371,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         )
 
     async def dlq_group(request: Request) -> Response:
-        group = request.path_params["group"]
+        group = _group_name(request.path_params["group"])
         params = request.query_params
         begin_ms, end_ms = dlq_range(params)
         number = _int_param(params.get("page"), 1, "page")
@@ -358,7 +386,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         )  # fmt: skip
 
     async def dlq_export(request: Request) -> Response:
-        group = request.path_params["group"]
+        group = _group_name(request.path_params["group"])
         begin_ms, end_ms = dlq_range(request.query_params)
         kind = request.query_params.get("format", "json")
         if kind not in ("json", "csv"):
@@ -427,7 +455,7 @@ def create_app(config: DashboardConfig) -> Starlette:
     async def on_error(request: Request, exc: Exception) -> Response:
         if isinstance(exc, TopicNotExistError | SubscriptionGroupNotExistError):
             return error_page(request, 404, "Not found", exc.remark or str(exc))
-        logger.warning("%s %s failed: %s", request.method, request.url.path, exc)
+        failures.note(f"{request.method} {shorten(request.url.path, 200)} failed: {shorten(exc, 300)}")
         return error_page(
             request, 502, "The cluster did not answer", describe_error(exc),
             "Check that the name server address given to orbitmq dashboard --namesrv is reachable "
