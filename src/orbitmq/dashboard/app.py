@@ -276,12 +276,14 @@ def create_app(config: DashboardConfig) -> Starlette:
 
     async def groups(request: Request) -> Response:
         search = request.query_params.get("q", "").strip()
-        rows = [row for row in await state.data.groups() if search.lower() in row.name.lower()]
+        system = request.query_params.get("system") == "on"
+        rows = [row for row in await state.data.groups(system) if search.lower() in row.name.lower()]
         number, pages, shown = _paginate(request, rows, GROUPS_PER_PAGE)
         await state.data.fill_group_rows(shown)
         return page(
-            request, "groups.html", rows=shown, q=search, total=len(rows), page_number=number, pages=pages
-        )
+            request, "groups.html", rows=shown, q=search, total=len(rows), page_number=number, pages=pages,
+            system=system,
+        )  # fmt: skip
 
     async def group_detail(request: Request) -> Response:
         group = _group_name(request.path_params["group"])
@@ -293,6 +295,7 @@ def create_app(config: DashboardConfig) -> Starlette:
                 "an offset committed by it or an online member of it.",
             )
         dead = await DeadLetters(state.admin).page(group, page_size=1)
+        clients = await state.data.clients(group)
         now_ms = int(time.time() * 1000)
         return page(
             request,
@@ -302,6 +305,7 @@ def create_app(config: DashboardConfig) -> Starlette:
             members=members,
             now_input=_time_input(now_ms - 3_600_000),
             dlq_total=dead.total,
+            clients=clients,
         )
 
     async def group_reset(request: Request) -> Response:
@@ -358,6 +362,46 @@ def create_app(config: DashboardConfig) -> Starlette:
         if detail is None:
             raise NotFound("No such message", f"No message {msg_id} in topic {topic}.")
         return page(request, "message.html", topic=topic, detail=detail, m=detail.message)
+
+    async def broker_detail(request: Request) -> Response:
+        addr = request.path_params["addr"]
+        members = {member.address: member for member in await state.admin.cluster_members()}
+        member = members.get(addr)
+        if member is None:
+            raise NotFound(
+                "No such broker", f"No broker registered with the name server listens on {addr[:100]}."
+            )
+        runtime, config = await asyncio.gather(
+            state.admin.broker_runtime_info(addr), state.admin.broker_config(addr)
+        )
+        return page(
+            request,
+            "broker.html",
+            member=member,
+            runtime=sorted(runtime.items()),
+            config=sorted(config.items()),
+        )
+
+    async def producers(request: Request) -> Response:
+        group = request.query_params.get("group", "").strip()
+        topic = request.query_params.get("topic", "").strip()
+        connections = None
+        if group:
+            _group_name(group)
+            if topic:
+                _topic_name(topic)
+            try:
+                connections = await state.admin.producer_connection(group, topic or None)
+            except OrbitError as exc:
+                return page(
+                    request,
+                    "producers.html",
+                    group=group,
+                    topic=topic,
+                    connections=[],
+                    problem=describe_error(exc),
+                )
+        return page(request, "producers.html", group=group, topic=topic, connections=connections)
 
     async def dlq(request: Request) -> Response:
         rows = [row for row in await state.data.topics() if row.kind == "dlq"]
@@ -506,6 +550,8 @@ def create_app(config: DashboardConfig) -> Starlette:
         Route("/groups/{group}/reset", group_reset, methods=["POST"]),
         Route("/messages", messages),
         Route("/messages/{topic}/{msg_id}", message_detail),
+        Route("/brokers/{addr}", broker_detail),
+        Route("/producers", producers),
         Route("/dlq", dlq),
         Route("/dlq/resend", dlq_resend, methods=["POST"]),
         Route("/dlq/{group}", dlq_group),

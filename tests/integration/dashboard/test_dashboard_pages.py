@@ -1,0 +1,75 @@
+"""The pages beside rocketmq-dashboard's: a broker's runtime and config, producers, a group's
+clients with their queues, and the system-group filter (over HTTP against a live standalone)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from urllib.parse import quote
+
+import pytest
+
+from orbitmq.client import Message, Producer, PushConsumer
+from orbitmq.client.admin import AdminClient
+from orbitmq.client.push_consumer import ConsumeResult
+from orbitmq.model.message import MessageExt
+from tests.integration.dashboard.conftest import Dashboard
+from tests.integration.dashboard.test_dashboard_csrf import request
+
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("dashboard")]
+
+
+def test_dashboard_broker_page_shows_runtime_and_config(dashboard: Dashboard) -> None:
+    port = dashboard.server.port
+    _, _, cluster = request(port, "GET", "/")
+    link = re.search(r'href="/brokers/([^"]+)" class="broker-link"', cluster)
+    assert link is not None, cluster[:2000]
+    status, _, page = request(port, "GET", f"/brokers/{link.group(1)}")
+    assert status == 200, page[:500]
+    assert "brokerName" in page and "msgPutTotalTodayNow" in page
+    status, _, page = request(port, "GET", "/brokers/" + quote("10.255.255.1:1", safe=""))
+    assert status == 404 and "No broker registered" in page
+
+
+async def _with_clients(dashboard: Dashboard) -> tuple[str, str, str]:
+    async with AdminClient(dashboard.namesrv_addr) as admin:
+        await admin.create_topic("PagesTopic", queue_nums=2)
+
+    async def listener(messages: list[MessageExt]) -> ConsumeResult:
+        return ConsumeResult.CONSUME_SUCCESS
+
+    consumer = PushConsumer("CG_PAGES", dashboard.namesrv_addr, listener)
+    consumer.subscribe("PagesTopic", "*")
+    await consumer.start()
+    try:
+        async with Producer("PG_PAGES", dashboard.namesrv_addr) as producer:
+            await producer.send(Message("PagesTopic", b"x"))
+            port = dashboard.server.port
+            group_page = ""
+            for _ in range(100):
+                _, _, group_page = await asyncio.to_thread(request, port, "GET", "/groups/CG_PAGES")
+                if "PagesTopic broker-a q1" in group_page:
+                    break
+                await asyncio.sleep(0.2)
+            _, _, producers = await asyncio.to_thread(request, port, "GET", "/producers?group=PG_PAGES")
+            _, _, unknown = await asyncio.to_thread(request, port, "GET", "/producers?group=PG_NOBODY")
+            return group_page, producers, unknown
+    finally:
+        await consumer.shutdown()
+
+
+def test_dashboard_shows_producers_and_a_groups_clients_with_their_queues(dashboard: Dashboard) -> None:
+    group_page, producers, unknown = asyncio.run(_with_clients(dashboard))
+    assert 'id="clients"' in group_page and "PagesTopic broker-a q0" in group_page
+    assert "PagesTopic broker-a q1" in group_page
+    assert re.search(r"<td>\d+\.\d+\.\d+\.\d+:\d+</td>", group_page)
+    assert 'id="producers"' in producers and "PYTHON" in producers.upper()
+    assert "No producer of group PG_NOBODY is connected" in unknown
+
+
+def test_dashboard_groups_page_hides_system_groups_unless_asked(dashboard: Dashboard) -> None:
+    port = dashboard.server.port
+    _, _, plain = request(port, "GET", "/groups?q=SELF_TEST")
+    _, _, with_system = request(port, "GET", "/groups?q=SELF_TEST&system=on")
+    assert "SELF_TEST_C_GROUP" not in plain
+    assert "SELF_TEST_C_GROUP" in with_system
