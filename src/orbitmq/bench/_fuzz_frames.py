@@ -41,6 +41,7 @@ from orbitmq.protocol import pop, staging
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import FLAG_ONEWAY, RequestCode, SerializeType
 from orbitmq.protocol.command import RemotingCommand, decode_command
+from orbitmq.protocol.consume_queue_query import QUERY_CONSUME_QUEUE, QueryConsumeQueueRequestHeader
 from orbitmq.protocol.frame import MAX_FRAME_BYTES
 from orbitmq.protocol.header_fields import FieldSpec
 from orbitmq.protocol.properties import encode_properties
@@ -72,6 +73,7 @@ BROKER_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.GET_ALL_TOPIC_CONFIG: None,
     RequestCode.VIEW_MESSAGE_BY_ID: h.ViewMessageRequestHeader,
     RequestCode.QUERY_MESSAGE: h.QueryMessageRequestHeader,
+    QUERY_CONSUME_QUEUE: QueryConsumeQueueRequestHeader,
     RequestCode.END_TRANSACTION: h.EndTransactionRequestHeader,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: None,
     RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: h.GetSubscriptionGroupConfigRequestHeader,
