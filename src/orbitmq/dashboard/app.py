@@ -42,6 +42,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from orbitmq.client import Producer, PullConsumer
+from orbitmq.client.acl_admin import AclAdminClient
 from orbitmq.client.admin import TOOLS_CONSUMER_GROUP, AdminClient
 from orbitmq.client.dead_letters import DeadLetters, export_csv, export_json, message_row
 from orbitmq.dashboard.data import TOPIC_KINDS, ClusterData, describe_error, topic_kind
@@ -49,6 +50,7 @@ from orbitmq.dashboard.history import History, Point
 from orbitmq.dashboard.messages import PAGE_MAX, TRACE_TOPIC_DEFAULT, MessageSearch, format_ms
 from orbitmq.dashboard.security import CSRF_FIELD, RateLimitedLog, SecurityMiddleware
 from orbitmq.errors import OrbitError, SubscriptionGroupNotExistError, TopicNotExistError
+from orbitmq.protocol.acl_commands import AclConfigBody
 from orbitmq.protocol.names import group_name_problem, shorten, topic_name_problem
 
 __all__ = ["DashboardConfig", "create_app"]
@@ -382,6 +384,18 @@ def create_app(config: DashboardConfig) -> Starlette:
             config=sorted(config.items()),
         )
 
+    async def acl(request: Request) -> Response:
+        acl_admin = AclAdminClient(state.admin)
+        brokers: list[tuple[str, AclConfigBody | None, str]] = []
+        for addr in await acl_admin.brokers():
+            try:
+                config = (await acl_admin.list_config(broker_addr=addr))[addr]
+            except OrbitError as exc:
+                brokers.append((addr, None, describe_error(exc)))
+            else:
+                brokers.append((addr, config, ""))
+        return page(request, "acl.html", brokers=brokers)
+
     async def producers(request: Request) -> Response:
         group = request.query_params.get("group", "").strip()
         topic = request.query_params.get("topic", "").strip()
@@ -552,6 +566,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         Route("/messages/{topic}/{msg_id}", message_detail),
         Route("/brokers/{addr}", broker_detail),
         Route("/producers", producers),
+        Route("/acl", acl),
         Route("/dlq", dlq),
         Route("/dlq/resend", dlq_resend, methods=["POST"]),
         Route("/dlq/{group}", dlq_group),

@@ -4,7 +4,10 @@ clients with their queues, and the system-group filter (over HTTP against a live
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
+import time
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -13,7 +16,8 @@ from orbitmq.client import Message, Producer, PushConsumer
 from orbitmq.client.admin import AdminClient
 from orbitmq.client.push_consumer import ConsumeResult
 from orbitmq.model.message import MessageExt
-from tests.integration.dashboard.conftest import Dashboard
+from tests.integration.acl.conftest import start_acl_standalone
+from tests.integration.dashboard.conftest import Dashboard, start_dashboard
 from tests.integration.dashboard.test_dashboard_csrf import request
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("dashboard")]
@@ -73,3 +77,51 @@ def test_dashboard_groups_page_hides_system_groups_unless_asked(dashboard: Dashb
     _, _, with_system = request(port, "GET", "/groups?q=SELF_TEST&system=on")
     assert "SELF_TEST_C_GROUP" not in plain
     assert "SELF_TEST_C_GROUP" in with_system
+
+
+def test_dashboard_acl_page_says_acl_is_off(dashboard: Dashboard) -> None:
+    status, _, page = request(dashboard.server.port, "GET", "/acl")
+    assert status == 200, page[:500]
+    assert "acl-off" in page
+
+
+ACL_ACCOUNTS = """globalWhiteRemoteAddresses: [10.9.9.*]
+accounts:
+  - accessKey: dashboardAK
+    secretKey: dashboardSK
+    admin: true
+  - accessKey: alice123
+    secretKey: alicesecret
+    defaultTopicPerm: DENY
+    topicPerms: [TopicOk=PUB|SUB]
+"""
+
+
+def test_dashboard_acl_page_lists_accounts_without_secrets(tmp_path: Path) -> None:
+    standalone = start_acl_standalone(tmp_path, ACL_ACCOUNTS)
+    try:
+        server = start_dashboard(
+            tmp_path,
+            standalone.addr,
+            "--auth",
+            "ops:pw",
+            "--access-key",
+            "dashboardAK",
+            "--secret-key",
+            "dashboardSK",
+        )
+        try:
+            auth = {"Authorization": "Basic " + base64.b64encode(b"ops:pw").decode()}
+            page = ""
+            for _ in range(100):  # until the broker has registered
+                status, _, page = request(server.port, "GET", "/acl", headers=auth)
+                if "acl-accounts" in page:
+                    break
+                time.sleep(0.2)
+            assert status == 200 and "acl-accounts" in page, page[:2000]
+            assert "alice123" in page and "TopicOk=PUB|SUB" in page and "10.9.9.*" in page
+            assert "alicesecret" not in page and "dashboardSK" not in page
+        finally:
+            server.stop()
+    finally:
+        standalone.kill()
