@@ -21,6 +21,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="name servers host:port;host:port (default $NAMESRV_ADDR, else 127.0.0.1:9876)",
     )  # fmt: skip
     parser.add_argument(
+        "--other-namesrv", action="append", default=[], metavar="HOST:PORT",
+        help="another cluster's name servers the ops page may switch to (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"HTTP port ({DEFAULT_PORT}; 0 = any free port)"
     )
     parser.add_argument(
@@ -97,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         auth=args.auth,
         access_key=args.access_key,
         secret_key=args.secret_key,
+        other_namesrv_addrs=tuple(args.other_namesrv),
     )
     app = create_app(config)
     # uvicorn logs every malformed request ("Invalid HTTP request received."): keep one a while.

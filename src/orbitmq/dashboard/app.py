@@ -6,7 +6,10 @@ dead-letter resends), then a sampler task that records the last hour of TPS and 
 ``sample_interval_s``; stop them in reverse on shutdown.
 
 Pages and what they call are in ``data.py`` (cluster, topics, groups) and ``messages.py``
-(search, detail, trace, sends). Forms POST and redirect (no client-side state); the only
+(search, detail, trace, sends); the dead-letter pages in ``dlq_pages.py``, the broker, producer,
+ACL and name-server pages in ``ops_pages.py``; the clients and settings in ``state.py``; request
+parameters are checked in ``params.py`` (400 and 404 pages, never a traceback); CSRF checks and
+security headers in ``security.py``. Forms POST and redirect (no client-side state); the only
 script (``static/app.js``) draws the charts. With ``auth`` set every request needs HTTP basic
 credentials (rocketmq-dashboard's ``loginRequired``); with ACL credentials for the brokers
 (``access_key``/``secret_key``) the command line insists on it, since whoever reaches the pages
@@ -19,13 +22,11 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import datetime
 import logging
 import math
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -41,17 +42,25 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from orbitmq.client import Producer, PullConsumer
-from orbitmq.client.acl_admin import AclAdminClient
-from orbitmq.client.admin import TOOLS_CONSUMER_GROUP, AdminClient
-from orbitmq.client.dead_letters import DeadLetters, export_csv, export_json, message_row
-from orbitmq.dashboard.data import TOPIC_KINDS, ClusterData, describe_error, topic_kind
-from orbitmq.dashboard.history import History, Point
-from orbitmq.dashboard.messages import PAGE_MAX, TRACE_TOPIC_DEFAULT, MessageSearch, format_ms
+from orbitmq.client.dead_letters import DeadLetters
+from orbitmq.dashboard.data import TOPIC_KINDS, describe_error, topic_kind
+from orbitmq.dashboard.dlq_pages import dlq_routes
+from orbitmq.dashboard.messages import PAGE_MAX, format_ms
+from orbitmq.dashboard.ops_pages import ops_routes
+from orbitmq.dashboard.pages import Pages
+from orbitmq.dashboard.params import (
+    BadRequest,
+    NotFound,
+    group_name,
+    int_param,
+    parse_time_ms,
+    time_input,
+    topic_name,
+)
 from orbitmq.dashboard.security import CSRF_FIELD, RateLimitedLog, SecurityMiddleware
+from orbitmq.dashboard.state import DashboardConfig, DashboardState
 from orbitmq.errors import OrbitError, SubscriptionGroupNotExistError, TopicNotExistError
-from orbitmq.protocol.acl_commands import AclConfigBody
-from orbitmq.protocol.names import group_name_problem, shorten, topic_name_problem
+from orbitmq.protocol.names import shorten
 
 __all__ = ["DashboardConfig", "create_app"]
 
@@ -62,151 +71,16 @@ TOPICS_PER_PAGE = 200
 GROUPS_PER_PAGE = 50
 
 
-@dataclass(frozen=True, slots=True)
-class DashboardConfig:
-    """Settings of one dashboard."""
-
-    # Name servers, "host:port;host:port".
-    namesrv_addr: str
-    # Seconds between two samples of the TPS and lag charts.
-    sample_interval_s: float = 10.0
-    # "user:password" asked for every page (HTTP basic); None = no login.
-    auth: str | None = None
-    # Topic the message page reads traces from.
-    trace_topic: str = TRACE_TOPIC_DEFAULT
-    # ACL credentials the dashboard's clients sign requests with (brokers with aclEnable=true).
-    access_key: str | None = None
-    secret_key: str | None = field(default=None, repr=False)
-
-
-class _State:
-    def __init__(self, config: DashboardConfig) -> None:
-        self.config = config
-        keys: dict[str, Any] = (
-            {"access_key": config.access_key, "secret_key": config.secret_key} if config.access_key else {}
-        )
-        stamp = time.time_ns()
-        self.admin = AdminClient(config.namesrv_addr, instance_name=f"dashboard-{stamp}", **keys)
-        self.pull = PullConsumer(
-            TOOLS_CONSUMER_GROUP, config.namesrv_addr, instance_name=f"dashboard-pull-{stamp}", **keys
-        )
-        self.producer = Producer(
-            "DASHBOARD_PRODUCER", config.namesrv_addr, instance_name=f"dashboard-send-{stamp}", **keys
-        )
-        self.data = ClusterData(self.admin)
-        self.search = MessageSearch(self.admin, self.pull, self.producer, config.trace_topic)
-        self.history = History()
-        self.sample_error = ""
-
-    async def sample_forever(self) -> None:
-        while True:
-            try:
-                brokers = await self.data.brokers()
-                lag = await self.data.total_lag()
-                self.history.add(
-                    Point(
-                        int(time.time() * 1000),
-                        sum(row.produce_tps for row in brokers if row.broker_id == 0),
-                        sum(row.consume_tps for row in brokers),
-                        lag,
-                    )
-                )
-                self.sample_error = ""
-            except OrbitError as exc:
-                if not self.sample_error:
-                    logger.warning("chart sample failed: %s", exc)
-                self.sample_error = describe_error(exc)
-            await asyncio.sleep(self.config.sample_interval_s)
-
-
-class BadRequest(Exception):
-    """A request the dashboard cannot answer as asked: a 400 page saying what was wrong."""
-
-
-class NotFound(Exception):
-    """A topic, group or message that does not exist: a 404 page saying so."""
-
-    def __init__(self, title: str, text: str) -> None:
-        super().__init__(text)
-        self.title = title
-
-
-def _parse_time_ms(text: str | None, default_ms: int, name: str = "time") -> int:
-    """``YYYY-MM-DDTHH:MM[:SS]`` in UTC (an HTML datetime-local value), or epoch ms.
-
-    Raises:
-        BadRequest: neither.
-    """
-    if not text:
-        return default_ms
-    if text.isdigit() and len(text) <= 16:
-        return int(text)
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=datetime.UTC)
-        return int(moment.timestamp() * 1000)
-    except (ValueError, OverflowError, OSError):
-        shown = text if len(text) <= 40 else text[:40] + "..."
-        raise BadRequest(
-            f"{name} {shown!r} is not a time: give YYYY-MM-DDTHH:MM (UTC) or epoch milliseconds"
-        ) from None
-
-
-def _topic_name(name: str) -> str:
-    """``name`` when it is a legal topic name (RocketMQ's rule).
-
-    Raises:
-        BadRequest: it is not; the cluster is not asked.
-    """
-    problem = topic_name_problem(name)
-    if problem is not None:
-        raise BadRequest(problem)
-    return name
-
-
-def _group_name(name: str) -> str:
-    """``name`` when it is a legal consumer group name (or a ``%DLQ%`` topic's).
-
-    Raises:
-        BadRequest: it is not.
-    """
-    problem = group_name_problem(name.removeprefix("%DLQ%"))
-    if problem is not None:
-        raise BadRequest(problem)
-    return name
-
-
-def _int_param(text: str | None, default: int, name: str) -> int:
-    if not text:
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        raise BadRequest(f"{name} {text[:40]!r} is not a whole number") from None
-
-
-def _time_input(timestamp_ms: int) -> str:
-    return datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M")
-
-
 def create_app(config: DashboardConfig) -> Starlette:
     """The ASGI app of one dashboard (serve it with uvicorn)."""
     templates = Jinja2Templates(directory=str(_HERE / "templates"))
     templates.env.globals.update(format_ms=format_ms, quote=quote, kinds=TOPIC_KINDS)
     templates.env.filters["urlencode_params"] = _with_params
     templates.env.globals["csrf_input"] = _csrf_input
-    state = _State(config)
+    state = DashboardState(config)
     failures = RateLimitedLog(logger)
-
-    def page(request: Request, name: str, **context: Any) -> Response:
-        context.setdefault("notice", request.query_params.get("notice", ""))
-        context.setdefault("problem", request.query_params.get("problem", ""))
-        return templates.TemplateResponse(request, name, context)
-
-    def back(url: str, **params: str) -> RedirectResponse:
-        query = urlencode({key: value for key, value in params.items() if value})
-        return RedirectResponse(f"{url}?{query}" if query else url, status_code=303)
+    pages = Pages(templates)
+    page, back = pages.page, pages.back
 
     async def cluster(request: Request) -> Response:
         brokers = await state.data.brokers()
@@ -239,7 +113,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         return back(f"/topics/{quote(name, safe='')}", notice=f"Topic {name} saved with {queues} queues.")
 
     async def topic_detail(request: Request) -> Response:
-        topic = _topic_name(request.path_params["topic"])
+        topic = topic_name(request.path_params["topic"])
         try:
             route = await state.admin.topic_route(topic)
         except TopicNotExistError:
@@ -288,7 +162,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         )  # fmt: skip
 
     async def group_detail(request: Request) -> Response:
-        group = _group_name(request.path_params["group"])
+        group = group_name(request.path_params["group"])
         lags, members = await state.data.group_detail(group)
         if not lags and not any(members.values()) and not await state.admin.broker_knows_group(group):
             raise NotFound(
@@ -305,7 +179,7 @@ def create_app(config: DashboardConfig) -> Starlette:
             group=group,
             lags=lags,
             members=members,
-            now_input=_time_input(now_ms - 3_600_000),
+            now_input=time_input(now_ms - 3_600_000),
             dlq_total=dead.total,
             clients=clients,
         )
@@ -316,7 +190,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         topic = str(form.get("topic", ""))
         skip = form.get("skip") == "on"
         try:
-            timestamp_ms = int(time.time() * 1000) if skip else _parse_time_ms(str(form.get("time", "")), 0)
+            timestamp_ms = int(time.time() * 1000) if skip else parse_time_ms(str(form.get("time", "")), 0)
             offsets = await state.data.reset_offsets(group, topic, timestamp_ms)
         except (OrbitError, ValueError) as exc:
             return back(f"/groups/{quote(group, safe='')}", problem=f"Reset failed: {describe_error(exc)}")
@@ -334,11 +208,11 @@ def create_app(config: DashboardConfig) -> Starlette:
         mode = params.get("mode", "time")
         topic = params.get("topic", "").strip()
         if topic:
-            _topic_name(topic)
+            topic_name(topic)
         now_ms = int(time.time() * 1000)
-        begin_ms = _parse_time_ms(params.get("begin"), now_ms - 3_600_000, "begin")
-        end_ms = _parse_time_ms(params.get("end"), now_ms + 60_000, "end")
-        number = _int_param(params.get("page"), 1, "page")
+        begin_ms = parse_time_ms(params.get("begin"), now_ms - 3_600_000, "begin")
+        end_ms = parse_time_ms(params.get("end"), now_ms + 60_000, "end")
+        number = int_param(params.get("page"), 1, "page")
         if mode not in ("time", "key", "id"):
             raise BadRequest(f"mode {mode[:20]!r} is not time, key or id")
         if mode == "time" and topic.startswith("%DLQ%"):
@@ -354,161 +228,18 @@ def create_app(config: DashboardConfig) -> Starlette:
                 result = await state.search.by_time(topic, begin_ms, end_ms, number)
         return page(
             request, "messages.html", mode=mode, topic=topic, key=params.get("key", ""), msg_id=params.get("id", ""),
-            begin=_time_input(begin_ms), end=_time_input(end_ms), result=result, page_max=PAGE_MAX,
+            begin=time_input(begin_ms), end=time_input(end_ms), result=result, page_max=PAGE_MAX,
             begin_ms=begin_ms, end_ms=end_ms,
         )  # fmt: skip
 
     async def message_detail(request: Request) -> Response:
-        topic, msg_id = _topic_name(request.path_params["topic"]), request.path_params["msg_id"]
+        topic, msg_id = topic_name(request.path_params["topic"]), request.path_params["msg_id"]
         detail = await state.search.detail(topic, msg_id)
         if detail is None:
             raise NotFound("No such message", f"No message {msg_id} in topic {topic}.")
         return page(request, "message.html", topic=topic, detail=detail, m=detail.message)
 
-    async def broker_detail(request: Request) -> Response:
-        addr = request.path_params["addr"]
-        members = {member.address: member for member in await state.admin.cluster_members()}
-        member = members.get(addr)
-        if member is None:
-            raise NotFound(
-                "No such broker", f"No broker registered with the name server listens on {addr[:100]}."
-            )
-        runtime, config = await asyncio.gather(
-            state.admin.broker_runtime_info(addr), state.admin.broker_config(addr)
-        )
-        return page(
-            request,
-            "broker.html",
-            member=member,
-            runtime=sorted(runtime.items()),
-            config=sorted(config.items()),
-        )
-
-    async def acl(request: Request) -> Response:
-        acl_admin = AclAdminClient(state.admin)
-        brokers: list[tuple[str, AclConfigBody | None, str]] = []
-        for addr in await acl_admin.brokers():
-            try:
-                config = (await acl_admin.list_config(broker_addr=addr))[addr]
-            except OrbitError as exc:
-                brokers.append((addr, None, describe_error(exc)))
-            else:
-                brokers.append((addr, config, ""))
-        return page(request, "acl.html", brokers=brokers)
-
-    async def producers(request: Request) -> Response:
-        group = request.query_params.get("group", "").strip()
-        topic = request.query_params.get("topic", "").strip()
-        connections = None
-        if group:
-            _group_name(group)
-            if topic:
-                _topic_name(topic)
-            try:
-                connections = await state.admin.producer_connection(group, topic or None)
-            except OrbitError as exc:
-                return page(
-                    request,
-                    "producers.html",
-                    group=group,
-                    topic=topic,
-                    connections=[],
-                    problem=describe_error(exc),
-                )
-        return page(request, "producers.html", group=group, topic=topic, connections=connections)
-
-    async def dlq(request: Request) -> Response:
-        rows = [row for row in await state.data.topics() if row.kind == "dlq"]
-        return page(request, "dlq.html", rows=rows)
-
-    def dlq_range(params: Any) -> tuple[int, int]:
-        now_ms = int(time.time() * 1000)
-        return (
-            _parse_time_ms(params.get("begin"), 0, "begin"),
-            _parse_time_ms(params.get("end"), now_ms + 60_000, "end"),
-        )
-
-    async def dlq_group(request: Request) -> Response:
-        group = _group_name(request.path_params["group"])
-        params = request.query_params
-        begin_ms, end_ms = dlq_range(params)
-        number = _int_param(params.get("page"), 1, "page")
-        size = _int_param(params.get("size"), PAGE_MAX, "size")
-        result = await DeadLetters(state.admin).page(
-            group, begin_ms=begin_ms, end_ms=end_ms, page=number, page_size=size
-        )
-        return page(
-            request, "dlq_group.html", group=group, page=result, begin=_time_input(begin_ms) if begin_ms else "",
-            end=_time_input(end_ms), begin_ms=begin_ms, end_ms=end_ms,
-            export_query=urlencode({"begin": begin_ms, "end": end_ms}),
-        )  # fmt: skip
-
-    async def dlq_export(request: Request) -> Response:
-        group = _group_name(request.path_params["group"])
-        begin_ms, end_ms = dlq_range(request.query_params)
-        kind = request.query_params.get("format", "json")
-        if kind not in ("json", "csv"):
-            raise BadRequest(f"format {kind[:20]!r} is not json or csv")
-        dead = DeadLetters(state.admin)
-        try:
-            rows = [
-                message_row(m)
-                async for batch in dead.every(group, begin_ms=begin_ms, end_ms=end_ms)
-                for m in batch
-            ]
-        except TopicNotExistError:
-            rows = []
-        name = f"dlq-{group}.{kind}".replace('"', "")
-        headers = {"Content-Disposition": f'attachment; filename="{quote(name)}"'}
-        if kind == "csv":
-            return Response(export_csv(rows), media_type="text/csv; charset=utf-8", headers=headers)
-        return Response(export_json(rows), media_type="application/json", headers=headers)
-
-    async def dlq_group_resend(request: Request) -> Response:
-        group = request.path_params["group"]
-        form = await request.form()
-        target = f"/dlq/{quote(group, safe='')}"
-        dead = DeadLetters(state.admin)
-        try:
-            if form.get("which") == "all":
-                begin_ms, end_ms = dlq_range(form)
-                chosen = [
-                    m async for batch in dead.every(group, begin_ms=begin_ms, end_ms=end_ms) for m in batch
-                ]
-            else:
-                chosen = []
-                for msg_id in form.getlist("msg_id"):
-                    found = await dead.find(group, str(msg_id))
-                    if found is None:
-                        return back(target, problem=f"No dead letter {msg_id} in %DLQ%{group}.")
-                    chosen.append(found)
-            if not chosen:
-                return back(target, problem="Tick the dead letters to resend, or resend all.")
-            done = []
-            for message in chosen:
-                if form.get("to") == "direct":
-                    client_id, answer = await dead.consume_directly(group, message)
-                    done.append(f"{message.msg_id}: {answer.consume_result} on {client_id}")
-                else:
-                    done.append(f"{message.msg_id} as {await dead.resend(state.producer, message)}")
-        except (OrbitError, LookupError, BadRequest) as exc:
-            return back(target, problem=f"Resend failed: {describe_error(exc)}")
-        shown = "; ".join(done[:5]) + (f"; and {len(done) - 5} more" if len(done) > 5 else "")
-        return back(target, notice=f"Resent {len(done)} dead letters: {shown}.")
-
-    async def dlq_resend(request: Request) -> Response:
-        form = await request.form()
-        topic, msg_id = str(form.get("topic", "")), str(form.get("msg_id", ""))
-        target = f"/messages/{quote(topic, safe='')}/{quote(msg_id, safe='')}"
-        try:
-            new_id = await state.search.resend_dead_letter(topic, msg_id)
-        except (OrbitError, LookupError) as exc:
-            return back(target, problem=f"Resend failed: {describe_error(exc)}")
-        return back(target, notice=f"Resent to its original topic as message {new_id}.")
-
-    def error_page(request: Request, status: int, title: str, text: str, hint: str = "") -> Response:
-        context = {"title": title, "text": text, "hint": hint, "notice": "", "problem": ""}
-        return templates.TemplateResponse(request, "error.html", context, status_code=status)
+    error_page = pages.error
 
     async def on_error(request: Request, exc: Exception) -> Response:
         if isinstance(exc, TopicNotExistError | SubscriptionGroupNotExistError):
@@ -537,9 +268,7 @@ def create_app(config: DashboardConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await state.admin.start()
-        await state.pull.start()
-        await state.producer.start()
+        await state.start()
         sampler = asyncio.create_task(state.sample_forever(), name="dashboard-sampler")
         try:
             yield
@@ -547,9 +276,7 @@ def create_app(config: DashboardConfig) -> Starlette:
             sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sampler
-            await state.producer.shutdown()
-            await state.pull.shutdown()
-            await state.admin.close()
+            await state.stop()
 
     routes = [
         Route("/", cluster),
@@ -564,14 +291,8 @@ def create_app(config: DashboardConfig) -> Starlette:
         Route("/groups/{group}/reset", group_reset, methods=["POST"]),
         Route("/messages", messages),
         Route("/messages/{topic}/{msg_id}", message_detail),
-        Route("/brokers/{addr}", broker_detail),
-        Route("/producers", producers),
-        Route("/acl", acl),
-        Route("/dlq", dlq),
-        Route("/dlq/resend", dlq_resend, methods=["POST"]),
-        Route("/dlq/{group}", dlq_group),
-        Route("/dlq/{group}/export", dlq_export),
-        Route("/dlq/{group}/resend", dlq_group_resend, methods=["POST"]),
+        *dlq_routes(state, pages),
+        *ops_routes(state, pages),
         Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),
     ]
     middleware = [Middleware(SecurityMiddleware)]

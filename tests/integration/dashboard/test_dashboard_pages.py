@@ -19,6 +19,7 @@ from orbitmq.model.message import MessageExt
 from tests.integration.acl.conftest import start_acl_standalone
 from tests.integration.dashboard.conftest import Dashboard, start_dashboard
 from tests.integration.dashboard.test_dashboard_csrf import request
+from tests.support.processes import create_topic, start_standalone, wait_route
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("dashboard")]
 
@@ -125,3 +126,39 @@ def test_dashboard_acl_page_lists_accounts_without_secrets(tmp_path: Path) -> No
             server.stop()
     finally:
         standalone.kill()
+
+
+def test_dashboard_switches_between_its_name_servers(dashboard: Dashboard, tmp_path: Path) -> None:
+    other = start_standalone(tmp_path, "--no-proxy", name="other-standalone")
+    try:
+        wait_route(other.addr, "TBW102", {"broker-a"})
+        create_topic(f"127.0.0.1:{other.extra_ports[0]}", "OnlyInTheOtherCluster", queues=1)
+        server = start_dashboard(tmp_path, dashboard.namesrv_addr, "--other-namesrv", other.addr)
+        try:
+            _, headers, ops = request(server.port, "GET", "/ops")
+            assert other.addr in ops and dashboard.namesrv_addr in ops
+            token = re.search(r'name="csrf_token" value="([0-9a-f]+)"', ops)
+            assert token is not None
+            cookie = headers["set-cookie"].split(";")[0]
+            refused = request(
+                server.port,
+                "POST",
+                "/ops/namesrv",
+                {"namesrv": "10.9.9.9:9876", "csrf_token": token.group(1)},
+                {"Cookie": cookie},
+            )
+            assert refused[0] == 303 and "problem=" in refused[1]["location"]
+            status, answer, _ = request(
+                server.port,
+                "POST",
+                "/ops/namesrv",
+                {"namesrv": other.addr, "csrf_token": token.group(1)},
+                {"Cookie": cookie},
+            )
+            assert status == 303 and "notice=" in answer["location"]
+            _, _, topics = request(server.port, "GET", "/topics?q=OnlyInTheOther")
+            assert "OnlyInTheOtherCluster" in topics
+        finally:
+            server.stop()
+    finally:
+        other.kill()
