@@ -1,7 +1,7 @@
 """``python -m orbitmq.bench fuzz-http --requests 20000``: hostile HTTP requests against a real dashboard.
 
 Starts ``orbitmq standalone`` and ``orbitmq dashboard`` (processes, 127.0.0.1, free ports, a
-temporary directory), stores seed messages in a topic of their own, takes one page's CSRF
+temporary directory), stores seed messages in a topic of their own (``HttpFuzzSeed``), takes one page's CSRF
 cookie and token, then sends ``--requests`` raw HTTP/1.1 requests drawn from a seeded generator
 (:func:`cases`) over every route: malformed paths and names (traversal, percent garbage, NUL,
 unicode, 300-character names), query parameters (bad times, huge and negative numbers, long
@@ -40,7 +40,7 @@ from urllib.parse import quote, urlencode
 __all__ = ["HttpCase", "HttpFuzzStats", "cases", "fetch_token", "fuzz", "run"]
 
 START_TIMEOUT_S = 60.0
-SEED_TOPIC = "FuzzHttpSeed"
+SEED_TOPIC = "HttpFuzzSeed"
 SEED_MESSAGES = 64
 ANSWER_TIMEOUT_S = 30.0
 PROBE_TIMEOUT_S = 10.0
@@ -115,9 +115,9 @@ class HttpFuzzStats:
         return self.requests / self.seconds if self.seconds else 0.0
 
 
-def _path(rng: random.Random) -> str:
-    name = quote(rng.choice(_NAMES), safe="%") if rng.random() < 0.8 else rng.choice(_NAMES)
-    other = quote(rng.choice(_NAMES), safe="")
+def _path(rng: random.Random, names: list[str]) -> str:
+    name = quote(rng.choice(names), safe="%") if rng.random() < 0.8 else rng.choice(names)
+    other = quote(rng.choice(names), safe="")
     return rng.choice(
         [
             "/", "/api/history", "/topics", f"/topics/{name}", f"/topics/{name}/delete", f"/topics/{name}/send",
@@ -195,8 +195,10 @@ def cases(count: int, seed: int, port: int, cookie: str, token: str) -> Iterator
             yield HttpCase("malformed request line", _raw_garbage(rng))
             continue
         method = rng.choice(_METHODS)
-        target = _path(rng) + _query(rng)
         valid = method == "POST" and rng.random() < 0.3
+        # What a request with the valid token may change is named FuzzHttp*: never the seed topic.
+        names = [f"FuzzHttp{index}" for index in range(8)] if valid else _NAMES
+        target = _path(rng, names) + _query(rng)
         headers = {"Host": rng.choice([f"127.0.0.1:{port}"] * 8 + ["evil.example", "", "x" * 300])}
         body = b""
         if method in ("POST", "PUT", "PATCH") or rng.random() < 0.05:
@@ -217,7 +219,7 @@ def cases(count: int, seed: int, port: int, cookie: str, token: str) -> Iterator
         if rng.random() < 0.05:
             headers["X-Big"] = "h" * 16384
         if rng.random() < 0.1:
-            headers["X-Csrf-Token"] = rng.choice([token, "0" * 64, ""])
+            headers["X-Csrf-Token"] = token if valid else rng.choice(["0" * 64, "", "\u00e9" * 64])
         length = len(body)
         if rng.random() < 0.03:
             length = max(0, length - rng.randint(1, 10))  # shorter than the body: the rest is garbage
