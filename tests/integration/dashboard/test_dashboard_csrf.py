@@ -26,7 +26,7 @@ from orbitmq.model.message import MessageQueue
 from tests.integration.dashboard.conftest import Dashboard, start_dashboard
 from tests.support.processes import ServerProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("dashboard")]
+pytestmark = [pytest.mark.integration]
 
 EVIL = "http://evil.example"
 AUTH = "Basic " + base64.b64encode(b"ops:s3cret").decode()

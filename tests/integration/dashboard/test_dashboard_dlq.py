@@ -23,10 +23,17 @@ from orbitmq.client._group_api import send_back
 from orbitmq.client.admin import AdminClient
 from orbitmq.client.dead_letters import DeadLetters
 from orbitmq.model.message import MessageQueue
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.consume_queue_query import (
+    QUERY_CONSUME_QUEUE,
+    QueryConsumeQueueRequestHeader,
+    decode_consume_queue_body,
+)
 from tests.integration.dashboard.conftest import Dashboard
 from tests.integration.dashboard.test_dashboard_csrf import request
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("dashboard")]
+pytestmark = [pytest.mark.integration]
 
 GROUP = "CG_DLQ"
 DEAD = 5
@@ -180,3 +187,30 @@ def test_dashboard_time_search_pages_past_the_newest_64(dashboard: Dashboard) ->
         assert f"Page {number} of 3" in page and "150 messages in the range" in page
         seen += re.findall(r'href="/messages/PagedTopic/([0-9A-F]{32})"', page)
     assert len(seen) == 150 and len(set(seen)) == 150
+
+
+async def _query_cq(
+    namesrv: str, topic: str, queue_id: int, index: int, count: int
+) -> tuple[int, str, bytes]:
+    async with AdminClient(namesrv) as admin:
+        addr = (await admin.master_addresses())["broker-a"]
+        header = QueryConsumeQueueRequestHeader(topic, queue_id, index, count)
+        request_ = RemotingCommand.request(QUERY_CONSUME_QUEUE, header.to_ext())
+        response = await admin._client.remoting.invoke(addr, request_, 10_000)
+        return response.code, response.remark or "", bytes(response.body or b"")
+
+
+def test_broker_query_consume_queue_reads_a_write_only_queue(dashboard: Dashboard, dead: list[str]) -> None:
+    namesrv = dashboard.namesrv_addr
+    code, _, body = asyncio.run(_query_cq(namesrv, "%DLQ%" + GROUP, 0, 1, 2))
+    assert code == ResponseCode.SUCCESS
+    entries, min_offset, max_offset = decode_consume_queue_body(body, 1)
+    assert (min_offset, max_offset) == (0, DEAD)
+    assert [entry.queue_offset for entry in entries] == [1, 2]
+    assert all(entry.size > 0 and entry.commit_log_offset >= 0 for entry in entries)
+    code, _, body = asyncio.run(_query_cq(namesrv, "%DLQ%" + GROUP, 0, 0, 100_000))
+    assert code == ResponseCode.SUCCESS and len(decode_consume_queue_body(body, 0)[0]) == DEAD
+    code, remark, _ = asyncio.run(_query_cq(namesrv, "NoSuchTopicForCq", 0, 0, 1))
+    assert code == ResponseCode.SYSTEM_ERROR and "not exist" in remark
+    code, remark, _ = asyncio.run(_query_cq(namesrv, "%DLQ%" + GROUP, 5, 0, 1))
+    assert code == ResponseCode.SYSTEM_ERROR and "queueId[5] is illegal" in remark

@@ -21,7 +21,7 @@ from tests.integration.dashboard.conftest import Dashboard, start_dashboard
 from tests.integration.dashboard.test_dashboard_csrf import request
 from tests.support.processes import create_topic, start_standalone, wait_route
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("dashboard")]
+pytestmark = [pytest.mark.integration]
 
 
 def test_dashboard_broker_page_shows_runtime_and_config(dashboard: Dashboard) -> None:
