@@ -3,7 +3,7 @@
 Method as in ``test_dashboard_browser``: a standalone and a dashboard for the module, every step
 through the pages' links and forms, the browser console free of errors. With
 ``ORBITMQ_DASHBOARD_SCREENSHOTS=<dir>`` the pages are saved as PNG files (docs/images/ holds
-``dlq.png``, ``error-404.png``, ``error-400.png`` and ``messages-paged.png``).
+``dlq.png``, ``error-404.png``, ``error-400.png``, ``messages-paged.png`` and ``broker.png``).
 """
 
 from __future__ import annotations
@@ -101,4 +101,23 @@ def test_dashboard_time_search_pages_in_the_browser(dashboard: Dashboard, chromi
             click(chromium, "#page-next")
     assert len(seen) == 150 and len(set(seen)) == 150
     assert all(re.fullmatch(r"[0-9A-F]{32}", msg_id) for msg_id in seen)
+    assert not console_errors(chromium)
+
+
+def test_dashboard_operator_pages_in_the_browser(dashboard: Dashboard, chromium: Any) -> None:
+    open_page(chromium, dashboard, "/")
+    click(chromium, "a.broker-link")
+    wait_for(lambda: chromium.find_elements(_by("CSS_SELECTOR"), "#config"))
+    assert "brokerName" in text_of(chromium, "#config")
+    shot(chromium, "broker")
+    open_page(chromium, dashboard, "/producers?group=DASHBOARD_PRODUCER")
+    assert "DASHBOARD_PRODUCER" in chromium.page_source
+    open_page(chromium, dashboard, "/acl")
+    assert chromium.find_elements(_by("CSS_SELECTOR"), ".acl-off")
+    open_page(chromium, dashboard, "/ops")
+    assert text_of(chromium, "#current-namesrv") == dashboard.namesrv_addr
+    open_page(chromium, dashboard, "/groups")
+    click(chromium, "#group-system")
+    click(chromium, ".filters button")
+    wait_for(lambda: "system=on" in chromium.current_url)
     assert not console_errors(chromium)
