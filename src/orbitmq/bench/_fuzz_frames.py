@@ -72,6 +72,7 @@ BROKER_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.GET_ALL_TOPIC_CONFIG: None,
     RequestCode.VIEW_MESSAGE_BY_ID: h.ViewMessageRequestHeader,
     RequestCode.QUERY_MESSAGE: h.QueryMessageRequestHeader,
+    RequestCode.QUERY_CONSUME_QUEUE: ah.QueryConsumeQueueRequestHeader,
     RequestCode.END_TRANSACTION: h.EndTransactionRequestHeader,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: None,
     RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: h.GetSubscriptionGroupConfigRequestHeader,

@@ -40,6 +40,7 @@ from orbitmq.cli import _verbs
 from orbitmq.cli._render import Output, format_ms
 from orbitmq.cli._security import add_security_arguments, security_options
 from orbitmq.cli._verb_parsers import CommandParser, add_verbs
+from orbitmq.cli._verbs_dlq import add_dlq_verbs
 from orbitmq.cli.admin_acl import add_acl_parser
 from orbitmq.client.admin import AdminClient
 from orbitmq.errors import (
@@ -80,6 +81,7 @@ skipAccumulatedMessage sendMessage consumeMessage printMsg brokerStatus statsAll
 updateBrokerConfig updateKvConfig deleteKvConfig cloneGroupOffset updateTopicPerm topicClusterList
 allocateMQ getNamesrvConfig updateNamesrvConfig wipeWritePerm addWritePerm getConsumerConfig
 brokerConsumeStats clusterRT queryCq
+dead letters: dlqList dlqResend dlqExport (printMsg and consumeMessage read %DLQ% topics too)
 """
 _PERMS = {2: "write only", 4: "read only", 6: "read and write"}
 
@@ -412,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
         "consumer_progress": _consumer_progress,
     }
     add_verbs(groups, common, shared, parse_time_ms, _perm)
+    add_dlq_verbs(groups, common, parse_time_ms)
     add_acl_parser(groups)
 
     controller = groups.add_parser("controller", help="controller mode").add_subparsers(
