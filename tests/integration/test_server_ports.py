@@ -6,13 +6,14 @@ server may bind it. The harness then starts the server again on fresh ports, and
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.processes import ServerProcess, free_port, start_on_free_ports
+from tests.support.processes import ServerProcess, _listens, free_port, start_on_free_ports
 
 
 def _namesrv(tmp_path: Path, port: int) -> ServerProcess:
@@ -61,3 +62,13 @@ def test_a_start_is_not_fooled_by_another_server_answering_on_its_port(tmp_path:
             assert server.proc is not None and server.proc.poll() is None
         finally:
             server.kill()
+
+
+def test_a_listener_check_is_not_confused_by_a_descriptor_closing_while_it_reads(tmp_path: Path) -> None:
+    # Reading this process's own /proc/<pid>/fd always lists the descriptor of the listing
+    # itself, closed before its link is read: the deterministic case of a descriptor closing
+    # mid-scan, which once turned the answer into "cannot tell" (and so "started").
+    with socket.create_server(("127.0.0.1", 0)) as listener, socket.socket() as bound_only:
+        bound_only.bind(("127.0.0.1", 0))
+        assert _listens(os.getpid(), listener.getsockname()[1]) is True
+        assert _listens(os.getpid(), bound_only.getsockname()[1]) is False
