@@ -34,6 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orbitmq.errors import StoreLockedError
+from orbitmq.store.dir_lock import lock_store_dir
+
 __all__ = ["main"]
 
 _START_TIMEOUT_S = 60.0
@@ -264,6 +267,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = _local_host(args)
     if args.broker_ip is None:
         args.broker_ip = host
+    try:
+        # Before the plan rewrites the broker.conf files of a cluster that may be running here.
+        data_lock = lock_store_dir(Path(args.data_dir), "cluster data")
+    except StoreLockedError as exc:
+        print(f"orbitmq cluster: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(
+            f"orbitmq cluster: cannot create the data directory {args.data_dir}: {exc} (pass --data-dir)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        return _run(args, host)
+    finally:
+        data_lock.release()
+
+
+def _run(args: argparse.Namespace, host: str) -> int:
     namesrv, groups = _plan(args)
     brokers = [member for members in groups for member in members]
     everyone = [*reversed(brokers), namesrv]  # stop order: slaves, masters, nameserver
