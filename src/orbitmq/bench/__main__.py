@@ -13,6 +13,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from orbitmq.bench._interrupt import INTERRUPTED_STATUS
+
 # subcommand -> (module, one-line help). Add new benchmarks here.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "store": ("orbitmq.bench.store", "MessageStore append/flush/read throughput against the raw disk"),
@@ -101,7 +103,13 @@ def main(
     args = parser.parse_args(arguments[1:])
     if credentials is not None and hasattr(args, "access_key") and not (args.access_key or args.secret_key):
         args.access_key, args.secret_key = credentials
-    status: int = module.run(args)
+    try:
+        status: int = module.run(args)
+    except KeyboardInterrupt:
+        # A second Ctrl-C (the first asks the benchmark to stop and summarise), or one where
+        # the benchmark does not catch it: the clean-up blocks have run, no traceback.
+        print(f"{prog} {name}: interrupted", file=sys.stderr)
+        return INTERRUPTED_STATUS
     return status
 
 
