@@ -112,6 +112,9 @@ def test_standalone_port_in_use_is_one_line_naming_the_flag(tmp_path: Path, squa
     )  # fmt: skip
     output = _refusal(result)
     assert f"127.0.0.1:{squatter}: address already in use (pass {flag} to choose another port)" in output
+    assert [line for line in output.splitlines() if " INFO " not in line] == [
+        line for line in output.splitlines() if "cannot start" in line
+    ], output
 
 
 def test_namesrv_port_in_use_is_one_line_naming_the_flag(squatter: int) -> None:

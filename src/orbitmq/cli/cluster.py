@@ -324,6 +324,14 @@ def _run(args: argparse.Namespace, host: str) -> int:
                 return 1
             time.sleep(0.2)
         print("stopping the cluster", flush=True)
+        _stop(everyone[:-1])
+        _stop(everyone[-1:])
+        started = [member for member in everyone if member.proc is not None]
+        print(
+            f"stopped {len(started)} processes; data, broker.conf files and logs are kept under "
+            f"{namesrv.workdir}",
+            flush=True,
+        )
         return 0
     except RuntimeError as exc:
         print(f"orbitmq cluster: {exc}", file=sys.stderr)

@@ -40,7 +40,7 @@ from orbitmq.proxy.sessions import SessionTable
 from orbitmq.proxy.tls import grpc_server_credentials
 from orbitmq.security import AclService
 from orbitmq.security.exposure import grpc_exposure_warning
-from orbitmq.transport.listen_probe import bind_failure_reason
+from orbitmq.transport.listen_probe import bind_failure_reason, cannot_bind
 from orbitmq.transport.tls import TlsConfig
 
 __all__ = ["ProxyApp"]
@@ -125,6 +125,11 @@ class ProxyApp:
         )
         spb_grpc.add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         address = f"{config.grpc_bind_address}:{config.grpc_server_port}"
+        # Checked first, so a port in use is refused in one line, without gRPC's own error log.
+        taken = config.grpc_server_port and cannot_bind(config.grpc_bind_address, config.grpc_server_port)
+        if taken:
+            await gateway.close()
+            raise ListenError("grpcServerPort", config.grpc_bind_address, config.grpc_server_port, taken)
         try:
             if credentials is None:
                 self._port = server.add_insecure_port(address)

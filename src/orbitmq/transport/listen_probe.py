@@ -10,11 +10,16 @@ from __future__ import annotations
 import os
 import socket
 
-__all__ = ["bind_failure_reason"]
+__all__ = ["bind_failure_reason", "cannot_bind"]
 
 
 def bind_failure_reason(host: str, port: int) -> str:
     """The system's reason why ``host:port`` cannot be bound now, in its own short words."""
+    return cannot_bind(host, port) or "the port could not be bound (it is free again now)"
+
+
+def cannot_bind(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be bound now, or None when it can (checked by binding it once)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -23,4 +28,4 @@ def bind_failure_reason(host: str, port: int) -> str:
             sock.listen(1)
     except OSError as exc:
         return os.strerror(exc.errno).lower() if exc.errno else str(exc)
-    return "the port could not be bound (it is free again now)"
+    return None
