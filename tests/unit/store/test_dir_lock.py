@@ -24,7 +24,9 @@ def test_store_open_refuses_a_directory_another_store_holds(open_store: OpenStor
     assert not second.is_open and (store_root / "abort").exists()
 
 
-def test_store_close_lets_the_next_process_open_the_directory(open_store: OpenStore, store_root: Path) -> None:
+def test_store_close_lets_the_next_process_open_the_directory(
+    open_store: OpenStore, store_root: Path
+) -> None:
     open_store().close()
     lock = lock_store_dir(store_root)
     lock.release()
