@@ -112,3 +112,14 @@ def test_bench_consume_stops_on_the_first_ctrl_c_with_a_summary(
     assert proc.returncode == 130, output
     assert "Traceback" not in output, output
     assert "consumed" in out and "interrupted after" in err, output
+
+
+def test_bench_without_a_summary_of_its_own_ends_on_ctrl_c_in_one_line(server: ServerProcess) -> None:
+    # latency measures to the end or not at all: Ctrl-C ends it with one line, its topic removed.
+    proc = _bench(server, "latency", "--count", "1000000", "--rate", "200")
+    time.sleep(5)
+    out, err = _interrupt(proc)
+    output = out + err
+    assert proc.returncode == 130, output
+    assert "Traceback" not in output, output
+    assert "orbitmq bench latency: interrupted" in err, output
