@@ -135,6 +135,14 @@ def test_standalone_data_directory_it_cannot_create_is_one_line_naming_the_flag(
     assert len(output.strip().splitlines()) == 1, output
 
 
+def test_broker_store_directory_it_cannot_create_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    result = _orbitmq("broker", "--store-dir", str(tmp_path / "a-file" / "store"), cwd=tmp_path)
+    output = _refusal(result)
+    assert "cannot create the store directory" in output and "--store-dir" in output
+    assert len(output.strip().splitlines()) == 1, output
+
+
 @pytest.mark.parametrize("command", ["standalone", "namesrv", "broker", "proxy", "controller", "dashboard"])
 def test_cli_unknown_log_level_is_refused_before_anything_starts(tmp_path: Path, command: str) -> None:
     result = _orbitmq(command, "--log-level", "verbose", cwd=tmp_path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -99,7 +100,23 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"orbitmq broker: {exc}", file=sys.stderr)
         return 2
+    if problem := store_dir_problem(store_config.store_path_root_dir):
+        print(f"orbitmq broker: {problem}", file=sys.stderr)
+        return 2
     return run_app(BrokerApp(broker_config, store_config), port_flags_of(args))
+
+
+def store_dir_problem(directory: str | Path) -> str | None:
+    """Why the store directory cannot be created, naming how to choose another; None if it can."""
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        return (
+            f"cannot create the store directory {directory}: {reason} "
+            "(pass --store-dir, or set storePathRootDir in the -c file)"
+        )
+    return None
 
 
 if __name__ == "__main__":

@@ -356,7 +356,7 @@ def _standalone_inner_account() -> Account:
 
 def run_broker_with_proxy(args: argparse.Namespace) -> int:
     """``orbitmq broker --enable-proxy [--grpc-port N] ...``: a broker and its local gRPC proxy."""
-    from orbitmq.broker.__main__ import overrides_of, port_flags_of
+    from orbitmq.broker.__main__ import overrides_of, port_flags_of, store_dir_problem
     from orbitmq.broker.app import BrokerApp
     from orbitmq.broker.config import load_broker_configs
     from orbitmq.conf import load_properties
@@ -392,6 +392,9 @@ def run_broker_with_proxy(args: argparse.Namespace) -> int:
     acl_file = broker_config.acl_file or str(
         Path(store_config.store_path_root_dir) / "conf" / "plain_acl.yml"
     )
+    if problem := store_dir_problem(store_config.store_path_root_dir):
+        print(f"orbitmq broker: {problem}", file=sys.stderr)
+        return 2
     broker = BrokerApp(broker_config, store_config, inner_accounts=[inner] if inner else [])
     proxy = ProxyApp(replace(proxy_config, acl_file=acl_file), credentials=credentials, tls=broker_config.tls)
     return run_apps([broker, proxy], port_flags_of(args))
