@@ -132,7 +132,8 @@ port with the nameserver port, by as much as it moved from its own default:
   gRPC                 = broker port - {DEFAULT_BROKER_PORT} + {DEFAULT_GRPC_PORT}
   broker /metrics      = broker port - {DEFAULT_BROKER_PORT} + {DEFAULT_METRICS_PORT}
   nameserver /metrics  = nameserver port - {DEFAULT_NAMESRV_PORT} + {DEFAULT_NAMESRV_METRICS_PORT}
-so --namesrv-port 9976 --broker-port 11011 serves gRPC on 8181 and /metrics on 5657 and 5658 + 100."""
+so --namesrv-port 9976 --broker-port 11011 serve gRPC on 8181, the broker's /metrics on 5657
+and the nameserver's on 5758: a second standalone beside one on the defaults needs those two flags."""
 
 
 @dataclass(frozen=True)
