@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -72,3 +73,11 @@ def test_a_listener_check_is_not_confused_by_a_descriptor_closing_while_it_reads
         bound_only.bind(("127.0.0.1", 0))
         assert _listens(os.getpid(), listener.getsockname()[1]) is True
         assert _listens(os.getpid(), bound_only.getsockname()[1]) is False
+
+
+def test_a_listener_check_of_a_process_that_is_gone_says_not_listening(tmp_path: Path) -> None:
+    # Gone between the caller's look at it and the scan: "not yet", so the caller looks again
+    # and sees the exit, never "cannot tell", which counted as started.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+        assert _listens(int(gone.stdout), listener.getsockname()[1]) is False

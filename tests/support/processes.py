@@ -102,8 +102,13 @@ def _listens(pid: int, port: int) -> bool | None:
                 fields = line.split()
                 if fields[3] == _LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
                     inodes.add(f"socket:[{fields[9]}]")
-        entries = list(Path(f"/proc/{pid}/fd").iterdir())
     except (OSError, IndexError, ValueError):
+        return None
+    try:
+        entries = list(Path(f"/proc/{pid}/fd").iterdir())
+    except FileNotFoundError:
+        return False  # gone, or going: not started; the caller's next look sees the exit
+    except OSError:
         return None
     if not inodes:
         return False
