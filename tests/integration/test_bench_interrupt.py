@@ -7,6 +7,7 @@ SIGINT once their first progress line shows they are measuring.
 
 from __future__ import annotations
 
+import asyncio
 import selectors
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from orbitmq.client import AdminClient
 from tests.support.processes import ServerProcess, start_standalone
 
 pytestmark = pytest.mark.integration
@@ -60,6 +62,20 @@ def _until_line(proc: subprocess.Popen[str], marker: str, timeout_s: float = 60.
                 return "".join(seen)
     proc.kill()
     raise AssertionError(f"no {marker!r} line: {''.join(seen)}{proc.communicate()[1]}")
+
+
+def _until_topic(
+    server: ServerProcess, topic: str, proc: subprocess.Popen[str], timeout_s: float = 60.0
+) -> None:
+    async def listed() -> bool:
+        async with AdminClient(server.addr) as admin:
+            return topic in await admin.list_topics()
+
+    deadline = time.monotonic() + timeout_s
+    while not asyncio.run(listed()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    time.sleep(0.5)  # its consumers park their pulls, its first sends go out
 
 
 def _interrupt(proc: subprocess.Popen[str], times: int = 1) -> tuple[str, str]:
@@ -117,9 +133,9 @@ def test_bench_consume_stops_on_the_first_ctrl_c_with_a_summary(
 def test_bench_without_a_summary_of_its_own_ends_on_ctrl_c_in_one_line(server: ServerProcess) -> None:
     # latency measures to the end or not at all: Ctrl-C ends it with one line, its topic removed.
     proc = _bench(server, "latency", "--count", "1000000", "--rate", "200")
-    time.sleep(5)
+    _until_topic(server, f"LatencyBench_{proc.pid}", proc)  # it measures once its topic exists
     out, err = _interrupt(proc)
     output = out + err
     assert proc.returncode == 130, output
     assert "Traceback" not in output, output
-    assert "orbitmq bench latency: interrupted" in err, output
+    assert "orbitmq bench latency: interrupted after" in err, output
