@@ -9,6 +9,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+from orbitmq.conf import LOG_LEVELS
+
 DEFAULT_PORT = 8080
 
 
@@ -45,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--sample-interval-s", type=float, default=10.0, help="seconds between chart samples (10)"
     )
-    parser.add_argument("--log-level", default="INFO", help="logging level (INFO)")
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="logging level (INFO)"
+    )
     return parser
 
 

@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from orbitmq.errors import ConfigError
+from orbitmq.errors import ListenError
 
 __all__ = ["LoopCollector", "MetricsExporter", "MetricsExporterType", "serve_metrics"]
 
@@ -127,13 +127,11 @@ def serve_metrics(host: str, port: int, build: Callable[[], Iterable[Metric]]) -
     """Serve ``build()``'s families at ``http://host:port/metrics``, built on the running loop.
 
     Raises:
-        ConfigError: the port cannot be bound (names ``metricsPromExporterPort``).
+        ListenError: the port cannot be bound (names ``metricsPromExporterPort``).
     """
     exporter = MetricsExporter(host, port, LoopCollector(asyncio.get_running_loop(), build))
     try:
         exporter.start()
     except OSError as exc:
-        raise ConfigError(
-            f"config key 'metricsPromExporterPort': cannot serve /metrics on {host}:{port}: {exc}"
-        ) from exc
+        raise ListenError.from_os_error("metricsPromExporterPort", host, port, exc) from exc
     return exporter

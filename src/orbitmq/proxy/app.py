@@ -27,7 +27,7 @@ import grpc
 from orbitmq.acl.signature import Credentials
 from orbitmq.broker.config import parse_credentials_json
 from orbitmq.broker.pop.renew import RenewTable
-from orbitmq.errors import ConfigError
+from orbitmq.errors import ConfigError, ListenError
 from orbitmq.model.message import MessageExt
 from orbitmq.protocol.headers import CheckTransactionStateRequestHeader
 from orbitmq.proxy._pb import service_pb2_grpc as spb_grpc
@@ -40,6 +40,7 @@ from orbitmq.proxy.sessions import SessionTable
 from orbitmq.proxy.tls import grpc_server_credentials
 from orbitmq.security import AclService
 from orbitmq.security.exposure import grpc_exposure_warning
+from orbitmq.transport.listen_probe import bind_failure_reason, cannot_bind
 from orbitmq.transport.tls import TlsConfig
 
 __all__ = ["ProxyApp"]
@@ -124,13 +125,26 @@ class ProxyApp:
         )
         spb_grpc.add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         address = f"{config.grpc_bind_address}:{config.grpc_server_port}"
-        if credentials is None:
-            self._port = server.add_insecure_port(address)
-        else:
-            self._port = server.add_secure_port(address, credentials)
+        # Checked first, so a port in use is refused in one line, without gRPC's own error log.
+        taken = config.grpc_server_port and cannot_bind(config.grpc_bind_address, config.grpc_server_port)
+        if taken:
+            await gateway.close()
+            raise ListenError("grpcServerPort", config.grpc_bind_address, config.grpc_server_port, taken)
+        try:
+            if credentials is None:
+                self._port = server.add_insecure_port(address)
+            else:
+                self._port = server.add_secure_port(address, credentials)
+        except RuntimeError:  # grpcio >= 1.61 raises where older ones returned port 0
+            self._port = 0
         if self._port == 0:
             await gateway.close()
-            raise OSError(f"cannot bind the gRPC port {config.grpc_bind_address}:{config.grpc_server_port}")
+            raise ListenError(
+                "grpcServerPort",
+                config.grpc_bind_address,
+                config.grpc_server_port,
+                bind_failure_reason(config.grpc_bind_address, config.grpc_server_port),
+            )
         await server.start()
         self._server, self._service, self._core = server, service, core
         self._tasks = [

@@ -36,6 +36,7 @@ from orbitmq.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoi
 from orbitmq.store.commit_log import CommitLog, CommitLogFlusher, CommitLogWarmer
 from orbitmq.store.config import FlushDiskType, StoreConfig, delay_levels_ms
 from orbitmq.store.consume_queue import ConsumeQueueTable
+from orbitmq.store.dir_lock import StoreDirLock, lock_store_dir
 from orbitmq.store.dispatch import Dispatcher, record_has_key
 from orbitmq.store.index_service import IndexService
 from orbitmq.store.put_path import PreparedRequests, RecordBuilder, dispatch_new, pack_one
@@ -129,6 +130,7 @@ class MessageStore:
         self._checkpoint = Checkpoint()
         self._manifest = ManifestKeeper(Path(config.store_path_root_dir))
         self.recovery_report: RecoveryReport | None = None
+        self._dir_lock: StoreDirLock | None = None
 
     def _queue_load_bounds(self) -> tuple[int, int]:
         end = self._recovered_end_offset
@@ -141,7 +143,16 @@ class MessageStore:
         if self._open:
             return
         root = Path(self.config.store_path_root_dir)
-        root.mkdir(parents=True, exist_ok=True)
+        # First of all: a second process on this directory must not recover it, nor later
+        # remove the abort marker of the one running.
+        self._dir_lock = lock_store_dir(root)
+        try:
+            self._open_locked()
+        except BaseException:
+            self._dir_lock.release()
+            raise
+
+    def _open_locked(self) -> None:
         clean_shutdown = not self.config.abort_path.exists()
         self.config.abort_path.touch()
         checkpoint = read_checkpoint(self.config.checkpoint_path)
@@ -210,6 +221,9 @@ class MessageStore:
         if self._index is not None:
             self._index.close()
         self.config.abort_path.unlink(missing_ok=True)
+        if self._dir_lock is not None:
+            self._dir_lock.release()
+            self._dir_lock = None
 
     @property
     def is_open(self) -> bool:
