@@ -55,7 +55,7 @@ from orbitmq.protocol.message_codec import (
     decode_stored_message,
     pack_blank_into,
 )
-from orbitmq.store._fs import failpoints, list_segments
+from orbitmq.store._fs import DiskFullError, failpoints, list_segments
 from orbitmq.store.mapped_file import NEVER, MappedFile, MappedFileQueue
 
 _log = logging.getLogger(__name__)
@@ -247,20 +247,40 @@ class CommitLog:
         """The segment whose tail can take ``record_bytes`` more (rolling over if needed).
 
         The caller checked that ``record_bytes + 8 <= segment_bytes`` and holds the put lock.
+        The returned segment has disk blocks for the records and the blank that may follow
+        them; a segment rolled over is closed by its blank only once the next one has them.
+
+        Raises:
+            DiskFullError: no room on the disk: nothing was written, the put is refused.
         """
         last = self.segments.last()
         if last is None:
-            return self._new_segment(0)
+            return self._new_segment(0, record_bytes + BLANK_RECORD_MIN_BYTES)
         remaining = last.remaining_bytes
         if record_bytes + BLANK_RECORD_MIN_BYTES <= remaining:
+            last.allocate_to(last.wrote_position + record_bytes + BLANK_RECORD_MIN_BYTES)
             return last
+        if remaining >= BLANK_RECORD_MIN_BYTES:
+            last.allocate_to(last.wrote_position + BLANK_RECORD_MIN_BYTES)
+        segment = self._new_segment(last.end_offset, record_bytes + BLANK_RECORD_MIN_BYTES)
         if remaining >= BLANK_RECORD_MIN_BYTES:
             pack_blank_into(last.buffer, last.wrote_position, remaining)
         last.wrote_position = last.size_bytes
-        return self._new_segment(last.end_offset)
+        return segment
 
-    def _new_segment(self, start_offset: int) -> MappedFile:
+    def _new_segment(self, start_offset: int, allocate_bytes: int) -> MappedFile:
+        """Create the segment at ``start_offset`` with blocks for its first ``allocate_bytes``.
+
+        Raises:
+            DiskFullError: no room for them (the new file is removed again).
+        """
         segment = self.segments.create(start_offset)
+        try:
+            segment.allocate_to(allocate_bytes)
+        except OSError:
+            self.segments.files.pop()
+            segment.delete()
+            raise
         if self.wake_warmer is not None:
             segment.warm_mark = 0  # its first write wakes the warmer
         return segment
@@ -291,19 +311,16 @@ class CommitLog:
         if not self.segments.files:
             if commit_log_offset % self.segment_bytes:
                 return False
-            self._new_segment(commit_log_offset)
+            self._new_segment(commit_log_offset, 0)
             self._flushed_offset = commit_log_offset
         if commit_log_offset != self.max_offset:
             return False
         view = memoryview(data)
+        pieces = self._allocate_raw(len(view))
         head_segment: MappedFile | None = None
         head_position = head_bytes = 0
         position = 0
-        while position < len(view):
-            last = self.segments.files[-1]
-            if last.remaining_bytes == 0:
-                last = self._new_segment(last.end_offset)
-            count = min(last.remaining_bytes, len(view) - position)
+        for last, count in pieces:
             start = last.wrote_position
             if head_segment is None:
                 head_segment, head_position, head_bytes = last, start, min(RAW_HEAD_BYTES, count)
@@ -319,6 +336,37 @@ class CommitLog:
             failpoints.hit("commit_log.before_raw_head")
             head_segment.buffer[head_position : head_position + head_bytes] = view[:head_bytes]
         return True
+
+    def _allocate_raw(self, size_bytes: int) -> list[tuple[MappedFile, int]]:
+        """Blocks for ``size_bytes`` appended at the end, segments created as needed: (segment, bytes).
+
+        Everything is allocated before a byte is copied, so a full disk appends nothing.
+
+        Raises:
+            DiskFullError: no room (segments created here are removed again).
+        """
+        pieces: list[tuple[MappedFile, int]] = []
+        created: list[MappedFile] = []
+        last = self.segments.files[-1]
+        start = last.wrote_position
+        left = size_bytes
+        try:
+            while left > 0:
+                if start == last.size_bytes:
+                    last = self._new_segment(last.end_offset, 0)
+                    created.append(last)
+                    start = 0
+                count = min(last.size_bytes - start, left)
+                last.allocate_to(start + count)
+                pieces.append((last, count))
+                left -= count
+                start += count
+        except OSError:
+            for segment in reversed(created):
+                self.segments.files.remove(segment)
+                segment.delete()
+            raise
+        return pieces
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -673,7 +721,8 @@ class CommitLogWarmer:
 
     The thread sleeps until a write reaches the last segment's ``warm_mark`` (half a window
     before the populated end), then populates up to a window past the write position, one
-    ``chunk_bytes`` madvise at a time. Populated pages hold zeros until written; flushes
+    ``chunk_bytes`` madvise at a time, each chunk's blocks allocated first (a full disk ends
+    the round, and the next write past the mark starts another). Populated pages hold zeros until written; flushes
     sync only written ranges, so they are not written back early. A kernel without
     MADV_POPULATE_WRITE (before 5.14) ends the thread at its first attempt: writes then
     fault pages in themselves, as they do without a warmer.
@@ -686,6 +735,7 @@ class CommitLogWarmer:
         self._wake = threading.Event()
         self._stopping = False
         self.populated_bytes = 0  # in all, for tests and metrics
+        self.disk_full_rounds = 0  # rounds that stopped because the disk was full
         self._thread = threading.Thread(target=self._run, name="orbitmq-commit-log-warm", daemon=True)
 
     def start(self) -> None:
@@ -711,6 +761,11 @@ class CommitLogWarmer:
                     _log.info("commit-log warming is not available here (MADV_POPULATE_WRITE)")
                     self._commit_log.wake_warmer = None
                     return
+            except DiskFullError:
+                # Nothing is faulted in without its blocks: the writer allocates what it
+                # needs itself (and refuses puts while the disk is full); warm again later.
+                segment.warm_mark = segment.wrote_position + self._window // 2
+                self.disk_full_rounds += 1
             except OSError:
                 _log.exception("commit-log warming of %s failed; it stops", segment.path)
                 self._commit_log.wake_warmer = None

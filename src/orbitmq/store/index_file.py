@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orbitmq.errors import CorruptRecordError
-from orbitmq.store._fs import failpoints
+from orbitmq.store._fs import DiskFullError, failpoints, reserve_blocks
 
 # The key hashes live with their vectorised form; importers may keep finding them here.
 from orbitmq.store._key_hash import index_key_hash as index_key_hash
@@ -84,6 +84,9 @@ DEFAULT_HASH_SLOT_NUM = 5_000_000
 DEFAULT_INDEX_NUM = 20_000_000
 
 _INT_MAX = 0x7FFFFFFF
+# Entry blocks are allocated this far ahead of the writes at a time.
+_ENTRY_ALLOCATE_BYTES = 256 << 10
+_PAGE_BYTES = mmap.PAGESIZE
 # An entry's stored time has whole-second granularity, so its real store time lies anywhere in
 # [reconstructed, reconstructed + this]; queries widen by it so that nothing in range is missed.
 _TIME_SLACK_MS = 999
@@ -165,8 +168,9 @@ class IndexFile:
     Use :meth:`create` for a new file and :meth:`open` for an existing one.
     """
 
-    def __init__(self, path: Path, mapped: mmap.mmap, hash_slot_num: int, index_num: int) -> None:
+    def __init__(self, path: Path, fd: int, mapped: mmap.mmap, hash_slot_num: int, index_num: int) -> None:
         self.path = path
+        self._fd = fd
         self._mapped = mapped
         self._hash_slot_num = hash_slot_num
         self._index_num = index_num
@@ -180,23 +184,36 @@ class IndexFile:
         self.end_commit_log_offset = header.end_commit_log_offset
         self.hash_slot_count = header.hash_slot_count
         self.index_count = header.index_count
+        # Blocks behind the mapping (see create): pages of the header and slot table known to
+        # have theirs, and the entries below this file position.
+        self._slot_pages = bytearray(-(-self._entries_base // _PAGE_BYTES))
+        self._entries_allocated_end = self._entry_position(max(self.index_count, 1))
 
     @classmethod
     def create(cls, path: Path, hash_slot_num: int, index_num: int) -> IndexFile:
         """Create a new, empty file at ``path`` (which must not exist).
 
         The file is sized with ``ftruncate``, so it is sparse: a default-size file takes no disk
-        space until entries are written.
+        space until entries are written. No page of the mapping is written before it has its
+        disk block, though: each run of keys first allocates the slot-table pages it touches
+        and its entries (a chunk ahead), so a full disk is a DiskFullError, never SIGBUS.
+
+        Raises:
+            DiskFullError: no room for the header (the file is removed again).
         """
         size_bytes = index_file_size_bytes(hash_slot_num, index_num)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.ftruncate(fd, size_bytes)
+            reserve_blocks(fd, 0, min(_PAGE_BYTES, size_bytes), f"index file {path.name}")
             mapped = mmap.mmap(fd, size_bytes)
-        finally:
+        except BaseException:
             os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
         _HEADER.pack_into(mapped, 0, 0, 0, 0, 0, 0, 1)
-        index_file = cls(path, mapped, hash_slot_num, index_num)
+        index_file = cls(path, fd, mapped, hash_slot_num, index_num)
+        index_file._slot_pages[0] = 1
         index_file.dirty = True
         return index_file
 
@@ -213,9 +230,10 @@ class IndexFile:
                     f"for {hash_slot_num} slots and {index_num} entries"
                 )
             mapped = mmap.mmap(fd, size_bytes)
-        finally:
+        except BaseException:
             os.close(fd)
-        return cls(path, mapped, hash_slot_num, index_num)
+            raise
+        return cls(path, fd, mapped, hash_slot_num, index_num)
 
     # -- state -------------------------------------------------------------------------------
 
@@ -296,6 +314,8 @@ class IndexFile:
             return start
         stop = start + count
         hashes = key_hashes[start:stop]
+        self._reserve_slot_pages(hashes % self._hash_slot_num)
+        self._reserve_entries(self._entry_position(self.index_count + count))
         offsets = commit_log_offsets[start:stop]
         times_ms = store_timestamps_ms[start:stop]
         first_entry = self.index_count
@@ -337,6 +357,46 @@ class IndexFile:
         self.dirty = True
         return stop
 
+    def _reserve_slot_pages(self, buckets: npt.NDArray[np.int64]) -> None:
+        """Blocks for the header page and the slot-table pages of ``buckets`` (each page once).
+
+        Raises:
+            DiskFullError: no room for them: nothing was written.
+        """
+        import numpy as np
+
+        known = np.frombuffer(self._slot_pages, dtype=np.uint8)
+        pages = np.unique((HEADER_SIZE_BYTES + buckets * SLOT_SIZE_BYTES) // _PAGE_BYTES)
+        pages = np.concatenate((np.zeros(1, dtype=pages.dtype), pages))
+        new = pages[known[pages] == 0]
+        if not new.size:
+            return
+        new = np.unique(new)
+        for run in np.split(new, np.flatnonzero(np.diff(new) != 1) + 1):
+            first, last = int(run[0]), int(run[-1])
+            start, end = first * _PAGE_BYTES, min((last + 1) * _PAGE_BYTES, self._entries_base)
+            reserve_blocks(self._fd, start, end - start, f"index file {self.path.name}")
+            known[first : last + 1] = 1
+
+    def _reserve_entries(self, file_position_end: int) -> None:
+        """Blocks for the entries below ``file_position_end``, a chunk ahead when there is room.
+
+        Raises:
+            DiskFullError: no room for them: nothing was written.
+        """
+        start = self._entries_allocated_end
+        if file_position_end <= start:
+            return
+        size_bytes = len(self._mapped)
+        end = min(size_bytes, file_position_end + _ENTRY_ALLOCATE_BYTES)
+        what = f"index file {self.path.name}"
+        try:
+            reserve_blocks(self._fd, start, end - start, what)
+        except DiskFullError:
+            end = file_position_end
+            reserve_blocks(self._fd, start, end - start, what)
+        self._entries_allocated_end = end
+
     def _slot_table(self) -> npt.NDArray[np.int32]:
         """A writable big-endian view of the slot table (release it before the file closes)."""
         import numpy as np
@@ -352,6 +412,11 @@ class IndexFile:
         would have written, except that ``end_timestamp_ms`` is rebuilt from the last kept entry's
         seconds delta (rounded up, never later than before).
         """
+        import numpy as np
+
+        # Slots it rewrites were written before (they hold the entries it drops); the header
+        # page may not have its block in a file from before blocks were allocated ahead.
+        self._reserve_slot_pages(np.zeros(0, dtype=np.int64))
         mapped = self._mapped
         entry_number = self.index_count - 1
         while entry_number >= 1:
@@ -546,6 +611,9 @@ class IndexFile:
         slot_position = self._slot_position(last.key_hash)
         if _SLOT.unpack_from(self._mapped, slot_position)[0] == last_entry_number:
             return False
+        import numpy as np
+
+        self._reserve_slot_pages(np.array([last.key_hash % self._hash_slot_num], dtype=np.int64))
         _SLOT.pack_into(self._mapped, slot_position, last_entry_number)
         self.dirty = True
         return True
@@ -563,12 +631,19 @@ class IndexFile:
         if not self._mapped.closed:
             self.flush()
             self._mapped.close()
+        self._close_fd()
 
     def delete(self) -> None:
         """Unmap without flushing and remove the file."""
         if not self._mapped.closed:
             self._mapped.close()
+        self._close_fd()
         self.path.unlink(missing_ok=True)
+
+    def _close_fd(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def _slot_position(self, key_hash: int) -> int:
         return HEADER_SIZE_BYTES + (key_hash % self._hash_slot_num) * SLOT_SIZE_BYTES
