@@ -150,9 +150,9 @@ class DiskSpaceMonitor:
                 config.disk_max_used_space_ratio_percent,
             )
         else:
-            accepted = " puts are accepted again;" if previous is DiskLevel.FULL else ""
+            accepted = ": puts are accepted again" if previous is DiskLevel.FULL else ""
             _log.warning(
-                "%s is %.1f%% used (level %s, was %s);%s",
+                "%s is %.1f%% used (level %s, was %s)%s",
                 self._path,
                 used,
                 level.name,
