@@ -18,12 +18,14 @@ CommitLog minimum.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
+from orbitmq.errors import StoreError
 from orbitmq.store.config import StoreConfig, delete_hours
 from orbitmq.store.disk_space import DiskLevel, disk_level
 from orbitmq.store.disk_space import disk_used_percent as disk_used_percent
@@ -34,6 +36,8 @@ _log = logging.getLogger(__name__)
 _MS_PER_HOUR = 3_600_000
 # On a disk past diskMaxUsedSpaceRatio retention runs at least this often.
 _FULL_DISK_RETENTION_MS = 1000
+_IO_ERROR_LOG_INTERVAL_S = 60.0
+_T = TypeVar("_T")
 
 
 def is_delete_hour(now_ms: int, delete_when: str) -> bool:
@@ -83,6 +87,7 @@ class Housekeeper:
         self._store = store
         self._config = config
         self._stop = threading.Event()
+        self._io_error_logged_at: dict[str, float] = {}
         self._thread = threading.Thread(target=self._run, name="orbitmq-store-housekeeping", daemon=True)
 
     def start(self) -> None:
@@ -94,21 +99,41 @@ class Housekeeper:
         while not self._stop.wait(config.flush_interval_consume_queue_ms / 1000):
             now = time.monotonic()
             thorough = (now - last_thorough) * 1000 >= config.flush_consume_queue_thorough_interval_ms
-            try:
-                # Every round: a disk filling up must stop puts within a round, not a
-                # retention interval.
-                level = self._store.check_disk_space()
-                if level >= DiskLevel.CLEAN and (now - last_retention) * 1000 >= _FULL_DISK_RETENTION_MS:
-                    last_retention = now - config.retention_interval_ms / 1000
-                self._store.flush_consume_queues(thorough)
-                if thorough:
-                    last_thorough = now
-                if (now - last_retention) * 1000 >= config.retention_interval_ms:
-                    last_retention = now
-                    self._store.run_retention(time.time_ns() // 1_000_000)
-            except Exception:
-                # Keep the thread alive: the next round retries, and close() flushes anyway.
-                _log.exception("store housekeeping failed")
+            # Each step on its own: a full disk that fails the write-out must not stop the
+            # disk check or the retention that frees it.
+            level = self._step("disk check", self._store.check_disk_space)
+            full = level is not None and level >= DiskLevel.CLEAN
+            if full and (now - last_retention) * 1000 >= _FULL_DISK_RETENTION_MS:
+                last_retention = now - config.retention_interval_ms / 1000
+            written = self._step("consume-queue write-out", functools.partial(self._flush, thorough))
+            if written and thorough:
+                last_thorough = now
+            if (now - last_retention) * 1000 >= config.retention_interval_ms:
+                last_retention = now
+                self._step("retention", lambda: self._store.run_retention(time.time_ns() // 1_000_000))
+
+    def _flush(self, thorough: bool) -> bool:
+        self._store.flush_consume_queues(thorough)
+        return True
+
+    def _step(self, name: str, step: Callable[[], _T]) -> _T | None:
+        """Run one step; log a failure (I/O ones once a minute, in one line) and keep the thread alive.
+
+        The next round retries, and close() flushes anyway.
+        """
+        try:
+            return step()
+        except (OSError, StoreError) as exc:
+            now = time.monotonic()
+            if (
+                now - self._io_error_logged_at.get(name, -_IO_ERROR_LOG_INTERVAL_S)
+                >= _IO_ERROR_LOG_INTERVAL_S
+            ):
+                self._io_error_logged_at[name] = now
+                _log.error("store %s failed (retried every round, logged once a minute): %s", name, exc)
+        except Exception:
+            _log.exception("store %s failed", name)
+        return None
 
     def stop(self) -> None:
         self._stop.set()
