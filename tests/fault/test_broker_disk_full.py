@@ -13,8 +13,9 @@ sends; the filler is deleted and sends are accepted again without a restart; aft
 restart every acknowledged message reads back by content and the verifier passes.
 
 A second test drives a store past its last free block between two disk checks, so the put
-path meets ENOSPC itself: the put is refused (no SIGBUS), the store reopens on the full disk
-and reads everything back, and the verifier runs there too.
+path meets ENOSPC itself: the put is refused (no SIGBUS), the store reopens on the full disk,
+reads everything back and answers key queries (whose slots mostly lie in pages the index
+never wrote), and the verifier runs there too.
 """
 
 from __future__ import annotations
@@ -199,11 +200,15 @@ from orbitmq.store.message_store import MessageStore, PutMessageRequest, PutStat
 root, puts = Path(sys.argv[1]), int(sys.argv[2])
 store = MessageStore(StoreConfig(
     store_path_root_dir=root, commit_log_segment_bytes=1 << 20, consume_queue_entries_per_file=4000,
-    max_hash_slot_num=1000, max_index_num=8000, clean_file_forcibly_enable=False,
+    max_hash_slot_num=1_000_000, max_index_num=8000, clean_file_forcibly_enable=False,
     flush_interval_consume_queue_ms=60_000,  # no disk check between puts: the put path meets ENOSPC
 ))
 store.open()
 acked = store.get_max_queue_offset("T", 0)
+if acked == 0:  # a first key, queried: the index has a file before the disk fills
+    store.put_message(PutMessageRequest("T", 0, bytes(4096), properties={"KEYS": "k0"}))
+    assert store.query_messages_by_key("T", "k0", 1, 0, 1 << 62)
+    acked = 1
 for _ in range(puts):
     body = acked.to_bytes(4, "big") * 1024
     result = store.put_message(PutMessageRequest("T", 0, body, properties={"KEYS": f"k{acked}"}))
@@ -219,6 +224,10 @@ while True:
     read += len(got.commit_log_offsets)
     offset = got.next_begin_offset
 print("ACKED", acked, "READ", read, flush=True)
+sampled = range(0, acked, max(1, acked // 50))
+found = sum(1 for i in sampled if store.query_messages_by_key("T", f"k{i}", 1, 0, 1 << 62))
+absent = sum(len(store.query_messages_by_key("T", f"absent{i}", 1, 0, 1 << 62)) for i in range(500))
+print("QUERIED", len(sampled), "FOUND", found, "ABSENT", absent, flush=True)
 store.close()
 """
 
@@ -245,8 +254,11 @@ def test_store_put_meeting_enospc_is_refused_without_sigbus(small_disk: Path) ->
     status, output = _store_child(store, puts=10)  # reopened on the full disk
     assert status == 0, output
     assert f"ACKED {acked} READ {acked}" in output and "REFUSED SERVICE_NOT_AVAILABLE" in output, output
+    assert "ABSENT 0" in output, output  # key queries read slot pages the index never wrote
     filler.unlink()
     status, output = _store_child(store, puts=10)
     assert status == 0 and f"ACKED {acked + 10} READ {acked + 10}" in output, output
+    sampled = len(range(0, acked + 10, max(1, (acked + 10) // 50)))
+    assert f"QUERIED {sampled} FOUND {sampled} ABSENT 0" in output, output
     verified = _verify(store)
     assert verified.returncode == 0, verified.stdout + verified.stderr

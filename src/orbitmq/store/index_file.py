@@ -56,6 +56,7 @@ after a commit-log offset are always a suffix of the file; :meth:`IndexFile.trun
 from __future__ import annotations
 
 import array
+import errno
 import mmap
 import os
 import struct
@@ -233,7 +234,9 @@ class IndexFile:
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, fd, mapped, hash_slot_num, index_num)
+        index_file = cls(path, fd, mapped, hash_slot_num, index_num)
+        index_file._find_slot_pages()
+        return index_file
 
     # -- state -------------------------------------------------------------------------------
 
@@ -265,7 +268,17 @@ class IndexFile:
 
     def slot(self, key_hash: int) -> int:
         """The raw slot value of the bucket of ``key_hash``."""
-        return int(_SLOT.unpack_from(self._mapped, self._slot_position(key_hash))[0])
+        return self._slot_at(self._slot_position(key_hash))
+
+    def _slot_at(self, slot_position: int) -> int:
+        """The slot at ``slot_position``: 0 in a page without its disk block, never read there.
+
+        Such a page is a hole, which reads as zeros; on tmpfs even a read fault on a hole
+        allocates a page, and on a full file system that is SIGBUS.
+        """
+        if not self._slot_pages[slot_position // _PAGE_BYTES]:
+            return 0
+        return int(_SLOT.unpack_from(self._mapped, slot_position)[0])
 
     def time_matches(self, begin_timestamp_ms: int, end_timestamp_ms: int) -> bool:
         """Whether this file may hold entries stored within [begin, end] (False when empty)."""
@@ -357,6 +370,30 @@ class IndexFile:
         self.dirty = True
         return stop
 
+    def _find_slot_pages(self) -> None:
+        """Mark the header and slot-table pages that have their blocks (SEEK_DATA), for a file just opened."""
+        fd, end = self._fd, self._entries_base
+        position = 0
+        while position < end:
+            try:
+                start = os.lseek(fd, position, os.SEEK_DATA)
+                stop = min(os.lseek(fd, start, os.SEEK_HOLE), end)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:  # no SEEK_DATA here: all of it counts as written
+                    self._slot_pages[:] = b"\x01" * len(self._slot_pages)
+                return
+            if start >= end:
+                return
+            first, last = start // _PAGE_BYTES, -(-stop // _PAGE_BYTES)
+            self._slot_pages[first:last] = b"\x01" * (last - first)
+            position = stop
+
+    def _read_slot_table(self) -> bytes:
+        """A copy of the slot table read from the file (pread: a hole reads as zeros, never faults)."""
+        size_bytes = self._hash_slot_num * SLOT_SIZE_BYTES
+        data = os.pread(self._fd, size_bytes, HEADER_SIZE_BYTES)
+        return data if len(data) == size_bytes else data + bytes(size_bytes - len(data))
+
     def _reserve_slot_pages(self, buckets: npt.NDArray[np.int64]) -> None:
         """Blocks for the header page and the slot-table pages of ``buckets`` (each page once).
 
@@ -427,7 +464,7 @@ class IndexFile:
             if entry_commit_log_offset < commit_log_offset:
                 break
             slot_position = self._slot_position(key_hash)
-            if _SLOT.unpack_from(mapped, slot_position)[0] == entry_number:
+            if self._slot_at(slot_position) == entry_number:
                 _SLOT.pack_into(mapped, slot_position, prev_entry_number)
                 if prev_entry_number == 0:
                     self.hash_slot_count -= 1
@@ -483,7 +520,7 @@ class IndexFile:
         """
         mapped = self._mapped
         index_count = self.index_count
-        entry_number = _SLOT.unpack_from(mapped, self._slot_position(key_hash))[0]
+        entry_number = self._slot_at(self._slot_position(key_hash))
         earliest_ms = begin_timestamp_ms - _TIME_SLACK_MS
         while 0 < entry_number < index_count and len(found) < max_num:
             entry_hash, commit_log_offset, time_delta_s, prev_entry_number = _ENTRY.unpack_from(
@@ -550,9 +587,8 @@ class IndexFile:
         return None
 
     def _slot_table_problem(self) -> str | None:
-        slots_end = HEADER_SIZE_BYTES + self._hash_slot_num * SLOT_SIZE_BYTES
         # One copy into an int array and C-level min/max: about 0.2 s for 5,000,000 slots.
-        values = array.array("i", self._mapped[HEADER_SIZE_BYTES:slots_end])
+        values = array.array("i", self._read_slot_table())
         if sys.byteorder == "little":
             values.byteswap()
         lowest, highest = min(values), max(values)
@@ -574,15 +610,15 @@ class IndexFile:
 
         if not 1 <= self.index_count <= self._index_num:
             return 0  # a damaged header: find_problem reports it
-        slot_table = self._slot_table()
-        stale = np.flatnonzero(slot_table >= self.index_count)
+        copied = np.frombuffer(self._read_slot_table(), dtype=">i4")
+        stale = np.flatnonzero(copied >= self.index_count)
         if not stale.size:
             return 0
         entries = np.frombuffer(
             self._mapped, dtype=_ENTRY_FIELDS, count=self._index_num, offset=self._entries_base
         )
         previous = entries["prev_entry_number"]
-        values = slot_table[stale].astype(np.int64)
+        values = copied[stale].astype(np.int64)
         while True:
             ahead = np.flatnonzero(values >= self.index_count)
             if not ahead.size:
@@ -594,6 +630,7 @@ class IndexFile:
             # Chains only ever point at older entries: anything else ends the chain.
             following[(following >= current) | (following < 0)] = 0
             values[ahead] = following
+        slot_table = self._slot_table()  # the stale slots were written: their pages have blocks
         slot_table[stale] = values
         del slot_table, entries, previous
         self.dirty = True
@@ -609,7 +646,7 @@ class IndexFile:
         last_entry_number = self.index_count - 1
         last = self.entry(last_entry_number)
         slot_position = self._slot_position(last.key_hash)
-        if _SLOT.unpack_from(self._mapped, slot_position)[0] == last_entry_number:
+        if self._slot_at(slot_position) == last_entry_number:
             return False
         import numpy as np
 
