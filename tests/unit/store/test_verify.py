@@ -488,3 +488,22 @@ def test_verify_store_after_kill_without_checkpoint_leaves_the_whole_log_to_reco
     (tmp_path / "checkpoint").unlink()
     report = verify_store(tmp_path)
     assert report.ok and report.recovery_redispatch_from == 0, report.render()
+
+
+def test_verify_reads_sparse_and_short_segments_as_they_are(tmp_path: Path) -> None:
+    """The last segment holed after its records (as the store leaves it) verifies clean; cut short
+    inside a record, it is reported, not read past its end."""
+    built = build_store(tmp_path)
+    path, file_offset = _segment_of(built, 29)
+    end = file_offset + built.sizes[29]
+    data = path.read_bytes()[:end]
+    path.unlink()
+    with open(path, "wb") as handle:
+        handle.write(data)
+        handle.truncate(SEGMENT_BYTES)  # the rest is a hole
+    assert verify_store(tmp_path).ok
+    with open(path, "r+b") as handle:
+        handle.truncate(end - 10)
+    problems = _problems(tmp_path)
+    assert f"file {path.name} is {end - 10} bytes, expected {SEGMENT_BYTES}" in problems
+    assert f"record at commit-log offset {built.offsets[29]}: total size" in problems
