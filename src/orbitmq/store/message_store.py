@@ -33,7 +33,9 @@ from orbitmq.protocol.message_codec import BLANK_RECORD_MIN_BYTES
 from orbitmq.store._fs import DiskFullError, failpoints
 from orbitmq.store.batch_put import BatchPut, PreparedBatch, prepare_batch
 from orbitmq.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
-from orbitmq.store.commit_log import CommitLog, CommitLogFlusher, CommitLogWarmer
+from orbitmq.store.commit_log import CommitLog
+from orbitmq.store.commit_log_flush import CommitLogFlusher
+from orbitmq.store.commit_log_warmer import CommitLogWarmer
 from orbitmq.store.config import FlushDiskType, StoreConfig, delay_levels_ms
 from orbitmq.store.consume_queue import ConsumeQueueTable
 from orbitmq.store.disk_space import DiskLevel, DiskSpaceMonitor
