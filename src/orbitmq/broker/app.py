@@ -375,11 +375,14 @@ class BrokerApp:
         config = self.broker_config
         address = self.address
 
-        def build() -> list[Any]:
-            return metrics_view.families(state, recorder, self._boot_timestamp_ms, address)
+        def capture() -> metrics_view.ScrapeCapture:
+            return metrics_view.capture(state, recorder)
+
+        def render(captured: metrics_view.ScrapeCapture) -> list[Any]:
+            return metrics_view.render(state, recorder, captured, self._boot_timestamp_ms, address)
 
         host = config.metrics_prom_exporter_host or self._host
-        exporter = serve_metrics(host, config.metrics_prom_exporter_port, build)
+        exporter = serve_metrics(host, config.metrics_prom_exporter_port, capture, render)
         self._metrics = exporter
         logger.info("broker %s metrics at %s", config.broker_name, exporter.url)
 

@@ -13,9 +13,11 @@ call takes a lock and builds a child lookup; a send of one message would pay it 
 Here a send costs one dictionary lookup and a few integer additions per request (per batch,
 not per message); labels that derive from the topic (``is_system``) are worked out at scrape.
 
-Thread model: every ``count_*`` method runs on the server's event loop; :meth:`snapshot`
-copies the tables on the same loop (the exporter's scrape thread asks the loop for it), so
-nothing here needs a lock.
+Thread model: every ``count_*`` method runs on the server's event loop. A scrape calls
+:meth:`capture` on the same loop (C-level copies of the tables, no per-row work) and
+:meth:`snapshot_from` on its own thread: that one reads the counters captured by reference
+(integer reads, at worst one request behind) and does the per-row work, so tens of thousands
+of topics cost the loop a few list copies per scrape. Nothing here needs a lock.
 """
 
 from __future__ import annotations
@@ -120,6 +122,18 @@ class RecorderSnapshot:
 
 
 @dataclass(slots=True)
+class RecorderCapture:
+    """What :meth:`Recorder.capture` takes on the event loop for :meth:`Recorder.snapshot_from`."""
+
+    now_ms: int
+    traffic_in: list[tuple[tuple[str, str], _Traffic]]
+    send_to_dlq: dict[tuple[str, str, bool], int]
+    rpc_latency: list[tuple[RpcKey, LatencyHistogram]]
+    window_start: _Sample
+    """The sample the per-minute rates start from (samples are never changed once taken)."""
+
+
+@dataclass(slots=True)
 class _Sample:
     at_ms: int
     put: dict[str, int] = field(default_factory=dict)
@@ -218,6 +232,16 @@ class Recorder:
         # Keep one sample at or beyond the window's far edge, so a rate always spans it.
         while len(self._samples) > 2 and self._samples[1].at_ms <= now_ms - RATE_HISTORY_MS:
             self._samples.popleft()
+        # Per-topic and per-group counts are read only from the sample a per-minute rate starts
+        # at; older samples keep their totals (the 10 s, 60 s and 600 s broker rates) and drop
+        # the rest, so thousands of topics do not cost ten minutes of per-topic copies.
+        start = self._oldest_within(now_ms, RATE_WINDOW_MS)
+        for older in self._samples:
+            if older is start:
+                break
+            if older.put or older.get:
+                older.put = {}
+                older.get = {}
 
     def _oldest_within(self, now_ms: int, window_ms: int) -> _Sample:
         """The newest sample at least ``window_ms`` old, else the oldest one kept."""
@@ -248,39 +272,56 @@ class Recorder:
         return put, got
 
     def snapshot(self, now_ms: int) -> RecorderSnapshot:
-        """Copy every table, with rates over the last minute as of ``now_ms``."""
-        self.sample(now_ms)
-        newest = self._samples[-1]
-        oldest = self._oldest_within(now_ms, RATE_WINDOW_MS)
-        span_s = (newest.at_ms - oldest.at_ms) / 1000
-        put_tps = _rates(newest.put, oldest.put, span_s)
-        get_tps = _rates(newest.get, oldest.get, span_s)
-        self._samples.pop()  # the scrape's own sample must not shift the periodic cadence
+        """Copy every table, with rates over the last minute as of ``now_ms`` (one thread)."""
+        return self.snapshot_from(self.capture(now_ms))
+
+    def capture(self, now_ms: int) -> RecorderCapture:
+        """The event loop's part of a scrape: list copies and references, no per-row work."""
+        return RecorderCapture(
+            now_ms=now_ms,
+            traffic_in=list(self._in.items()),
+            send_to_dlq=self.send_to_dlq.copy(),
+            rpc_latency=list(self.rpc_latency.items()),
+            window_start=self._oldest_within(now_ms, RATE_WINDOW_MS) if self._samples else _Sample(now_ms),
+        )
+
+    def snapshot_from(self, capture: RecorderCapture) -> RecorderSnapshot:
+        """Every table as of ``capture``, with rates over the last minute (any thread)."""
         system = self._is_system_topic
+        oldest = capture.window_start
+        span_s = (capture.now_ms - oldest.at_ms) / 1000
         messages_in: dict[InKey, list[int]] = {}
         message_size: dict[InKey, Histogram] = {}
-        for (topic, message_type), traffic in self._in.items():
+        put: dict[str, int] = {}
+        put_total = 0
+        for (topic, message_type), traffic in capture.traffic_in:
+            messages, size_bytes = traffic.messages, traffic.size_bytes
             key = (topic, message_type, system(topic))
-            messages_in[key] = [traffic.messages, traffic.size_bytes]
+            messages_in[key] = [messages, size_bytes]
             sizes = message_size[key] = Histogram(MESSAGE_SIZE_BUCKETS_BYTES)
             sizes.counts = list(traffic.sizes)
-            sizes.total = traffic.size_bytes
-            sizes.count = traffic.messages
+            sizes.total = size_bytes
+            sizes.count = messages
+            put[topic] = put.get(topic, 0) + messages
+            put_total += messages
+        out = self._out_totals()
+        get = {key: messages for key, (messages, _) in out.items()}
+        get_total = sum(get.values())
         return RecorderSnapshot(
             messages_in=messages_in,
             messages_out={
                 (topic, group, system(topic)): [messages, size_bytes]
-                for (topic, group), (messages, size_bytes) in self._out_totals().items()
+                for (topic, group), (messages, size_bytes) in out.items()
             },
             message_size=message_size,
-            send_to_dlq=dict(self.send_to_dlq),
-            rpc_latency={key: value.to_ms() for key, value in self.rpc_latency.items()},
-            put_tps=put_tps,
-            get_tps=get_tps,
-            broker_put_tps=_rate(newest.put_total, oldest.put_total, span_s),
-            broker_get_tps=_rate(newest.get_total, oldest.get_total, span_s),
-            put_total=newest.put_total,
-            get_total=newest.get_total,
+            send_to_dlq=capture.send_to_dlq,
+            rpc_latency={key: value.to_ms() for key, value in capture.rpc_latency},
+            put_tps=_rates(put, oldest.put, span_s),
+            get_tps=_rates(get, oldest.get, span_s),
+            broker_put_tps=_rate(put_total, oldest.put_total, span_s),
+            broker_get_tps=_rate(get_total, oldest.get_total, span_s),
+            put_total=put_total,
+            get_total=get_total,
         )
 
 
