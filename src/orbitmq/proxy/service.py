@@ -43,6 +43,8 @@ from orbitmq.proxy.core import CallMeta, ProxyCore, call_meta
 from orbitmq.proxy.producing import ProducerActivity
 from orbitmq.proxy.settings import CONSUMER_TYPES, answer_settings
 from orbitmq.proxy.validation import check_group, check_topic
+from orbitmq.proxy.wire import MalformedRequest, refuse_malformed
+from orbitmq.transport.log_limit import LogLimiter
 
 __all__ = ["MessagingService"]
 
@@ -66,13 +68,23 @@ def _permission(perm: int) -> pb.Permission:
 class MessagingService(spb_grpc.MessagingServiceServicer):
     """The servicer (see the module docstring)."""
 
-    def __init__(self, core: ProxyCore, guard: GrpcGuard | None = None) -> None:
+    def __init__(
+        self, core: ProxyCore, guard: GrpcGuard | None = None, log: LogLimiter | None = None
+    ) -> None:
         self._core = core
+        self._log = (
+            log if log is not None else LogLimiter(logger, core.config.bad_request_log_interval_ms / 1000)
+        )
         self.guard = guard if guard is not None else GrpcGuard(None)
         self.producer = ProducerActivity(core)
         self.consumer = ConsumerActivity(core)
         self._background: set[asyncio.Task[None]] = set()
         self._asked: dict[str, asyncio.Future[object]] = {}
+
+    @property
+    def bad_request_log(self) -> LogLimiter:
+        """The rate-limited log of refused and failed requests (shared with ``proxy.wire``)."""
+        return self._log
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -98,8 +110,14 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         try:
             return await handler(meta)
         except Exception as exc:
-            logger.exception(
-                "%s from client %s failed", getattr(response_type, "__name__", "RPC"), meta.client_id
+            # Rate-limited: a request that trips a defect must not be able to flood the log.
+            name = getattr(response_type, "__name__", "RPC")
+            self._log.error(
+                f"rpc-failed:{name}:{type(exc).__name__}",
+                "%s from client %s failed",
+                name,
+                meta.client_id,
+                exc_info=True,
             )
             return response_type(status=status(pb.INTERNAL_SERVER_ERROR, f"proxy error: {exc}"))
 
@@ -254,6 +272,10 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         try:
             async for command in request_iterator:
                 session = self._core.sessions.touch(meta.client_id, self._core.clock_ms())
+                if isinstance(command, MalformedRequest):
+                    remark = refuse_malformed(command, None, self._log)
+                    outbound.put_nowait(spb.TelemetryCommand(status=status(pb.BAD_REQUEST, remark)))
+                    continue
                 kind = command.WhichOneof("command")
                 if kind == "settings":
                     refused = self.guard.refusal("Telemetry", meta, settings_resources(command.settings))
