@@ -15,6 +15,7 @@ limits from :class:`~orbitmq.proxy.config.ProxyConfig`:
 | body empty / over ``maxMessageSize`` | MESSAGE_BODY_EMPTY / MESSAGE_BODY_TOO_LARGE |
 | due time more than ``maxDelayTimeMills`` ahead | ILLEGAL_DELIVERY_TIME |
 | type and properties disagree (FIFO without group, DELAY without due time, ...) | MESSAGE_PROPERTY_CONFLICT_WITH_TYPE |
+| receipt handle: not eight fields, a number out of its field's range, a broker name outside ``[a-zA-Z0-9_.:-]`` | INVALID_RECEIPT_HANDLE |
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from orbitmq.errors import RemoteProtocolError
+from orbitmq.protocol.pop import ExtraInfo
 from orbitmq.proxy._pb import definition_pb2 as pb
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.convert import SYSTEM_PROPERTY_KEYS
 
-__all__ = ["Invalid", "check_group", "check_message", "check_topic"]
+__all__ = ["Invalid", "check_group", "check_message", "check_topic", "parse_receipt_handle"]
 
 _NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_CHARS = 127
@@ -188,3 +191,33 @@ def _check_type(system: pb.SystemProperties, config: ProxyConfig, now_ms: int) -
     if kind in (pb.LITE, pb.PRIORITY):
         return Invalid(pb.UNSUPPORTED, f"message type {pb.MessageType.Name(kind)} is not supported")
     return None
+
+
+_BROKER_NAME = re.compile(r"^[a-zA-Z0-9_.:-]{1,127}$")
+_INT32_MAX = 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def parse_receipt_handle(text: str) -> ExtraInfo:
+    """A client's receipt handle, every field within what the broker's headers can carry.
+
+    Raises:
+        RemoteProtocolError: a malformed handle (INVALID_RECEIPT_HANDLE); the remark names the field.
+    """
+    handle = ExtraInfo.decode(text)
+    if not _BROKER_NAME.match(handle.broker_name) or handle.broker_name.strip(".") == "":
+        raise RemoteProtocolError(
+            f"receipt handle names broker {handle.broker_name[:48]!r}, not a broker name"
+        )
+    for name, value, low, high in (
+        ("queue id", handle.queue_id, 0, _INT32_MAX),
+        ("queue offset", handle.queue_offset, 0, _INT64_MAX),
+        ("revive queue id", handle.revive_qid, 0, _INT32_MAX),
+        ("checkpoint offset", handle.ck_queue_offset, _INT64_MIN, _INT64_MAX),
+        ("pop time", handle.pop_time_ms, _INT64_MIN, _INT64_MAX),
+        ("invisible time", handle.invisible_time_ms, _INT64_MIN, _INT64_MAX),
+        ("commit-log offset", handle.commit_log_offset, 0, _INT64_MAX),
+    ):
+        if value is not None and not low <= value <= high:
+            raise RemoteProtocolError(f"receipt handle {name} {str(value)[:48]} is out of range")
+    return handle
