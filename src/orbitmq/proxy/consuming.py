@@ -81,7 +81,7 @@ class ConsumerActivity:
         config = core.config
         topic = resource_name(request.message_queue.topic)
         group = resource_name(request.group)
-        invalid = check_group(request.group.name) or check_topic(request.message_queue.topic.name)
+        invalid = check_group(request.group) or check_topic(request.message_queue.topic)
         if invalid is not None:
             yield spb.ReceiveMessageResponse(status=status(invalid.code, invalid.message))
             return
@@ -269,7 +269,7 @@ class ConsumerActivity:
     async def ack_message(self, meta: CallMeta, request: spb.AckMessageRequest) -> spb.AckMessageResponse:
         group = resource_name(request.group)
         topic = resource_name(request.topic)
-        invalid = check_group(request.group.name) or check_topic(request.topic.name)
+        invalid = check_group(request.group) or check_topic(request.topic)
         if invalid is not None:
             return spb.AckMessageResponse(status=status(invalid.code, invalid.message))
         entries = []
@@ -322,7 +322,7 @@ class ConsumerActivity:
         group = resource_name(request.group)
         topic = resource_name(request.topic)
         old = request.receipt_handle
-        invalid = check_group(request.group.name) or check_topic(request.topic.name)
+        invalid = check_group(request.group) or check_topic(request.topic)
         if invalid is not None:
             return spb.ChangeInvisibleDurationResponse(
                 status=status(invalid.code, invalid.message), receipt_handle=old

@@ -163,7 +163,7 @@ class ProducerActivity:
         self, meta: CallMeta, request: spb.EndTransactionRequest
     ) -> spb.EndTransactionResponse:
         topic = resource_name(request.topic)
-        invalid = check_topic(request.topic.name)
+        invalid = check_topic(request.topic)
         if invalid is not None:
             return spb.EndTransactionResponse(status=status(invalid.code, invalid.message))
         decoded = decode_transaction_id(request.transaction_id)

@@ -30,13 +30,13 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-from orbitmq.errors import NoRouteError, RemotingError
+from orbitmq.errors import BrokerResponseError, NoRouteError, RemotingError
 from orbitmq.model.route import PERM_READ, PERM_WRITE
 from orbitmq.proxy._pb import definition_pb2 as pb
 from orbitmq.proxy._pb import service_pb2 as spb
 from orbitmq.proxy._pb import service_pb2_grpc as spb_grpc
 from orbitmq.proxy.auth import GrpcGuard, settings_resources
-from orbitmq.proxy.codes import status
+from orbitmq.proxy.codes import from_remoting, status
 from orbitmq.proxy.consuming import ConsumerActivity
 from orbitmq.proxy.convert import resource_name
 from orbitmq.proxy.core import CallMeta, ProxyCore, call_meta
@@ -109,6 +109,13 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             return response_type(status=refused)
         try:
             return await handler(meta)
+        except BrokerResponseError as exc:
+            # A name server or broker refused what the client asked for: its code, one line.
+            name = getattr(response_type, "__name__", "RPC")
+            self._log.warning(
+                f"rpc-refused:{name}:{exc.code}", "%s from client %s refused: %s", name, meta.client_id, exc
+            )
+            return response_type(status=status(from_remoting(exc.code), str(exc)[:512]))
         except Exception as exc:
             # Rate-limited: a request that trips a defect must not be able to flood the log.
             name = getattr(response_type, "__name__", "RPC")
@@ -138,7 +145,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         )
 
     async def _query_route(self, request: spb.QueryRouteRequest) -> spb.QueryRouteResponse:
-        invalid = check_topic(request.topic.name)
+        invalid = check_topic(request.topic)
         if invalid is not None:
             return spb.QueryRouteResponse(status=status(invalid.code, invalid.message))
         topic = resource_name(request.topic)
@@ -194,7 +201,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         )
 
     async def _query_assignment(self, request: spb.QueryAssignmentRequest) -> spb.QueryAssignmentResponse:
-        invalid = check_topic(request.topic.name) or check_group(request.group.name)
+        invalid = check_topic(request.topic) or check_group(request.group)
         if invalid is not None:
             return spb.QueryAssignmentResponse(status=status(invalid.code, invalid.message))
         gateway = self._core.gateway

@@ -68,7 +68,30 @@ def _has_control(text: str) -> bool:
     return any(ord(char) < 0x20 or ord(char) == 0x7F for char in text)
 
 
-def check_topic(topic: str) -> Invalid | None:
+_NAMESPACE = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+def _namespace_problem(resource: pb.Resource, max_chars: int) -> str | None:
+    """Why a resource's namespace cannot prefix its name on the broker (``<namespace>%<name>``)."""
+    namespace = resource.resource_namespace
+    if not namespace:
+        return None
+    if not _NAMESPACE.match(namespace):
+        return f"namespace {namespace[:48]!r} has characters outside [a-zA-Z0-9_-]"
+    if len(namespace) + 1 + len(resource.name) > max_chars:
+        return f"namespace and name {namespace[:40]}%{resource.name[:40]}... are longer than {max_chars}"
+    return None
+
+
+def check_topic(resource: str | pb.Resource) -> Invalid | None:
+    """A topic name, or a topic resource (its namespace too)."""
+    if isinstance(resource, pb.Resource):
+        problem = _namespace_problem(resource, TOPIC_MAX_CHARS)
+        if problem is not None:
+            return Invalid(pb.ILLEGAL_TOPIC, problem)
+        topic = resource.name
+    else:
+        topic = resource
     if not topic.strip():
         return Invalid(pb.ILLEGAL_TOPIC, "topic name is blank")
     if len(topic) > TOPIC_MAX_CHARS:
@@ -80,7 +103,15 @@ def check_topic(topic: str) -> Invalid | None:
     return None
 
 
-def check_group(group: str) -> Invalid | None:
+def check_group(resource: str | pb.Resource) -> Invalid | None:
+    """A consumer group name, or a group resource (its namespace too)."""
+    if isinstance(resource, pb.Resource):
+        problem = _namespace_problem(resource, GROUP_MAX_CHARS)
+        if problem is not None:
+            return Invalid(pb.ILLEGAL_CONSUMER_GROUP, problem)
+        group = resource.name
+    else:
+        group = resource
     if not group.strip():
         return Invalid(pb.ILLEGAL_CONSUMER_GROUP, "consumer group name is blank")
     if len(group) > GROUP_MAX_CHARS:
@@ -100,7 +131,7 @@ def check_message(message: pb.Message, config: ProxyConfig, now_ms: int) -> Inva
     """Every check of one message to send (the topic's name included)."""
     system = message.system_properties
     return (
-        check_topic(message.topic.name)
+        check_topic(message.topic)
         or _check_identity(system)
         or _check_body(message, config)
         or _check_properties(message, config)

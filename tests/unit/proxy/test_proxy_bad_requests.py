@@ -149,3 +149,18 @@ async def test_proxy_bad_receipt_handle_answers_invalid_receipt_handle(proxy: Pr
             metadata=CLIENT,
         )
         assert forward.status.code == pb.INVALID_RECEIPT_HANDLE, forward.status
+
+
+async def test_proxy_resource_namespace_outside_the_name_rule_answers_illegal_topic(proxy: ProxyApp) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{proxy.port}") as channel:
+        stub = spb_grpc.MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+        topic = pb.Resource(name="T", resource_namespace="ünïcødé/x")
+        route = await stub.QueryRoute(spb.QueryRouteRequest(topic=topic), metadata=CLIENT)
+        assert route.status.code == pb.ILLEGAL_TOPIC, route.status
+        assignment = await stub.QueryAssignment(
+            spb.QueryAssignmentRequest(
+                topic=pb.Resource(name="T"), group=pb.Resource(name="G", resource_namespace="a b")
+            ),
+            metadata=CLIENT,
+        )
+        assert assignment.status.code == pb.ILLEGAL_CONSUMER_GROUP, assignment.status
