@@ -42,6 +42,7 @@ PROBE_INTERVAL_S = 1.0
 PROBE_TIMEOUT_S = 3.0
 CALL_TIMEOUT_S = 5.0
 _MAX_DEPTH = 4
+_CLIENT_CORE_ERROR = "Internal error from Core"
 
 _ODD_STRINGS = (
     "",
@@ -362,9 +363,10 @@ async def _telemetry(channel: grpc.aio.Channel, request: GrpcRequest, stats: Grp
         # The deadline ends every stream that is still open: not a finding.
         if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
             stats.grpc_codes["OK"] += 1
-        elif refused and exc.code() == grpc.StatusCode.INTERNAL:
-            # The server answered CLIENT_ID_REQUIRED and ended the stream while the client was
-            # still writing: grpc's client reports its own failed write, not the server's.
+        elif exc.code() == grpc.StatusCode.INTERNAL and (refused or exc.details() == _CLIENT_CORE_ERROR):
+            # The server ended the stream (CLIENT_ID_REQUIRED ends it at once) while the client
+            # was still writing: grpc's client reports its own failed write with this fixed
+            # text, where a server's failure would carry the server's details (or UNKNOWN).
             stats.grpc_codes["CLIENT_WRITE_AFTER_END"] += 1
         else:
             _count_error(stats, "Telemetry", exc.code(), exc.details())
