@@ -65,3 +65,37 @@ def test_fuzz_grpc_port_survives_hostile_calls_on_every_rpc(tmp_path: Path) -> N
         assert asyncio.run(_fuzz_run.read_back(broker_addr, SEED_TOPIC)) == seeds
     finally:
         server.kill()
+
+
+def test_proxy_send_with_a_separator_in_a_property_answers_bad_request(tmp_path: Path) -> None:
+    """Found by the gRPC fuzzer: \\x01/\\x02 in a message id or trace context raised at encoding."""
+    import grpc
+
+    from orbitmq.proxy._pb import definition_pb2 as pb
+    from orbitmq.proxy._pb import service_pb2 as spb
+    from orbitmq.proxy._pb import service_pb2_grpc as spb_grpc
+
+    server = start_standalone(tmp_path)
+    grpc_addr = f"127.0.0.1:{server.extra_ports[1]}"
+    metadata = (("x-mq-client-id", "host@1@0@test"), ("x-mq-client-version", "5.1.2"))
+
+    async def send(message_id: str, trace_context: str) -> pb.Status:
+        async with grpc.aio.insecure_channel(grpc_addr) as channel:
+            stub = spb_grpc.MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+            message = pb.Message(
+                topic=pb.Resource(name="SeparatorTopic"),
+                body=b"x",
+                system_properties=pb.SystemProperties(
+                    message_id=message_id, body_encoding=pb.IDENTITY, trace_context=trace_context
+                ),
+            )
+            answer = await stub.SendMessage(spb.SendMessageRequest(messages=[message]), metadata=metadata)
+            return answer.status
+
+    try:
+        assert asyncio.run(send("01ID\x01X", "")).code == pb.ILLEGAL_MESSAGE_ID
+        assert asyncio.run(send("01ID", "trace\x02x")).code == pb.BAD_REQUEST
+        assert asyncio.run(send("01ID", "trace")).code == pb.OK
+        assert not _fuzz_run.server_exceptions(server.log_path.read_text(errors="replace"))
+    finally:
+        server.kill()

@@ -11,7 +11,7 @@ limits from :class:`~orbitmq.proxy.config.ProxyConfig`:
 | key: blank or contains a control character | ILLEGAL_MESSAGE_KEY |
 | message group: blank, longer than ``maxMessageGroupSize`` bytes, control characters | ILLEGAL_MESSAGE_GROUP |
 | user property named like a system one, or all of them over ``maxUserPropertySize`` | ILLEGAL_MESSAGE_PROPERTY_KEY / MESSAGE_PROPERTIES_TOO_LARGE |
-| message id blank | ILLEGAL_MESSAGE_ID |
+| message id blank or with a control character | ILLEGAL_MESSAGE_ID |
 | body empty / over ``maxMessageSize`` | MESSAGE_BODY_EMPTY / MESSAGE_BODY_TOO_LARGE |
 | due time more than ``maxDelayTimeMills`` ahead | ILLEGAL_DELIVERY_TIME |
 | type and properties disagree (FIFO without group, DELAY without due time, ...) | MESSAGE_PROPERTY_CONFLICT_WITH_TYPE |
@@ -142,6 +142,10 @@ def check_message(message: pb.Message, config: ProxyConfig, now_ms: int) -> Inva
 def _check_identity(system: pb.SystemProperties) -> Invalid | None:
     if not system.message_id.strip():
         return Invalid(pb.ILLEGAL_MESSAGE_ID, "message id is blank")
+    if _has_control(system.message_id):
+        return Invalid(
+            pb.ILLEGAL_MESSAGE_ID, f"message id {system.message_id[:48]!r} contains a control character"
+        )
     if system.HasField("tag") and (not system.tag.strip() or "|" in system.tag or _has_control(system.tag)):
         return Invalid(
             pb.ILLEGAL_MESSAGE_TAG, f"tag {system.tag!r} is blank or has '|' or control characters"
