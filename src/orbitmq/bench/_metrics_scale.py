@@ -59,6 +59,9 @@ class ScaleResult:
     scrape_errors: list[str] = field(default_factory=list)
     probes: int = 0
     probe_max_ms: float = 0.0
+    idle_probes: int = 0
+    idle_probe_max_ms: float = 0.0
+    """The prober's slowest answer before the first scrape (what the broker does without scrapes)."""
     probe_failures: list[str] = field(default_factory=list)
 
 
@@ -70,15 +73,27 @@ def _scrape(url: str, timeout_s: float) -> tuple[float, int]:
 
 
 async def scrape_under_probe(
-    broker_addr: str, url: str, probe_topic: str, scrapes: int, timeout_s: float = 60.0
+    broker_addr: str, url: str, probe_topic: str, scrapes: int, timeout_s: float = 60.0, idle_s: float = 0.0
 ) -> ScaleResult:
-    """Scrape ``url`` ``scrapes`` times in a row while probing the broker (module docstring)."""
+    """Scrape ``url`` ``scrapes`` times in a row while probing the broker (module docstring).
+
+    With ``idle_s`` the prober first runs that long without scrapes (``idle_probe_max_ms``).
+    """
     result = ScaleResult()
     client = RemotingClient()
     stop = asyncio.Event()
     header = GetMaxOffsetRequestHeader(topic=probe_topic, queue_id=0)
 
     async def probe() -> None:
+        idle_until = time.perf_counter() + idle_s
+        while time.perf_counter() < idle_until:
+            started = time.perf_counter()
+            request = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, header.to_ext())
+            await client.invoke(broker_addr, request, int(timeout_s * 1000))
+            result.idle_probes += 1
+            result.idle_probe_max_ms = max(result.idle_probe_max_ms, (time.perf_counter() - started) * 1000)
+            await asyncio.sleep(PROBE_INTERVAL_S)
+        scraping.set()
         while not stop.is_set():
             started = time.perf_counter()
             request = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, header.to_ext())
@@ -95,7 +110,9 @@ async def scrape_under_probe(
     try:
         # A first answer outside the measurement: the connection is opened here.
         await client.invoke(broker_addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, header.to_ext()))
+        scraping = asyncio.Event()
         prober = asyncio.create_task(probe())
+        await scraping.wait()
         for _ in range(scrapes):
             try:
                 seconds, size = await asyncio.to_thread(_scrape, url, timeout_s)

@@ -320,10 +320,16 @@ class BrokerApp:
             self._services.append(self.acl)
         recorder = state.recorder
         if recorder is not None:
+
+            async def rate_sample() -> None:
+                # The per-topic sums run on a thread: with tens of thousands of topics they
+                # would hold the loop for a good part of a second every few seconds.
+                captured = recorder.capture_sample()
+                sample = await asyncio.to_thread(recorder.build_sample, now_ms(), captured)
+                recorder.add_sample(sample)
+
             self._services.append(
-                PeriodicService(
-                    "metrics-rate-sample", _RATE_SAMPLE_INTERVAL_MS, lambda: recorder.sample(now_ms())
-                )
+                PeriodicService("metrics-rate-sample", _RATE_SAMPLE_INTERVAL_MS, rate_sample)
             )
             self._start_metrics(state, recorder)
         for service in self._services:

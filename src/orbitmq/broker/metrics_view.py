@@ -16,6 +16,7 @@ offsets on this broker, the sum over queues of ``max(0, max offset - committed o
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -25,10 +26,11 @@ from orbitmq import __version__
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.validation import RETRY_GROUP_TOPIC_PREFIX, is_system_topic
 from orbitmq.metrics import BrokerView, LagRow, Recorder, broker_families, request_code_names
-from orbitmq.metrics.cardinality import cap_labels
+from orbitmq.metrics.cardinality import OTHER, cap_labels, most_active_topics
 from orbitmq.metrics.recorder import RecorderCapture
 
 _CODE_NAMES = request_code_names()
+_YIELD_EVERY_QUEUES = 512
 
 
 def build_view(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> BrokerView:
@@ -45,7 +47,11 @@ def build_view(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> 
         permission=config.broker_permission,
     )
     max_offsets: dict[tuple[str, int], int] = {}
-    for topic, queue_id in store.queues():
+    for index, (topic, queue_id) in enumerate(store.queues()):
+        if index % _YIELD_EVERY_QUEUES == _YIELD_EVERY_QUEUES - 1:
+            # Off the loop: hand the GIL and the store's lock to the loop now and then, so a
+            # request never queues behind a whole pass over tens of thousands of queues.
+            time.sleep(0)
         max_offsets[(topic, queue_id)] = store.get_max_queue_offset(topic, queue_id)
     for topic in state.topics.names():
         view.topic_max_offsets.setdefault(topic, 0)
@@ -143,13 +149,17 @@ def render(
     state: BrokerState, recorder: Recorder, captured: ScrapeCapture, boot_timestamp_ms: int, broker_addr: str
 ) -> list[Metric]:
     """Every family of this broker as of ``captured``, labels capped (call on the scrape thread)."""
-    snapshot = recorder.snapshot_from(captured.recorder)
+    config = state.config
     view = build_view(state, boot_timestamp_ms, broker_addr)
     view.producer_connections = captured.connections.producer_connections
     view.consumer_connections = captured.connections.consumer_connections
-    config = state.config
+    # The topics are chosen first, so the recorder folds the others as it copies its tables.
+    topics = most_active_topics(view, config.metrics_max_topic_labels)
+    snapshot = recorder.snapshot_from(
+        captured.recorder, None if topics is None else (lambda topic: topic if topic in topics else OTHER)
+    )
     snapshot, view = cap_labels(
-        snapshot, view, config.metrics_max_topic_labels, config.metrics_max_group_labels
+        snapshot, view, config.metrics_max_topic_labels, config.metrics_max_group_labels, topics
     )
     return list(broker_families(snapshot, view, _CODE_NAMES))
 

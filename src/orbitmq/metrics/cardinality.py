@@ -23,7 +23,7 @@ from dataclasses import replace
 from orbitmq.metrics.families import BrokerView, LagRow
 from orbitmq.metrics.recorder import Histogram, RecorderSnapshot
 
-__all__ = ["OTHER", "cap_labels"]
+__all__ = ["OTHER", "cap_labels", "most_active_topics"]
 
 OTHER = "__other__"
 """The label value of the series that sums every topic or group past the caps."""
@@ -46,16 +46,30 @@ def _merge_histogram(into: Histogram | None, other: Histogram) -> Histogram:
     return into
 
 
+def most_active_topics(view: BrokerView, max_topics: int) -> frozenset[str] | None:
+    """The topics that keep their own label; None when every topic does."""
+    if len(view.topic_max_offsets) <= max_topics:
+        return None
+    return _most_active(view.topic_max_offsets, max_topics)
+
+
 def cap_labels(
-    snapshot: RecorderSnapshot, view: BrokerView, max_topics: int, max_groups: int
+    snapshot: RecorderSnapshot,
+    view: BrokerView,
+    max_topics: int,
+    max_groups: int,
+    topics: frozenset[str] | None = None,
 ) -> tuple[RecorderSnapshot, BrokerView]:
     """``snapshot`` and ``view`` with topics and groups past the caps folded into :data:`OTHER`.
 
+    ``topics``: the topics kept, when already chosen (:func:`most_active_topics`, whose choice
+    ``Recorder.snapshot_from`` may have applied already; folding twice changes nothing).
     ``view.topic_number`` keeps the real count of topics.
     """
     topic_activity: dict[str, int] = dict(view.topic_max_offsets)
     for topic, _, _ in snapshot.messages_in:
         topic_activity.setdefault(topic, 0)
+    topic_activity.pop(OTHER, None)
     group_activity: dict[str, int] = {}
     for row in view.lags:
         group_activity[row.group] = group_activity.get(row.group, 0) + row.consumer_offset
@@ -65,9 +79,10 @@ def cap_labels(
         group_activity.setdefault(group, 0)
     for group, _, _, _, _ in view.consumer_connections:
         group_activity.setdefault(group, 0)
-    if len(topic_activity) <= max_topics and len(group_activity) <= max_groups:
+    if topics is None and len(topic_activity) <= max_topics and len(group_activity) <= max_groups:
         return snapshot, view
-    topics = _most_active(topic_activity, max_topics)
+    if topics is None:
+        topics = _most_active(topic_activity, max_topics)
     groups = _most_active(group_activity, max_groups)
 
     def topic_of(name: str) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -87,7 +88,18 @@ class LoopCollector(Collector, Generic[_T]):
                     result.set_exception(exc)
 
             self._loop.call_soon_threadsafe(run)
-            return iter(list(self._render(result.result(self._timeout_s))))
+            captured = result.result(self._timeout_s)
+            # A render allocates a great many short-lived objects; each of them could start a
+            # cyclic collection, which holds the GIL (so the event loop) for as long as it
+            # takes to walk every object of a broker with tens of thousands of topics. The
+            # collector waits until the scrape is rendered (what it frees is freed by counts).
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                return iter(list(self._render(captured)))
+            finally:
+                if collecting:
+                    gc.enable()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -145,12 +145,13 @@ class _Sample:
 class _Traffic:
     """Messages and bytes of one label set; ``sizes`` holds the message-size bucket counts."""
 
-    __slots__ = ("messages", "size_bytes", "sizes")
+    __slots__ = ("messages", "size_bytes", "sizes", "is_system")
 
-    def __init__(self) -> None:
+    def __init__(self, is_system: bool) -> None:
         self.messages = 0
         self.size_bytes = 0
         self.sizes = [0] * (len(MESSAGE_SIZE_BUCKETS_BYTES) + 1)
+        self.is_system = is_system
 
 
 class Recorder:
@@ -185,7 +186,7 @@ class Recorder:
         """
         traffic = self._in.get((topic, message_type))
         if traffic is None:
-            traffic = self._in[(topic, message_type)] = _Traffic()
+            traffic = self._in[(topic, message_type)] = _Traffic(self._is_system_topic(topic))
         traffic.messages += messages
         traffic.size_bytes += size_bytes
         average = size_bytes // messages if messages > 1 else size_bytes
@@ -221,13 +222,28 @@ class Recorder:
 
     def sample(self, now_ms: int) -> None:
         """Remember the totals at ``now_ms`` (called every few seconds) for the TPS gauges."""
+        self.add_sample(self.build_sample(now_ms, self.capture_sample()))
+
+    def capture_sample(self) -> list[tuple[tuple[str, str], _Traffic]]:
+        """The event loop's part of a sample: one list copy (see :meth:`build_sample`)."""
+        return list(self._in.items())
+
+    def build_sample(self, now_ms: int, traffic_in: list[tuple[tuple[str, str], _Traffic]]) -> _Sample:
+        """A sample of the totals from :meth:`capture_sample`'s copy (any thread: O(topics))."""
         sample = _Sample(now_ms)
-        for (topic, _), traffic in self._in.items():
-            sample.put[topic] = sample.put.get(topic, 0) + traffic.messages
-            sample.put_total += traffic.messages
+        put = sample.put
+        for (topic, _), traffic in traffic_in:
+            messages = traffic.messages
+            put[topic] = put.get(topic, 0) + messages
+            sample.put_total += messages
         for key, (messages, _) in self._out_totals().items():
             sample.get[key] = messages
             sample.get_total += messages
+        return sample
+
+    def add_sample(self, sample: _Sample) -> None:
+        """Keep ``sample`` (on the event loop; samples come in time order)."""
+        now_ms = sample.at_ms
         self._samples.append(sample)
         # Keep one sample at or beyond the window's far edge, so a rate always spans it.
         while len(self._samples) > 2 and self._samples[1].at_ms <= now_ms - RATE_HISTORY_MS:
@@ -285,9 +301,15 @@ class Recorder:
             window_start=self._oldest_within(now_ms, RATE_WINDOW_MS) if self._samples else _Sample(now_ms),
         )
 
-    def snapshot_from(self, capture: RecorderCapture) -> RecorderSnapshot:
-        """Every table as of ``capture``, with rates over the last minute (any thread)."""
-        system = self._is_system_topic
+    def snapshot_from(
+        self, capture: RecorderCapture, topic_label: Callable[[str], str] | None = None
+    ) -> RecorderSnapshot:
+        """Every table as of ``capture``, with rates over the last minute (any thread).
+
+        ``topic_label`` maps a topic to the label it is counted under (``metrics.cardinality``
+        folds the less active ones into one): the produce-side tables are folded here, one
+        addition per topic, so the folded topics cost no series of their own.
+        """
         oldest = capture.window_start
         span_s = (capture.now_ms - oldest.at_ms) / 1000
         messages_in: dict[InKey, list[int]] = {}
@@ -296,14 +318,23 @@ class Recorder:
         put_total = 0
         for (topic, message_type), traffic in capture.traffic_in:
             messages, size_bytes = traffic.messages, traffic.size_bytes
-            key = (topic, message_type, system(topic))
-            messages_in[key] = [messages, size_bytes]
-            sizes = message_size[key] = Histogram(MESSAGE_SIZE_BUCKETS_BYTES)
-            sizes.counts = list(traffic.sizes)
-            sizes.total = size_bytes
-            sizes.count = messages
             put[topic] = put.get(topic, 0) + messages
             put_total += messages
+            label = topic if topic_label is None else topic_label(topic)
+            key = (label, message_type, traffic.is_system)
+            sizes = message_size.get(key)
+            if sizes is None:
+                messages_in[key] = [messages, size_bytes]
+                sizes = message_size[key] = Histogram(MESSAGE_SIZE_BUCKETS_BYTES)
+                sizes.counts = list(traffic.sizes)
+            else:
+                counts = messages_in[key]
+                counts[0] += messages
+                counts[1] += size_bytes
+                sizes.counts = [left + right for left, right in zip(sizes.counts, traffic.sizes, strict=True)]
+            sizes.total += size_bytes
+            sizes.count += messages
+        system = self._is_system_topic
         out = self._out_totals()
         get = {key: messages for key, (messages, _) in out.items()}
         get_total = sum(get.values())
