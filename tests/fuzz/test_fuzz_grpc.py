@@ -57,6 +57,8 @@ def test_fuzz_grpc_port_survives_hostile_calls_on_every_rpc(tmp_path: Path) -> N
         assert stats.in_band_codes["BAD_REQUEST"] > 0
         assert stats.grpc_codes["RESOURCE_EXHAUSTED"] > 0
         assert stats.in_band_codes["MESSAGE_BODY_TOO_LARGE"] > 0
+        # Every refusal has its own code: none falls through to INTERNAL_SERVER_ERROR.
+        assert stats.in_band_codes["INTERNAL_SERVER_ERROR"] == 0, dict(stats.in_band_codes)
 
         log_growth = server.log_path.stat().st_size - log_bytes_before
         assert log_growth < LOG_BYTES_PER_CALL_MAX * CALLS, log_growth

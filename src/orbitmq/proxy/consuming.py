@@ -377,6 +377,9 @@ class ConsumerActivity:
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
         group = resource_name(request.group)
         topic = resource_name(request.topic)
+        invalid = check_group(request.group) or check_topic(request.topic)
+        if invalid is not None:
+            return spb.ForwardMessageToDeadLetterQueueResponse(status=status(invalid.code, invalid.message))
         try:
             handle = parse_receipt_handle(request.receipt_handle)
         except RemoteProtocolError as exc:

@@ -210,6 +210,9 @@ class ProducerActivity:
         self, meta: CallMeta, request: spb.RecallMessageRequest
     ) -> spb.RecallMessageResponse:
         topic = resource_name(request.topic)
+        invalid = check_topic(request.topic)
+        if invalid is not None:
+            return spb.RecallMessageResponse(status=status(invalid.code, invalid.message))
         try:
             handle = RecallHandle.decode(request.recall_handle)
         except RemoteProtocolError as exc:

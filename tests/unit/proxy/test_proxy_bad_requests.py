@@ -164,3 +164,22 @@ async def test_proxy_resource_namespace_outside_the_name_rule_answers_illegal_to
             metadata=CLIENT,
         )
         assert assignment.status.code == pb.ILLEGAL_CONSUMER_GROUP, assignment.status
+
+
+async def test_proxy_forward_and_recall_check_their_resources_first(proxy: ProxyApp) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{proxy.port}") as channel:
+        stub = spb_grpc.MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+        forward = await stub.ForwardMessageToDeadLetterQueue(
+            spb.ForwardMessageToDeadLetterQueueRequest(
+                group=pb.Resource(name=""),
+                topic=pb.Resource(name="T"),
+                receipt_handle="0 1 60000 0 0 broker-a 0 0 100",
+                message_id="m",
+            ),
+            metadata=CLIENT,
+        )
+        assert forward.status.code == pb.ILLEGAL_CONSUMER_GROUP, forward.status
+        recall = await stub.RecallMessage(
+            spb.RecallMessageRequest(topic=pb.Resource(name="\x00\x01"), recall_handle="h"), metadata=CLIENT
+        )
+        assert recall.status.code == pb.ILLEGAL_TOPIC, recall.status
