@@ -244,10 +244,10 @@ class BrokerConfig:
     metrics_prom_exporter_host: str | None = field(default=None, metadata=_key("metricsPromExporterHost"))
     # Topics exported one by one on /metrics, the most active first (messages stored, then name);
     # the others are summed under topic="__other__". Bounds a scrape's size and cost.
-    metrics_max_topic_labels: int = field(default=1000, metadata=_key("metricsMaxTopicLabels"))
+    metrics_max_topic_labels: int = field(default=100, metadata=_key("metricsMaxTopicLabels"))
     # Consumer groups exported one by one, the most active first (messages consumed, then name);
     # the others are summed under group="__other__".
-    metrics_max_group_labels: int = field(default=1000, metadata=_key("metricsMaxGroupLabels"))
+    metrics_max_group_labels: int = field(default=100, metadata=_key("metricsMaxGroupLabels"))
 
     def __post_init__(self) -> None:
         if not 0 <= self.metrics_prom_exporter_port <= 65535:
