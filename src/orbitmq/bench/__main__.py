@@ -37,6 +37,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "timer": ("orbitmq.bench.timer", "1M pending timed messages: put rate, memory, disk, delivery lateness"),
     "fuzz": ("orbitmq.bench.fuzz", "hostile frames against a broker and a name server; what survives"),
     "fuzz-http": ("orbitmq.bench.fuzz_http", "hostile HTTP requests against the dashboard; what survives"),
+    "fuzz-grpc": ("orbitmq.bench.fuzz_grpc", "hostile calls on every RPC of the gRPC port; what survives"),
     "replication": (
         "orbitmq.bench.replication",
         "produce with no slave, ASYNC_MASTER and SYNC_MASTER; replication lag under load",

@@ -321,10 +321,16 @@ class BrokerApp:
             self._services.append(self.acl)
         recorder = state.recorder
         if recorder is not None:
+
+            async def rate_sample() -> None:
+                # The per-topic sums run on a thread: with tens of thousands of topics they
+                # would hold the loop for a good part of a second every few seconds.
+                captured = recorder.capture_sample()
+                sample = await asyncio.to_thread(recorder.build_sample, now_ms(), captured)
+                recorder.add_sample(sample)
+
             self._services.append(
-                PeriodicService(
-                    "metrics-rate-sample", _RATE_SAMPLE_INTERVAL_MS, lambda: recorder.sample(now_ms())
-                )
+                PeriodicService("metrics-rate-sample", _RATE_SAMPLE_INTERVAL_MS, rate_sample)
             )
             self._start_metrics(state, recorder)
         for service in self._services:
@@ -376,11 +382,14 @@ class BrokerApp:
         config = self.broker_config
         address = self.address
 
-        def build() -> list[Any]:
-            return metrics_view.families(state, recorder, self._boot_timestamp_ms, address)
+        def capture() -> metrics_view.ScrapeCapture:
+            return metrics_view.capture(state, recorder)
+
+        def render(captured: metrics_view.ScrapeCapture) -> list[Any]:
+            return metrics_view.render(state, recorder, captured, self._boot_timestamp_ms, address)
 
         host = config.metrics_prom_exporter_host or self._host
-        exporter = serve_metrics(host, config.metrics_prom_exporter_port, build)
+        exporter = serve_metrics(host, config.metrics_prom_exporter_port, capture, render)
         self._metrics = exporter
         logger.info("broker %s metrics at %s", config.broker_name, exporter.url)
 

@@ -196,7 +196,7 @@ class NamesrvApp:
             return list(namesrv_families(recorder.snapshot(int(time.time() * 1000)), view, _CODE_NAMES))
 
         host = config.metrics_prom_exporter_host or config.bind_address
-        exporter = serve_metrics(host, config.metrics_prom_exporter_port, build)
+        exporter = serve_metrics(host, config.metrics_prom_exporter_port, build, list)
         self._metrics = exporter
         logger.info("name server metrics at %s", exporter.url)
 
