@@ -1,0 +1,178 @@
+"""The one reviewed list of differences between Apache RocketMQ's broker and OrbitMQ's.
+
+Every difference the oracle tier finds must match an entry here, or the tier fails. Each entry
+says why. Patterns are fnmatch patterns over (scenario, recorded step, view path); see
+tests/oracle/harness.py for the paths.
+
+Two kinds:
+
+- intended (``known_defect=False``): OrbitMQ answers differently on purpose;
+- ``known_defect=True``: a difference OrbitMQ should not have, still open. It is listed so the
+  tier stays green while it is open, never because it is wanted; each names what is missing.
+
+The reference is Apache RocketMQ 5.5.0 (tests/oracle/java/pom.xml).
+"""
+
+from __future__ import annotations
+
+from tests.oracle.harness import Allowed
+
+_V498 = "OrbitMQ keeps RocketMQ 4.9.8's behaviour here, which 4.x clients and tools rely on; 5.x changed it"
+
+INTENDED: list[Allowed] = [
+    Allowed(
+        "bad_headers",
+        "query offset without group",
+        "code",
+        "A request missing a required header field gets SYSTEM_ERROR with one line naming the "
+        "field; Apache reads the missing group as null and answers QUERY_NOT_FOUND",
+    ),
+    Allowed(
+        "heartbeat_and_consumer_list",
+        "heartbeat",
+        "ext.IS_SU*",
+        "OrbitMQ does not serve heartbeat V2 (fingerprinted heartbeats without subscriptions), "
+        "so it does not advertise IS_SUPPORT_HEART_BEAT_V2 / IS_SUB_CHANGE; 5.x clients then "
+        "keep sending full heartbeats, their documented fallback",
+    ),
+    Allowed(
+        "send_refused",
+        "empty body",
+        "*",
+        "Apache 5.5 fails an empty body through an uncaught NullPointerException (SYSTEM_ERROR "
+        "with a stack line); RocketMQ's own clients never send one (Validators refuses it). "
+        "OrbitMQ stores it, as 4.9.8 did",
+    ),
+    Allowed(
+        "send_batch",
+        "pull",
+        "msg[[]*[]].properties",
+        "OrbitMQ stamps CLUSTER, MSG_REGION and TRACE_ON on every stored message, batched or "
+        "not; Apache stores a batch's inner messages with their own properties only. Consumers "
+        "read these as optional",
+    ),
+    Allowed("consumer_offsets", "update", "code", _V498 + ": a commit for a group not yet known is kept"),
+    Allowed(
+        "consumer_offsets",
+        "query *",
+        "*",
+        _V498 + ": with no committed offset and the queue's first message never swapped out, "
+        "the answer is offset 0 (5.x answers QUERY_NOT_FOUND for an empty queue)",
+    ),
+]
+
+KNOWN_DEFECTS: list[Allowed] = [
+    Allowed(
+        "*",
+        "*",
+        "ext.transactionId",
+        "send answers lack transactionId (5.x copies the message's UNIQ_KEY there)",
+        known_defect=True,
+    ),
+    *(
+        Allowed(
+            scenario,
+            "*",
+            "msg[[]*[]].properties",
+            "the broker does not assign UNIQ_KEY to a message sent without one (5.x does), and a "
+            "committed transactional message loses TRAN_MSG and lacks __transactionId__",
+            known_defect=True,
+        )
+        for scenario in ("pull_offsets", "query_and_view", "transaction_commit")
+    ),
+    Allowed(
+        "*",
+        "*",
+        "ext.*SysFlag*",
+        "pull answers lack topicSysFlag and groupSysFlag (5.x adds them)",
+        known_defect=True,
+    ),
+    Allowed(
+        "*",
+        "*",
+        "body.*enableActingMaster",
+        "BrokerData lacks enableActingMaster (5.x)",
+        known_defect=True,
+    ),
+    Allowed(
+        "route_info",
+        "route",
+        "body.orderTopicConf",
+        "the route carries orderTopicConf: null where Apache leaves the key out",
+        known_defect=True,
+    ),
+    Allowed(
+        "query_and_view",
+        "query missing key",
+        "ext.indexLastUpdate*",
+        "QUERY_MESSAGE's not-found answer lacks indexLastUpdateTimestamp/indexLastUpdatePhyoffset",
+        known_defect=True,
+    ),
+    *(
+        Allowed(
+            scenario,
+            step,
+            "code",
+            "queueId out of range (send, pull) and an illegal or system topic name (send, "
+            "UPDATE_AND_CREATE_TOPIC) answer SYSTEM_ERROR (1); 5.x answers INVALID_PARAMETER (29)",
+            known_defect=True,
+        )
+        for scenario, step in [
+            ("send_refused", "queue out of range"),
+            ("send_refused", "illegal topic name"),
+            ("pull_offsets", "queue out of range"),
+            ("topic_config", "illegal name"),
+            ("topic_config", "create TBW102 again"),
+        ]
+    ),
+    Allowed(
+        "send_refused",
+        "*",
+        "ext.*",
+        "refused sends carry no MSG_REGION/TRACE_ON ext fields (Apache adds them before checking)",
+        known_defect=True,
+    ),
+    Allowed(
+        "delete_topic",
+        "max offset after delete",
+        "ext.offset=",
+        "DELETE_TOPIC_IN_BROKER keeps the topic's consume queues: its max offset stays where it was "
+        "(Apache drops them; the topic created again starts at 0)",
+        known_defect=True,
+    ),
+    Allowed(
+        "*",
+        "*",
+        "*attributes*",
+        "topic and subscription-group configs lack 5.x's attributes map",
+        known_defect=True,
+    ),
+    Allowed(
+        "*",
+        "*",
+        "ext.total*Num*",
+        "GET_ALL_TOPIC_CONFIG / GET_ALL_SUBSCRIPTIONGROUP_CONFIG answers lack totalTopicNum / totalGroupNum",
+        known_defect=True,
+    ),
+    Allowed(
+        "*", "*", "body.dataVersion.stateVersion", "DataVersion lacks stateVersion (5.x)", known_defect=True
+    ),
+    Allowed(
+        "topic_stats",
+        "stats",
+        "body.topicPutTps",
+        "TopicStatsTable lacks topicPutTps (5.x)",
+        known_defect=True,
+    ),
+    Allowed(
+        "subscription_groups",
+        "*",
+        "*",
+        "SubscriptionGroupConfig lacks 5.x's consumeTimeoutMinute, groupRetryPolicy, groupSysFlag; "
+        "GET_SUBSCRIPTIONGROUP_CONFIG after DELETE_SUBSCRIPTIONGROUP answers "
+        "SUBSCRIPTION_GROUP_NOT_EXIST where Apache (autoCreateSubscriptionGroup) answers a default config",
+        known_defect=True,
+    ),
+]
+
+ALLOWED: list[Allowed] = INTENDED + KNOWN_DEFECTS
