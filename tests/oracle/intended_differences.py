@@ -62,23 +62,15 @@ INTENDED: list[Allowed] = [
 ]
 
 KNOWN_DEFECTS: list[Allowed] = [
-    Allowed(
-        "*",
-        "*",
-        "ext.transactionId",
-        "send answers lack transactionId (5.x copies the message's UNIQ_KEY there)",
-        known_defect=True,
-    ),
     *(
         Allowed(
             scenario,
             "*",
             "msg[[]*[]].properties",
-            "the broker does not assign UNIQ_KEY to a message sent without one (5.x does), and a "
-            "committed transactional message loses TRAN_MSG and lacks __transactionId__",
+            "a committed transactional message loses TRAN_MSG and lacks __transactionId__",
             known_defect=True,
         )
-        for scenario in ("pull_offsets", "query_and_view", "transaction_commit")
+        for scenario in ("transaction_commit",)
     ),
     Allowed(
         "*",
