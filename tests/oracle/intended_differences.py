@@ -75,13 +75,6 @@ KNOWN_DEFECTS: list[Allowed] = [
     Allowed(
         "*",
         "*",
-        "ext.*SysFlag*",
-        "pull answers lack topicSysFlag and groupSysFlag (5.x adds them)",
-        known_defect=True,
-    ),
-    Allowed(
-        "*",
-        "*",
         "body.*enableActingMaster",
         "BrokerData lacks enableActingMaster (5.x)",
         known_defect=True,
