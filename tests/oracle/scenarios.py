@@ -144,6 +144,19 @@ def heartbeat_body(group: str, topic: str, producer_group: str | None = None) ->
     return orjson.dumps(body)
 
 
+async def wait_max_offset(
+    t: Target, topic: str, queue_id: int, expected: int, timeout_s: float = 10.0
+) -> None:
+    """Wait until the queue holds ``expected`` entries: Apache builds its consume queues
+    behind the commit log, so a read right after a send can miss the newest messages."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = await t.broker(R.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id})
+        if int(response.ext_fields.get("offset", "-1")) >= expected or time.monotonic() > deadline:
+            return
+        await asyncio.sleep(0.05)
+
+
 async def wait_route(t: Target, topic: str, timeout_s: float = 15.0) -> RemotingCommand:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -203,6 +216,7 @@ async def send_v1_with_properties(t: Target) -> None:
         "batch": False,
     }
     t.record("send v1", await t.broker(R.SEND_MESSAGE, ext, b"body-with-properties"))
+    await wait_max_offset(t, topic, 1, 1)
     t.record("pull", await t.broker(R.PULL_MESSAGE, pull_ext(topic, group, 0, queue_id=1)))
 
 
@@ -216,6 +230,7 @@ async def send_batch(t: Target) -> None:
     ]
     ext = send_ext(topic, group, 2, {"WAIT": "true"}, m=True)
     t.record("batch", await t.broker(R.SEND_BATCH_MESSAGE, ext, encode_batch(items)))
+    await wait_max_offset(t, topic, 2, 3)
     t.record("pull", await t.broker(R.PULL_MESSAGE, pull_ext(topic, group, 0, queue_id=2)))
 
 
@@ -252,6 +267,7 @@ async def pull_offsets(t: Target) -> None:
     await create_topic(t, topic)
     for index in range(3):
         await send(t, topic, group, f"m{index}".encode())
+    await wait_max_offset(t, topic, 0, 3)
     t.record("in range", await t.broker(R.PULL_MESSAGE, pull_ext(topic, group, 1)))
     t.record("at max", await t.broker(R.PULL_MESSAGE, pull_ext(topic, group, 3)))
     t.record("past max", await t.broker(R.PULL_MESSAGE, pull_ext(topic, group, 100)))
@@ -269,6 +285,7 @@ async def pull_without_subscription(t: Target) -> None:
     topic, group = names(t)
     await create_topic(t, topic)
     await send(t, topic, group)
+    await wait_max_offset(t, topic, 0, 1)
     t.record(
         "no subscription flag, no heartbeat",
         await t.broker(R.PULL_MESSAGE, pull_ext(topic, group, 0, sys_flag=0)),
@@ -283,6 +300,7 @@ async def consumer_offsets(t: Target) -> None:
     topic, group = names(t)
     await create_topic(t, topic)
     await send(t, topic, group)
+    await wait_max_offset(t, topic, 0, 1)
     query = {"consumerGroup": group, "topic": topic, "queueId": 0}
     t.record("query before commit", await t.broker(R.QUERY_CONSUMER_OFFSET, query))
     update = {**query, "commitOffset": 1}
@@ -300,6 +318,7 @@ async def queue_offsets(t: Target) -> None:
     await create_topic(t, topic)
     for _ in range(3):
         await send(t, topic, group)
+    await wait_max_offset(t, topic, 0, 3)
     queue = {"topic": topic, "queueId": 0}
     t.record("max", await t.broker(R.GET_MAX_OFFSET, queue))
     t.record("min", await t.broker(R.GET_MIN_OFFSET, queue))
@@ -414,6 +433,7 @@ async def delete_topic(t: Target) -> None:
     topic, group = names(t)
     await create_topic(t, topic)
     await send(t, topic, group)
+    await wait_max_offset(t, topic, 0, 1)
     await wait_route(t, topic)
     t.record("delete in broker", await t.broker(R.DELETE_TOPIC_IN_BROKER, {"topic": topic}))
     t.record("max offset after delete", await t.broker(R.GET_MAX_OFFSET, {"topic": topic, "queueId": 0}))
@@ -429,6 +449,7 @@ async def topic_stats(t: Target) -> None:
     topic, group = names(t)
     await create_topic(t, topic, queues=2)
     await send(t, topic, group)
+    await wait_max_offset(t, topic, 0, 1)
     t.record("stats", await t.broker(R.GET_TOPIC_STATS_INFO, {"topic": topic}))
     t.record("unknown topic", await t.broker(R.GET_TOPIC_STATS_INFO, {"topic": topic + "_missing"}))
 
@@ -494,6 +515,7 @@ async def transaction_commit(t: Target) -> None:
         "transactionId": properties["UNIQ_KEY"],
     }
     t.record("commit", await _maybe(t.broker(R.END_TRANSACTION, end, timeout_ms=3000)))
+    await wait_max_offset(t, topic, 0, 1)
     t.record("pull after commit", await t.broker(R.PULL_MESSAGE, pull_ext(topic, group, 0)))
     t.record("commit again", await _maybe(t.broker(R.END_TRANSACTION, end, timeout_ms=3000)))
 
@@ -610,6 +632,7 @@ async def consume_stats(t: Target) -> None:
     topic, group = names(t)
     await create_topic(t, topic, queues=1)
     await send(t, topic, group)
+    await wait_max_offset(t, topic, 0, 1)
     await t.broker(R.HEART_BEAT, body=heartbeat_body(group, topic, "P_" + group))
     await t.broker(
         R.UPDATE_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic, "queueId": 0, "commitOffset": 1}
@@ -649,6 +672,11 @@ async def consumer_send_back(t: Target) -> None:
         "maxReconsumeTimes": 16,
     }
     t.record("send back", await t.broker(R.CONSUMER_SEND_MSG_BACK, back))
+    # delayLevel 0: the broker delays it by level 3 + reconsumeTimes (10 s), in queue 2 of the
+    # schedule topic (whose offset every scenario shares: compared by kind only).
+    await wait_max_offset(t, "SCHEDULE_TOPIC_XXXX", 2, 1)
+    schedule_queue = {"topic": "SCHEDULE_TOPIC_XXXX", "queueId": 2}
+    t.record("schedule queue max offset", await t.broker(R.GET_MAX_OFFSET, schedule_queue), ext_values=False)
     t.record(
         "retry topic max offset", await t.broker(R.GET_MAX_OFFSET, {"topic": "%RETRY%" + group, "queueId": 0})
     )
