@@ -684,3 +684,191 @@ async def consumer_send_back(t: Target) -> None:
         "send back bad offset",
         await t.broker(R.CONSUMER_SEND_MSG_BACK, {**back, "offset": offset + 50_000_000}),
     )
+
+
+# -- broker admin and sync codes -----------------------------------------------------------------
+
+
+@scenario(R.GET_BROKER_CONFIG, R.VIEW_BROKER_STATS_DATA, R.GET_BROKER_CONSUME_STATS)
+async def broker_admin_reads(t: Target) -> None:
+    topic, group = names(t)
+    await create_topic(t, topic, queues=1)
+    await send(t, topic, group)
+    await wait_max_offset(t, topic, 0, 1)
+    t.record("broker config", await t.broker(R.GET_BROKER_CONFIG), ext_values=False)
+    stats = {"statsName": "TOPIC_PUT_NUMS", "statsKey": topic}
+    t.record("stats data", await t.broker(R.VIEW_BROKER_STATS_DATA, stats))
+    t.record(
+        "stats data of unknown name", await t.broker(R.VIEW_BROKER_STATS_DATA, {**stats, "statsName": "NOPE"})
+    )
+    t.record(
+        "broker consume stats",
+        await t.broker(R.GET_BROKER_CONSUME_STATS, {"isOrder": False, "timeoutMillis": 5000}),
+        select=["totalDiff", "brokerAddr"],
+    )
+
+
+@scenario(R.GET_ALL_CONSUMER_OFFSET, R.GET_ALL_DELAY_OFFSET, R.CLONE_GROUP_OFFSET)
+async def offset_tables(t: Target) -> None:
+    topic, group = names(t)
+    await create_topic(t, topic, queues=1)
+    await send(t, topic, group)
+    await wait_max_offset(t, topic, 0, 1)
+    await t.broker(R.HEART_BEAT, body=heartbeat_body(group, topic))
+    await t.broker(
+        R.UPDATE_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic, "queueId": 0, "commitOffset": 1}
+    )
+    key = f"{topic}@{group}"
+    t.record(
+        "all consumer offsets",
+        await t.broker(R.GET_ALL_CONSUMER_OFFSET),
+        select=[f"offsetTable.{key}"],
+        values=[f"offsetTable.{key}"],
+    )
+    # Delay offsets are shared by every scenario (and level 3 is used by consumer_send_back):
+    # the answer's code and JSON-ness are compared, through a level no scenario uses.
+    t.record("all delay offsets", await t.broker(R.GET_ALL_DELAY_OFFSET), select=["offsetTable.18"])
+    clone = {"srcGroup": group, "destGroup": group + "_copy", "topic": topic, "offline": True}
+    t.record("clone group offset", await t.broker(R.CLONE_GROUP_OFFSET, clone))
+    query = {"consumerGroup": group + "_copy", "topic": topic, "queueId": 0}
+    t.record("cloned offset", await t.broker(R.QUERY_CONSUMER_OFFSET, query))
+
+
+@scenario(R.GET_TIMER_CHECK_POINT, R.GET_BROKER_HA_STATUS, R.GET_BROKER_EPOCH_CACHE)
+async def replication_reads(t: Target) -> None:
+    t.record("timer check point", await t.broker(R.GET_TIMER_CHECK_POINT), ext_values=False)
+    t.record(
+        "HA status",
+        await t.broker(R.GET_BROKER_HA_STATUS),
+        select=["masterCommitLogMaxOffset", "inSyncSlaveNums"],
+    )
+    t.record("epoch cache", await t.broker(R.GET_BROKER_EPOCH_CACHE), ext_values=False)
+
+
+@scenario(R.CHECK_CLIENT_CONFIG)
+async def check_client_config(t: Target) -> None:
+    topic, group = names(t)
+    await create_topic(t, topic)
+    subscription = {
+        "topic": topic,
+        "subString": "*",
+        "expressionType": "TAG",
+        "classFilterMode": False,
+        "tagsSet": [],
+        "codeSet": [],
+        "subVersion": 1,
+    }
+    body = {"clientId": CLIENT_ID, "group": group, "subscriptionData": subscription}
+    t.record("tag subscription", await t.broker(R.CHECK_CLIENT_CONFIG, body=orjson.dumps(body)))
+    sql = {**subscription, "expressionType": "SQL92", "subString": "a > 1"}
+    t.record(
+        "sql92 subscription",
+        await t.broker(R.CHECK_CLIENT_CONFIG, body=orjson.dumps({**body, "subscriptionData": sql})),
+    )
+    bad = {**subscription, "expressionType": "SQL92", "subString": "a >"}
+    t.record(
+        "bad sql92",
+        await t.broker(R.CHECK_CLIENT_CONFIG, body=orjson.dumps({**body, "subscriptionData": bad})),
+    )
+
+
+@scenario(R.GET_CONSUMER_RUNNING_INFO, R.CONSUME_MESSAGE_DIRECTLY, R.INVOKE_BROKER_TO_RESET_OFFSET)
+async def relays_to_absent_clients(t: Target) -> None:
+    topic, group = names(t)
+    await create_topic(t, topic, queues=1)
+    await send(t, topic, group)
+    await wait_max_offset(t, topic, 0, 1)
+    info = {"consumerGroup": group, "clientId": "127.0.0.1@absent", "jstackEnable": False}
+    t.record("running info", await _maybe(t.broker(R.GET_CONSUMER_RUNNING_INFO, info, timeout_ms=5000)))
+    direct = {
+        "consumerGroup": group,
+        "clientId": "127.0.0.1@absent",
+        "msgId": "0" * 32,
+        "brokerName": BROKER_NAME,
+    }
+    t.record("consume directly", await _maybe(t.broker(R.CONSUME_MESSAGE_DIRECTLY, direct, timeout_ms=5000)))
+    reset = {"topic": topic, "group": group, "timestamp": 0, "isForce": True}
+    t.record(
+        "reset offset, no consumer",
+        await _maybe(t.broker(R.INVOKE_BROKER_TO_RESET_OFFSET, reset, timeout_ms=5000)),
+    )
+
+
+@scenario(R.SEND_REPLY_MESSAGE, R.SEND_REPLY_MESSAGE_V2)
+async def reply_to_absent_requester(t: Target) -> None:
+    _topic, group = names(t)
+    properties = {
+        "CLUSTER": CLUSTER,
+        "REPLY_TO_CLIENT": "127.0.0.1@absent",
+        "CORRELATION_ID": "corr-1",
+        "MSG_TYPE": "reply",
+        "UNIQ_KEY": "7F00000100002A9F00000000000000BB",
+    }
+    ext = send_ext(f"{CLUSTER}_REPLY_TOPIC", group, 0, properties)
+    t.record(
+        "reply v2",
+        await _maybe(t.broker(R.SEND_REPLY_MESSAGE_V2, ext, b"reply", timeout_ms=5000)),
+        ext_values=False,
+    )
+
+
+@scenario(R.POP_MESSAGE, R.ACK_MESSAGE, R.CHANGE_MESSAGE_INVISIBLETIME)
+async def pop_and_ack(t: Target) -> None:
+    topic, group = names(t)
+    await create_topic(t, topic, queues=1)
+    pop = {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": -1,
+        "maxMsgNums": 4,
+        "invisibleTime": 60_000,
+        "pollTime": 0,
+        "bornTime": int(time.time() * 1000),
+        "initMode": 0,
+        "expType": "TAG",
+        "exp": "*",
+    }
+    t.record("pop empty", await t.broker(R.POP_MESSAGE, pop), ext_values=False)
+    await send(t, topic, group, b"pop-me")
+    await wait_max_offset(t, topic, 0, 1)
+    popped = await t.broker(R.POP_MESSAGE, {**pop, "bornTime": int(time.time() * 1000)})
+    t.record("pop one", popped, ext_values=False)
+    from orbitmq.protocol.message_codec import decode_stored_messages
+
+    messages = decode_stored_messages(popped.body) if popped.body else []
+    if not messages:
+        return
+    # The client builds the receipt handle (RocketMQ's ExtraInfoUtil) from the pop answer:
+    # checkpoint offset, pop time, invisible time, revive queue, retry mark, broker, queue, offset.
+    ext = popped.ext_fields
+    ck_offset = ext.get("startOffsetInfo", "0 0 0").split(";")[0].split()[-1]
+    fields = [ck_offset, ext.get("popTime", "0"), ext.get("invisibleTime", "0"), ext.get("reviveQid", "0")]
+    extra_info = " ".join(
+        [*fields, "0", BROKER_NAME, str(messages[0].queue_id), str(messages[0].queue_offset)]
+    )
+    handle = {"consumerGroup": group, "topic": topic, "queueId": 0, "extraInfo": extra_info, "offset": 0}
+    changed = await t.broker(R.CHANGE_MESSAGE_INVISIBLETIME, {**handle, "invisibleTime": 30_000})
+    t.record("change invisible time", changed, ext_values=False)
+    t.record("ack with the first handle", await t.broker(R.ACK_MESSAGE, handle))
+    t.record("ack with an empty handle", await t.broker(R.ACK_MESSAGE, {**handle, "extraInfo": ""}))
+
+
+@scenario(R.RECALL_MESSAGE)
+async def recall_bad_handle(t: Target) -> None:
+    topic, group = names(t)
+    await create_topic(t, topic)
+    t.record(
+        "recall with a bad handle",
+        await t.broker(
+            R.RECALL_MESSAGE, {"producerGroup": group, "topic": topic, "recallHandle": "not-a-handle"}
+        ),
+    )
+
+
+@scenario(R.QUERY_DATA_VERSION)
+async def namesrv_data_version(t: Target) -> None:
+    stale = orjson.dumps({"timestamp": 0, "counter": 0})
+    query = {"brokerName": BROKER_NAME, "brokerAddr": t.broker_addr, "clusterName": CLUSTER, "brokerId": 0}
+    t.record("stale data version", await t.namesrv(R.QUERY_DATA_VERSION, query, stale))
+    unknown = {**query, "brokerAddr": "127.0.0.1:1"}
+    t.record("unknown broker", await t.namesrv(R.QUERY_DATA_VERSION, unknown, stale))
