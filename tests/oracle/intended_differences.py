@@ -72,6 +72,28 @@ INTENDED: list[Allowed] = [
         "A malformed receipt handle gets MESSAGE_ILLEGAL naming what is wrong; Apache fails "
         "through an uncaught IllegalArgumentException (SYSTEM_ERROR)",
     ),
+    Allowed(
+        "acl_admin_with_acl_off",
+        "*",
+        "code",
+        "Apache 5.5 no longer serves ACL 1.0's admin codes (50-54; its auth 2.0 replaced them) and "
+        "answers REQUEST_CODE_NOT_SUPPORTED; OrbitMQ serves them for 4.x mqadmin and, with "
+        "aclEnable=false, answers that ACL is off",
+    ),
+    Allowed(
+        "orbitmq_only_codes",
+        "*",
+        "code",
+        "STAGE_MESSAGES / COMMIT_STAGED are OrbitMQ's own request codes (40001, 40002); Apache "
+        "answers REQUEST_CODE_NOT_SUPPORTED",
+    ),
+    Allowed(
+        "update_broker_config",
+        "not properties",
+        "code",
+        "A body that is not UTF-8 properties text is refused with one line naming why; Apache "
+        "ignores what it cannot parse and answers SUCCESS",
+    ),
     Allowed("consumer_offsets", "update", "code", _V498 + ": a commit for a group not yet known is kept"),
     Allowed(
         "consumer_offsets",

@@ -872,3 +872,57 @@ async def namesrv_data_version(t: Target) -> None:
     t.record("stale data version", await t.namesrv(R.QUERY_DATA_VERSION, query, stale))
     unknown = {**query, "brokerAddr": "127.0.0.1:1"}
     t.record("unknown broker", await t.namesrv(R.QUERY_DATA_VERSION, unknown, stale))
+
+
+@scenario(R.UPDATE_BROKER_CONFIG)
+async def update_broker_config(t: Target) -> None:
+    # Set to what it already is: later scenarios must still see a writable broker.
+    t.record("same permission", await t.broker(R.UPDATE_BROKER_CONFIG, body=b"brokerPermission=6\n"))
+    t.record(
+        "not properties", await _maybe(t.broker(R.UPDATE_BROKER_CONFIG, body=b"\xff\xfe", timeout_ms=3000))
+    )
+
+
+@scenario(
+    R.GET_BROKER_CLUSTER_ACL_INFO,
+    R.GET_BROKER_CLUSTER_ACL_CONFIG,
+    R.UPDATE_AND_CREATE_ACL_CONFIG,
+    R.DELETE_ACL_CONFIG,
+    R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+)
+async def acl_admin_with_acl_off(t: Target) -> None:
+    t.record(
+        "cluster acl info",
+        await _maybe(t.broker(R.GET_BROKER_CLUSTER_ACL_INFO, timeout_ms=3000)),
+        ext_values=False,
+    )
+    t.record(
+        "cluster acl config",
+        await _maybe(t.broker(R.GET_BROKER_CLUSTER_ACL_CONFIG, timeout_ms=3000)),
+        ext_values=False,
+    )
+    account = {
+        "accessKey": "oracleKey",
+        "secretKey": "oracleSecret123",
+        "defaultTopicPerm": "PUB",
+        "admin": False,
+    }
+    t.record(
+        "create account", await _maybe(t.broker(R.UPDATE_AND_CREATE_ACL_CONFIG, account, timeout_ms=3000))
+    )
+    t.record(
+        "delete account",
+        await _maybe(t.broker(R.DELETE_ACL_CONFIG, {"accessKey": "oracleKey"}, timeout_ms=3000)),
+    )
+    white = {"globalWhiteAddrs": "10.0.0.*"}
+    t.record(
+        "global white addrs",
+        await _maybe(t.broker(R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, white, timeout_ms=3000)),
+    )
+
+
+@scenario(R.STAGE_MESSAGES, R.COMMIT_STAGED)
+async def orbitmq_only_codes(t: Target) -> None:
+    topic, group = names(t)
+    t.record("stage messages", await t.broker(R.STAGE_MESSAGES, {"topic": topic, "producerGroup": group}))
+    t.record("commit staged", await t.broker(R.COMMIT_STAGED, {"topic": topic, "producerGroup": group}))
