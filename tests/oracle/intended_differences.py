@@ -148,10 +148,10 @@ KNOWN_DEFECTS: list[Allowed] = [
         known_defect=True,
     ),
     Allowed(
-        "*",
+        "subscription_groups",
         "*",
         "*attributes*",
-        "topic and subscription-group configs lack 5.x's attributes map",
+        "subscription-group configs lack 5.x's attributes map",
         known_defect=True,
     ),
     Allowed(
