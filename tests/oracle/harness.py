@@ -51,6 +51,9 @@ VARYING_EXT_KEYS = frozenset(
         "dataVersion",
         "MSG_REGION",
         "TRACE_ON",
+        # counts of tables that hold each server's own system topics and groups
+        "totalTopicNum",
+        "totalGroupNum",
     }
 )
 # Body JSON keys whose values (not types) vary by nature, wherever they appear.
