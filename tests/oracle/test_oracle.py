@@ -15,7 +15,8 @@ from tests.oracle.harness import Target, compare, unexplained
 from tests.oracle.intended_differences import ALLOWED
 from tests.oracle.scenarios import SCENARIOS
 
-pytestmark = [pytest.mark.oracle, pytest.mark.xdist_group("oracle")]
+# The first test of a fresh machine also resolves the Java servers from Maven Central.
+pytestmark = [pytest.mark.oracle, pytest.mark.xdist_group("oracle"), pytest.mark.timeout(600)]
 
 
 # Against an Apache pair that is already running (ORACLE_APACHE, see conftest.py) each run
