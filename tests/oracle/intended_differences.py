@@ -192,15 +192,6 @@ KNOWN_DEFECTS += [
         known_defect=True,
     ),
     Allowed(
-        "pop_and_ack",
-        "pop empty",
-        "*",
-        "a POP_MESSAGE that finds nothing answers PULL_NOT_FOUND (19) without startOffsetInfo / "
-        "msgOffsetInfo; 5.x answers POLLING_TIMEOUT (210) with both empty (clients read both codes "
-        "as no message)",
-        known_defect=True,
-    ),
-    Allowed(
         "recall_bad_handle",
         "*",
         "*",
