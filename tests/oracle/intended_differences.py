@@ -149,13 +149,6 @@ KNOWN_DEFECTS: list[Allowed] = [
         known_defect=True,
     ),
     Allowed(
-        "subscription_groups",
-        "*",
-        "*attributes*",
-        "subscription-group configs lack 5.x's attributes map",
-        known_defect=True,
-    ),
-    Allowed(
         "*",
         "*",
         "ext.totalGroupNum*",
@@ -174,11 +167,10 @@ KNOWN_DEFECTS: list[Allowed] = [
     ),
     Allowed(
         "subscription_groups",
+        "get deleted",
         "*",
-        "*",
-        "SubscriptionGroupConfig lacks 5.x's consumeTimeoutMinute, groupRetryPolicy, groupSysFlag; "
         "GET_SUBSCRIPTIONGROUP_CONFIG after DELETE_SUBSCRIPTIONGROUP answers "
-        "SUBSCRIPTION_GROUP_NOT_EXIST where Apache (autoCreateSubscriptionGroup) answers a default config",
+        "SUBSCRIPTION_GROUP_NOT_EXIST; Apache (autoCreateSubscriptionGroup) answers a default config",
         known_defect=True,
     ),
 ]
