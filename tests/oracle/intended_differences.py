@@ -149,13 +149,6 @@ KNOWN_DEFECTS: list[Allowed] = [
         known_defect=True,
     ),
     Allowed(
-        "*",
-        "*",
-        "ext.totalGroupNum*",
-        "GET_ALL_SUBSCRIPTIONGROUP_CONFIG answers lack totalGroupNum",
-        known_defect=True,
-    ),
-    Allowed(
         "*", "*", "body.dataVersion.stateVersion", "DataVersion lacks stateVersion (5.x)", known_defect=True
     ),
     Allowed(

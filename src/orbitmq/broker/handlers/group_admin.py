@@ -197,8 +197,10 @@ class GroupAdminHandlers:
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand:
         groups, version = self._state.groups.configs()
+        # RocketMQ 5.x answers the count (its admin tools page through large tables with it).
+        ext = {"totalGroupNum": str(len(groups))}
         return request.response(
-            ResponseCode.SUCCESS, None, {}, encode_subscription_group_wrapper(groups, version)
+            ResponseCode.SUCCESS, None, ext, encode_subscription_group_wrapper(groups, version)
         )
 
     async def update_and_create_subscription_group(
