@@ -152,13 +152,6 @@ KNOWN_DEFECTS: list[Allowed] = [
         "*", "*", "body.dataVersion.stateVersion", "DataVersion lacks stateVersion (5.x)", known_defect=True
     ),
     Allowed(
-        "topic_stats",
-        "stats",
-        "body.topicPutTps",
-        "TopicStatsTable lacks topicPutTps (5.x)",
-        known_defect=True,
-    ),
-    Allowed(
         "subscription_groups",
         "get deleted",
         "*",
