@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-_TIERS = {"integration", "fault", "fuzz", "spark"}
+_TIERS = {"integration", "fault", "fuzz", "spark", "oracle"}
 _TESTS = Path(__file__).resolve().parent
 
 

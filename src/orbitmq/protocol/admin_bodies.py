@@ -153,7 +153,8 @@ class TopicOffset:
     last_update_timestamp: int = 0
 
 
-def encode_topic_stats_table(table: Mapping[MessageQueue, TopicOffset]) -> bytes:
+def encode_topic_stats_table(table: Mapping[MessageQueue, TopicOffset], topic_put_tps: float = 0.0) -> bytes:
+    """TopicStatsTable; ``topicPutTps`` (RocketMQ 5.x) is the topic's puts per second."""
     return dumps(
         {
             "offsetTable": {
@@ -163,7 +164,8 @@ def encode_topic_stats_table(table: Mapping[MessageQueue, TopicOffset]) -> bytes
                     "minOffset": item.min_offset,
                 }
                 for mq, item in sorted(table.items())
-            }
+            },
+            "topicPutTps": float(topic_put_tps),
         }
     )
 

@@ -120,7 +120,7 @@ async def test_pop_handlers_deliver_hide_ack_nack_and_filter(
     assert response.code == ResponseCode.SUCCESS and [m.body for m in messages] == [b"m0", b"m2"]
     # Hidden from the rest of the group; the same attempt id gets the same messages again.
     empty, _ = await _pop(client, broker, exp_type="TAG", exp="a")
-    assert empty.code == ResponseCode.PULL_NOT_FOUND
+    assert empty.code == ResponseCode.POLLING_TIMEOUT
     again, repeated = await _pop(client, broker, exp_type="TAG", exp="a", attempt_id="attempt-1")
     assert [m.queue_offset for m in repeated] == [0, 2]
     first, second = messages
@@ -148,7 +148,7 @@ async def test_pop_handlers_count_deliveries_in_group_get_stats(
     response, messages = await _pop(client, broker)
     assert response.code == ResponseCode.SUCCESS and len(messages) == 3
     empty, _ = await _pop(client, broker)
-    assert empty.code == ResponseCode.PULL_NOT_FOUND
+    assert empty.code == ResponseCode.POLLING_TIMEOUT
     stats = broker.state.stats
     assert stats.group_get_totals() == {(TOPIC, GROUP): (3, len(response.body))}
     now = int(time.time() * 1000)

@@ -56,7 +56,8 @@ def test_fastjson_writes_object_keys_in_alphabetical_order() -> None:
     body = encode_topic_stats_table({MessageQueue("T", "b", 3): TopicOffset(1, 9, 77)})
     assert (
         body
-        == b'{"offsetTable":{{"brokerName":"b","queueId":3,"topic":"T"}:{"lastUpdateTimestamp":77,"maxOffset":9,"minOffset":1}}}'
+        == b'{"offsetTable":{{"brokerName":"b","queueId":3,"topic":"T"}:{"lastUpdateTimestamp":77,"maxOffset":9,"minOffset":1}},'
+        b'"topicPutTps":0.0}'
     )
     assert decode_topic_stats_table(body) == {MessageQueue("T", "b", 3): TopicOffset(1, 9, 77)}
 

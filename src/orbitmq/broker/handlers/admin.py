@@ -81,8 +81,11 @@ class AdminHandlers:
         return request.response(ResponseCode.SUCCESS, None, {})
 
     async def get_all_topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        body = encode_topic_config_wrapper(self._state.topics.snapshot())
-        return request.response(ResponseCode.SUCCESS, None, {}, body)
+        snapshot = self._state.topics.snapshot()
+        body = encode_topic_config_wrapper(snapshot)
+        # RocketMQ 5.x answers the count (its admin tools page through large tables with it).
+        ext = {"totalTopicNum": str(len(snapshot.topic_config_table))}
+        return request.response(ResponseCode.SUCCESS, None, ext, body)
 
     async def get_subscription_group_config(
         self, ctx: RequestContext, request: RemotingCommand

@@ -16,8 +16,8 @@ formats are in ``protocol.pop``.
 | malformed receipt handle (``extraInfo``) | MESSAGE_ILLEGAL |
 | receipt handle expired, or of a delivery already finished or replaced | NO_MESSAGE |
 
-A pop that finds nothing answers POLLING_TIMEOUT after waiting its poll time, PULL_NOT_FOUND
-when it asked not to wait.
+A pop that finds nothing answers POLLING_TIMEOUT, after waiting its poll time if it asked to
+wait, as RocketMQ does.
 """
 
 from __future__ import annotations
@@ -136,8 +136,10 @@ class PopHandlers:
             if not result.repeated:
                 self._count_gets(header.consumer_group, header.topic, result.messages)
             return request.response(ResponseCode.SUCCESS, None, response_header.to_ext(), body)
-        code = ResponseCode.POLLING_TIMEOUT if poll_ms > 0 else ResponseCode.PULL_NOT_FOUND
-        return request.response(code, "no new message", response_header.to_ext())
+        # RocketMQ answers POLLING_TIMEOUT whether or not the pop asked to wait, with both
+        # offset infos present (empty when nothing was read).
+        ext = {"startOffsetInfo": "", "msgOffsetInfo": "", **response_header.to_ext()}
+        return request.response(ResponseCode.POLLING_TIMEOUT, "no new message", ext)
 
     def _count_gets(self, group: str, topic: str, messages: list[PoppedMessage]) -> None:
         """Counted like a pull (RocketMQ's PopMessageProcessor: incGroupGetNums/Size), first

@@ -61,7 +61,7 @@ from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import INT32_MAX, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from orbitmq.protocol.message_codec import decode_stored_message
-from orbitmq.protocol.message_id import join_offset_msg_ids
+from orbitmq.protocol.message_id import UniqKeyGenerator, join_offset_msg_ids
 from orbitmq.protocol.names import group_name_problem
 from orbitmq.protocol.properties import decode_properties, encode_properties
 from orbitmq.store.batch_put import BatchPut
@@ -100,6 +100,11 @@ class SendHandlers:
         self._state = state
         self._flush_waits = SyncFlushWaits()
         self._reput_targets: ReputTargets | None = None
+        # For messages sent without a UNIQ_KEY: RocketMQ 5.x's broker gives each one.
+        try:
+            self._uniq_keys = UniqKeyGenerator(state.store_host[0])
+        except ValueError:  # brokerIP1 is a host name
+            self._uniq_keys = UniqKeyGenerator()
 
     @property
     def _targets(self) -> ReputTargets:
@@ -199,6 +204,11 @@ class SendHandlers:
         if rejection is not None:
             return rejection.response(request)
         config = self._state.config
+        uniq_key = properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if not uniq_key:
+            uniq_key = self._uniq_keys.next_key()
+            properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq_key
+            properties_bytes += len(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) + len(uniq_key) + 2
         # Trace stamps (operations-features §1.2): consumers' trace hooks read them; a string
         # at the client's limit leaves no room for them (stamps_that_fit).
         stamps = {
@@ -233,7 +243,9 @@ class SendHandlers:
             recorder.count_in(header.topic, message_type, len(request.body))
             if topic != header.topic:
                 recorder.count_dlq(header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :], header.topic)
-        return await self._answer_put(request, result, queue_id, _wait_store_ok(properties), topic)
+        return await self._answer_put(
+            request, result, queue_id, _wait_store_ok(properties), topic, transaction_id=uniq_key
+        )
 
     def _route(self, put: PutMessageRequest) -> Rejection | None:
         """Rewrite a transactional, timed or delayed message for its holding topic (see module doc)."""
@@ -400,7 +412,13 @@ class SendHandlers:
         return None
 
     async def _answer_put(
-        self, request: RemotingCommand, result: PutResult, queue_id: int, wait_store_ok: bool, topic: str
+        self,
+        request: RemotingCommand,
+        result: PutResult,
+        queue_id: int,
+        wait_store_ok: bool,
+        topic: str,
+        transaction_id: str | None = None,
     ) -> RemotingCommand:
         status = result.status
         sync_flush = self._state.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
@@ -431,6 +449,9 @@ class SendHandlers:
             MessageConst.MSG_REGION: self._state.config.region_id,
             MessageConst.TRACE_SWITCH: "true" if self._state.config.trace_on else "false",
         }
+        if transaction_id is not None:
+            # A single message's UNIQ_KEY, as RocketMQ answers it (SendResult.transactionId).
+            ext["transactionId"] = transaction_id
         return request.response(code, remark, ext)
 
     # -- send back -----------------------------------------------------------------------------
