@@ -59,6 +59,7 @@ _READ_KEYS = _COMMON_KEYS | {
     "maxrecordsperpartition",
     "fetchoffset.numretries",
     "fetchoffset.retryintervalms",
+    "failovertimeoutms",
 }
 _WRITE_KEYS = _COMMON_KEYS | {"topic", "producergroup", "writebatchsize", "exactlyonce", "committimeoutms"}
 _STREAM_ONLY_KEYS = frozenset({"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"})
@@ -205,6 +206,8 @@ class ReadOptions:
     max_records_per_partition: int | None = None
     fetch_offset_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
+    failover_timeout_ms: int = 30_000
+    """How long planning and read tasks wait for a broker group none of whose members answers."""
     security: ClientSecurity = field(default_factory=ClientSecurity)
 
     def timestamp_for(self, topic: str, broker_name: str, queue_id: int) -> int | None:
@@ -283,6 +286,7 @@ def parse_read_options(options: dict[str, str], *, streaming: bool) -> ReadOptio
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
         fetch_offset_retries=_non_negative_int(opts, "fetchOffset.numRetries", 3),
         fetch_offset_retry_interval_ms=_non_negative_int(opts, "fetchOffset.retryIntervalMs", 10),
+        failover_timeout_ms=_non_negative_int(opts, "failoverTimeoutMs", 30_000),
         security=_security(opts),
     )
 

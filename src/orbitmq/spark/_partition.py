@@ -1,0 +1,122 @@
+"""One Spark partition of the ``orbitmq`` source and the read task that fetches it.
+
+A :class:`QueueRange` carries everything a task needs (queue, offset range, name server, tag
+expression, timeouts): tasks run in executor processes and never consult driver state.
+
+A read task follows its queue's broker group as the client's pull consumer does: each pull
+goes to the member the last answer suggested (``suggestWhichBrokerId``), else the master,
+else, while the master has left the route, a slave. When the member it reached fails (the
+master killed, a connection reset, a timeout) or ends the range early (a slave that has not
+caught up yet, a master restarting), the task asks again from the exact offset it reached,
+with back-off (0.1 s doubling to 2 s) for up to ``failoverTimeoutMs``, so a row is neither
+skipped nor yielded twice. Past that bound it fails with :class:`QueueReadError`, naming
+topic, broker, queue, range, the offset reached and what each attempt met.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql.datasource import InputPartition
+
+from orbitmq.errors import ClientError, OrbitError
+from orbitmq.model.message import MessageQueue
+from orbitmq.protocol.tags import TagFilter
+from orbitmq.spark._client import ClientFactory
+from orbitmq.spark._options import NO_SECURITY, ClientSecurity
+from orbitmq.spark._schema import ColumnBuilder
+
+ARROW_BATCH_ROWS = 4096
+"""Rows per Arrow batch a task yields (a batch is flushed after the pull that reaches it)."""
+
+_FIRST_DELAY_S = 0.1
+_MAX_DELAY_S = 2.0
+_ATTEMPTS_NAMED = 3  # the error names the first and the last attempts' failures
+
+
+class QueueReadError(ClientError):
+    """A read task could not fetch its range from any member of the broker group in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRange(InputPartition):
+    """One Spark partition: ``[start_offset, end_offset)`` of one queue, and how to reach it."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    start_offset: int
+    end_offset: int
+    namesrv_addr: str
+    expression: str
+    pull_batch_size: int
+    request_timeout_ms: int
+    security: ClientSecurity = NO_SECURITY
+    failover_timeout_ms: int = 30_000
+
+    @property
+    def queue(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker_name, self.queue_id)
+
+
+def read_range(partition: QueueRange, factory: ClientFactory) -> Iterator[pa.RecordBatch]:
+    """Yield the partition's messages as Arrow batches of up to about :data:`ARROW_BATCH_ROWS` rows.
+
+    Raises:
+        QueueReadError: the range could not be read within ``failover_timeout_ms``.
+        ClientError: messages of the range were removed (below the queue's min offset).
+    """
+    if partition.end_offset <= partition.start_offset:
+        return
+    puller = factory.puller(partition.namesrv_addr, partition.request_timeout_ms, partition.security)
+    builder = ColumnBuilder(
+        partition.broker_name, TagFilter.parse(partition.expression), partition.end_offset
+    )
+    position = partition.start_offset
+    failures: list[str] = []
+    deadline = 0.0
+    delay = _FIRST_DELAY_S
+    while True:
+        try:
+            pulls = puller.pull_range_raw(
+                partition.queue, position, partition.end_offset,
+                expression=partition.expression, max_msg_nums=partition.pull_batch_size,
+            )  # fmt: skip
+            for pulled in pulls:
+                builder.add_pull_body(pulled.body)
+                position = max(position, pulled.next_offset)
+                if len(builder) >= ARROW_BATCH_ROWS:
+                    yield builder.flush()
+            if position >= partition.end_offset:
+                break
+            failures.append(f"the broker's queue ended at offset {position}")
+        except OrbitError as exc:
+            if not exc.retriable:
+                raise
+            failures.append(f"{type(exc).__name__}: {exc}")
+        now = time.monotonic()
+        if not deadline:
+            deadline = now + partition.failover_timeout_ms / 1000
+        if now >= deadline:
+            raise QueueReadError(_read_failure(partition, position, failures))
+        time.sleep(min(delay, deadline - now))
+        delay = min(delay * 2, _MAX_DELAY_S)
+    if len(builder):
+        yield builder.flush()
+
+
+def _read_failure(partition: QueueRange, position: int, failures: list[str]) -> str:
+    shown = (
+        failures[:1]
+        + (["..."] if len(failures) > _ATTEMPTS_NAMED else [])
+        + failures[1:][-(_ATTEMPTS_NAMED - 1) :]
+    )
+    return (
+        f"cannot read topic {partition.topic} broker {partition.broker_name} queue {partition.queue_id} "
+        f"offsets [{partition.start_offset}, {partition.end_offset}): stopped at {position} after "
+        f"{len(failures)} attempts over {partition.failover_timeout_ms / 1000:g} s (the master, then its "
+        f"slave while the master is out of the route): {' | '.join(shown)}"
+    )
