@@ -36,6 +36,7 @@ from pyspark.sql.streaming.datasource import (
 
 from orbitmq.errors import ClientError
 from orbitmq.spark._client import ClientFactory, OrbitClientFactory
+from orbitmq.spark._errors import plain_errors
 from orbitmq.spark._offsets import (
     OffsetJson,
     QueueOffsets,
@@ -75,6 +76,7 @@ class OrbitBatchReader(DataSourceReader):
     def __init__(self, options: ReadOptions, factory: ClientFactory | None = None) -> None:
         self.planner = QueuePlanner(options, factory or OrbitClientFactory())
 
+    @plain_errors
     def partitions(self) -> Sequence[InputPartition]:
         try:
             bounds = self.planner.bounds()
@@ -116,6 +118,7 @@ class OrbitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def options(self) -> ReadOptions:
         return self.planner.options
 
+    @plain_errors
     def initialOffset(self) -> OffsetJson:
         bounds = self.planner.bounds()
         group = self.options.consumer_group
@@ -142,9 +145,11 @@ class OrbitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_rows = self.options.max_offsets_per_trigger
         return ReadAllAvailable() if max_rows is None else ReadMaxRows(max_rows)
 
+    @plain_errors
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {mq: status.max_offset for mq, status in self.planner.bounds().items()}
 
+    @plain_errors
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> OffsetJson:
         begin = from_offset_json(start)
         self._publish(begin)
@@ -190,12 +195,14 @@ class OrbitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
         return {"latest": to_offset_json(self._latest), **offsets_behind(self._end, self._latest)}
 
+    @plain_errors
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         return self.planner.ranges(from_offset_json(start), from_offset_json(end))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_partition(partition, self.planner.factory)
 
+    @plain_errors
     def commit(self, end: dict[str, Any]) -> None:
         self._publish(from_offset_json(end))
 
