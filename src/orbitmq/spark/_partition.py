@@ -3,6 +3,10 @@
 A :class:`QueueRange` carries everything a task needs (queue, offset range, name server, tag
 expression, timeouts): tasks run in executor processes and never consult driver state.
 
+Each pull body becomes one Arrow batch through :func:`~orbitmq.spark._arrow_records.records_batch`
+(columns built by NumPy and Arrow kernels); a body it does not take (IPv6 hosts, compressed
+bodies) goes through the record-at-a-time :class:`~orbitmq.spark._schema.ColumnBuilder`.
+
 A read task follows its queue's broker group as the client's pull consumer does: each pull
 goes to the member the last answer suggested (``suggestWhichBrokerId``), else the master,
 else, while the master has left the route, a slave. When the member it reached fails (the
@@ -25,6 +29,7 @@ from pyspark.sql.datasource import InputPartition
 from orbitmq.errors import ClientError, OrbitError
 from orbitmq.model.message import MessageQueue
 from orbitmq.protocol.tags import TagFilter
+from orbitmq.spark._arrow_records import records_batch
 from orbitmq.spark._client import ClientFactory
 from orbitmq.spark._options import NO_SECURITY, ClientSecurity
 from orbitmq.spark._schema import ColumnBuilder
@@ -72,9 +77,8 @@ def read_range(partition: QueueRange, factory: ClientFactory) -> Iterator[pa.Rec
     if partition.end_offset <= partition.start_offset:
         return
     puller = factory.puller(partition.namesrv_addr, partition.request_timeout_ms, partition.security)
-    builder = ColumnBuilder(
-        partition.broker_name, TagFilter.parse(partition.expression), partition.end_offset
-    )
+    tag_filter = TagFilter.parse(partition.expression)
+    builder = ColumnBuilder(partition.broker_name, tag_filter, partition.end_offset)
     position = partition.start_offset
     failures: list[str] = []
     deadline = 0.0
@@ -86,7 +90,13 @@ def read_range(partition: QueueRange, factory: ClientFactory) -> Iterator[pa.Rec
                 expression=partition.expression, max_msg_nums=partition.pull_batch_size,
             )  # fmt: skip
             for pulled in pulls:
-                builder.add_pull_body(pulled.body)
+                fast = records_batch(pulled.body, partition.broker_name, tag_filter, partition.end_offset)
+                if fast is None:  # a record the column path does not take: one at a time
+                    builder.add_pull_body(pulled.body)
+                elif fast.num_rows:
+                    if len(builder):
+                        yield builder.flush()  # keep queue order
+                    yield fast
                 position = max(position, pulled.next_offset)
                 if len(builder) >= ARROW_BATCH_ROWS:
                     yield builder.flush()
