@@ -35,7 +35,9 @@ from orbitmq.spark._options import NO_SECURITY, ClientSecurity
 from orbitmq.spark._schema import ColumnBuilder
 
 ARROW_BATCH_ROWS = 4096
-"""Rows per Arrow batch a task yields (a batch is flushed after the pull that reaches it)."""
+"""Rows per Arrow batch the record-at-a-time path yields (flushed after the pull that reaches it)."""
+CONVERT_BYTES = 1 << 20
+"""Pull bodies are converted together once they hold this many bytes (about 1,000 x 1 KiB)."""
 
 _FIRST_DELAY_S = 0.1
 _MAX_DELAY_S = 2.0
@@ -84,29 +86,34 @@ def read_range(partition: QueueRange, factory: ClientFactory) -> Iterator[pa.Rec
     deadline = 0.0
     delay = _FIRST_DELAY_S
     while True:
+        # Bodies are converted a few at a time (the column path's cost is mostly per call);
+        # ``position`` moves only past converted bodies, so a retry resumes exactly there.
+        pending: list[bytes] = []
+        pending_bytes, reached = 0, position
+        failure: str | None = None
         try:
             pulls = puller.pull_range_raw(
                 partition.queue, position, partition.end_offset,
                 expression=partition.expression, max_msg_nums=partition.pull_batch_size,
             )  # fmt: skip
             for pulled in pulls:
-                fast = records_batch(pulled.body, partition.broker_name, tag_filter, partition.end_offset)
-                if fast is None:  # a record the column path does not take: one at a time
-                    builder.add_pull_body(pulled.body)
-                elif fast.num_rows:
-                    if len(builder):
-                        yield builder.flush()  # keep queue order
-                    yield fast
-                position = max(position, pulled.next_offset)
-                if len(builder) >= ARROW_BATCH_ROWS:
-                    yield builder.flush()
-            if position >= partition.end_offset:
-                break
-            failures.append(f"the broker's queue ended at offset {position}")
+                pending.append(pulled.body)
+                pending_bytes += len(pulled.body)
+                reached = max(reached, pulled.next_offset)
+                if pending_bytes >= CONVERT_BYTES:
+                    yield from _convert(pending, builder, partition, tag_filter)
+                    pending, pending_bytes, position = [], 0, reached
         except OrbitError as exc:
             if not exc.retriable:
                 raise
-            failures.append(f"{type(exc).__name__}: {exc}")
+            failure = f"{type(exc).__name__}: {exc}"
+        yield from _convert(pending, builder, partition, tag_filter)
+        position = reached
+        if failure is None:
+            if position >= partition.end_offset:
+                break
+            failure = f"the broker's queue ended at offset {position}"
+        failures.append(failure)
         now = time.monotonic()
         if not deadline:
             deadline = now + partition.failover_timeout_ms / 1000
@@ -116,6 +123,26 @@ def read_range(partition: QueueRange, factory: ClientFactory) -> Iterator[pa.Rec
         delay = min(delay * 2, _MAX_DELAY_S)
     if len(builder):
         yield builder.flush()
+
+
+def _convert(
+    bodies: list[bytes], builder: ColumnBuilder, partition: QueueRange, tag_filter: TagFilter
+) -> Iterator[pa.RecordBatch]:
+    """Batches of the records in ``bodies`` (the column path, else one record at a time)."""
+    if not bodies:
+        return
+    joined = bodies[0] if len(bodies) == 1 else b"".join(bodies)
+    fast = records_batch(joined, partition.broker_name, tag_filter, partition.end_offset)
+    if fast is None:  # a record the column path does not take
+        for body in bodies:
+            builder.add_pull_body(body)
+            if len(builder) >= ARROW_BATCH_ROWS:
+                yield builder.flush()
+        return
+    if len(builder):
+        yield builder.flush()  # keep queue order
+    if fast.num_rows:
+        yield fast
 
 
 def _read_failure(partition: QueueRange, position: int, failures: list[str]) -> str:
