@@ -12,6 +12,8 @@ delete_topic            GET_ALL_TOPIC_LIST_FROM_NAMESERVER and GET_ALL_TOPIC_CON
                         exist?), DELETE_TOPIC_IN_BROKER to each master, DELETE_TOPIC_IN_NAMESRV
                         to every name server
 topic_status            GET_TOPIC_STATS_INFO to each master of the topic's route
+queue_statuses_of       GET_MIN_OFFSET and GET_MAX_OFFSET of each queue, to one member (master
+                        or slave) of a broker group
 consumer_progress       per queue QUERY_CONSUMER_OFFSET (``setZeroIfNotFound=false``),
                         GET_MIN_OFFSET and GET_MAX_OFFSET; GET_SUBSCRIPTIONGROUP_CONFIG and
                         GET_CONSUMER_LIST_BY_GROUP to each master when the group committed
@@ -490,6 +492,45 @@ class AdminClient(AdminOperations, AdminViews):
             return 0
         messages = decode_stored_messages(response.body, decode_body=False)
         return messages[-1].store_timestamp if messages else 0
+
+    async def queue_statuses_of(
+        self, queues: Sequence[MessageQueue], broker_id: int
+    ) -> dict[MessageQueue, QueueStatus]:
+        """Min/max offset of ``queues`` (all of one broker name) as member ``broker_id`` answers.
+
+        A slave answers too, so offsets can be learned while the master is away. The address is
+        the one the last route read named (``topic_route``); ``last_update_timestamp_ms`` is 0
+        (not asked). Every request is in flight at once.
+
+        Raises:
+            NoRouteError: the route names no broker ``broker_id`` of that broker name.
+            RemotingError: the member could not be reached or did not answer in time.
+            BrokerResponseError: the member refused.
+        """
+
+        async def one(mq: MessageQueue, code: int, ext: dict[str, str]) -> int:
+            request = RemotingCommand.request(code, ext)
+            response = await self._client.invoke_broker(
+                mq.broker_name, request, None, broker_id, only_this=True
+            )
+            if response.code != ResponseCode.SUCCESS:
+                raise error_for_code(
+                    response.code,
+                    f"request {code} for {mq.topic} queue {mq.queue_id} on {mq.broker_name} "
+                    f"id {broker_id}: {response.remark}",
+                )
+            return int(response.ext_fields.get("offset", "0"))
+
+        calls = []
+        for mq in queues:
+            calls.append(
+                one(mq, RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(mq.topic, mq.queue_id).to_ext())
+            )
+            calls.append(
+                one(mq, RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(mq.topic, mq.queue_id).to_ext())
+            )
+        offsets = await asyncio.gather(*calls)
+        return {mq: QueueStatus(offsets[2 * i], offsets[2 * i + 1], 0) for i, mq in enumerate(queues)}
 
     async def topic_status(self, topic: str) -> dict[MessageQueue, QueueStatus]:
         """Min/max offset and last store time of every queue of ``topic``.
