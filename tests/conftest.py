@@ -1,7 +1,9 @@
-"""Test tiers by folder: tests under tests/integration/, tests/fault/, tests/fuzz/,
-tests/spark/ and tests/interop/ get that marker (tests/unit/spark uses fakes: it is the unit tier).
+"""Test tiers by folder: tests under tests/integration/, tests/fault/, tests/fuzz/, tests/spark/,
+tests/interop/ and tests/oracle/ get that marker (tests/unit/spark uses fakes: it is the unit
+tier).
 
-So `pytest -m "not integration and not fault and not spark and not interop"` runs the unit tier alone, and
+So `pytest -m "not integration and not fault and not fuzz and not spark and not interop and not
+oracle"` runs the unit tier alone, and
 every tier runs from one `pytest` call.
 
 `make test` runs the tiers on a few pytest-xdist workers (`--dist loadgroup`): most tests wait
@@ -9,9 +11,9 @@ on real processes rather than on the CPU. Spark tests share one session per work
 are kept on one worker (one JVM) through the `spark` xdist group. The Spark tests that use no
 local session run Spark in processes of their own (a standalone cluster, a Connect server, a
 child driver): they are the `spark_child` group, so they run beside the local-session tests
-rather than after them, on another worker. Tests in the `failover-jepsen` group (minutes of
-faults on their own worker) are collected first, so they start at once and overlap everything
-else instead of running alone at the end."""
+rather than after them, on another worker. Tests in the `failover-jepsen` and `interop` groups
+(minutes of faults, and minutes of Java and Go clients, each group on one worker) are collected
+first, so they start at once and overlap everything else instead of running alone at the end."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-_TIERS = {"integration", "fault", "fuzz", "spark", "interop"}
+_TIERS = {"integration", "fault", "fuzz", "spark", "interop", "oracle"}
 _TESTS = Path(__file__).resolve().parent
 
 
@@ -51,7 +53,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     appends the suffix where pytest 9.2 reads it, the way xdist's own hook means to, and does
     nothing once the id already carries it (an xdist release with the fix).
     """
-    items.sort(key=lambda item: not _in_group(item, "failover-jepsen"))
+    items.sort(key=lambda item: not (_in_group(item, "failover-jepsen") or _in_group(item, "interop")))
     if not getattr(config.option, "loadgroup", False):
         return
     from _pytest.nodeid import NodeId

@@ -33,7 +33,10 @@ from typing import Any, TypeVar
 
 from orbitmq.errors import ConfigError
 
-__all__ = ["build_config", "build_configs", "config_keys", "load_properties"]
+__all__ = ["LOG_LEVELS", "build_config", "build_configs", "config_keys", "load_properties"]
+
+# What every command's ``--log-level`` accepts (any case), checked before anything starts.
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 logger = logging.getLogger(__name__)
 

@@ -8,6 +8,7 @@ the message text.
 
 from __future__ import annotations
 
+import os
 from typing import ClassVar
 
 
@@ -65,6 +66,15 @@ class StoreFullError(StoreError):
 
 class StoreClosedError(StoreError):
     """The store was used after close() or before open()."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the directory's lock: one server or tool per store directory."""
+
+    def __init__(self, message: str, directory: str, pid: int | None) -> None:
+        super().__init__(message)
+        self.directory = directory
+        self.pid = pid
 
 
 # -- remoting --------------------------------------------------------------------------------
@@ -206,6 +216,26 @@ class FilterExpressionError(OrbitError):
 
 class ConfigError(OrbitError):
     """A configuration file or flag is invalid; the message names the key."""
+
+
+class ListenError(ConfigError):
+    """A server cannot listen where its configuration says (the port is taken, the address is not local).
+
+    ``key`` is the config key that chose the port; a command line names its own flag instead.
+    """
+
+    def __init__(self, key: str, host: str, port: int, reason: str) -> None:
+        super().__init__(f"config key '{key}': cannot listen on {host}:{port}: {reason}")
+        self.key = key
+        self.host = host
+        self.port = port
+        self.reason = reason
+
+    @classmethod
+    def from_os_error(cls, key: str, host: str, port: int, exc: OSError) -> ListenError:
+        """The system's reason in its own short words ("address already in use")."""
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        return cls(key, host, port, reason)
 
 
 # -- client ----------------------------------------------------------------------------------

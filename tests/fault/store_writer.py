@@ -1,7 +1,7 @@
 """Child process of the store crash tests: put messages under SYNC_FLUSH until killed.
 
 Usage: ``python store_writer.py DIR --segment-bytes N --queue-entries N --seed N
-[--failpoint NAME --failpoint-hits N] [--count N]``
+[--failpoint NAME --failpoint-hits N] [--count N] [--thorough-flush-ms N]``
 
 It opens a MessageStore on DIR (running crash recovery when the previous writer was
 killed), prints ``READY``, then puts messages to random topics and queues, sometimes as a
@@ -40,9 +40,12 @@ def body_digest(body: bytes) -> str:
     return hashlib.blake2b(body, digest_size=8).hexdigest()
 
 
-def store_config(directory: Path, segment_bytes: int, queue_entries: int) -> StoreConfig:
+def store_config(
+    directory: Path, segment_bytes: int, queue_entries: int, thorough_flush_ms: int = 60_000
+) -> StoreConfig:
     """The configuration both the writer and the checking test use."""
     return StoreConfig(
+        flush_consume_queue_thorough_interval_ms=thorough_flush_ms,
         store_path_root_dir=directory,
         commit_log_segment_bytes=segment_bytes,
         consume_queue_entries_per_file=queue_entries,
@@ -72,7 +75,9 @@ def _arm(name: str, hits: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    store = MessageStore(store_config(args.dir, args.segment_bytes, args.queue_entries))
+    store = MessageStore(
+        store_config(args.dir, args.segment_bytes, args.queue_entries, args.thorough_flush_ms)
+    )
     store.open()
     print("READY", flush=True)
     if args.failpoint:
@@ -107,6 +112,9 @@ def main() -> int:
     parser.add_argument("--failpoint", default="")
     parser.add_argument("--failpoint-hits", type=int, default=1)
     parser.add_argument("--count", type=int, default=None)
+    parser.add_argument(
+        "--thorough-flush-ms", type=int, default=60_000, help="checkpoint and index flush period"
+    )
     return run(parser.parse_args())
 
 

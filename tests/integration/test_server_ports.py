@@ -6,13 +6,15 @@ server may bind it. The harness then starts the server again on fresh ports, and
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.processes import ServerProcess, free_port, start_on_free_ports
+from tests.support.processes import ServerProcess, _listens, free_port, start_on_free_ports
 
 
 def _namesrv(tmp_path: Path, port: int) -> ServerProcess:
@@ -61,3 +63,21 @@ def test_a_start_is_not_fooled_by_another_server_answering_on_its_port(tmp_path:
             assert server.proc is not None and server.proc.poll() is None
         finally:
             server.kill()
+
+
+def test_a_listener_check_is_not_confused_by_a_descriptor_closing_while_it_reads(tmp_path: Path) -> None:
+    # Reading this process's own /proc/<pid>/fd always lists the descriptor of the listing
+    # itself, closed before its link is read: the deterministic case of a descriptor closing
+    # mid-scan, which once turned the answer into "cannot tell" (and so "started").
+    with socket.create_server(("127.0.0.1", 0)) as listener, socket.socket() as bound_only:
+        bound_only.bind(("127.0.0.1", 0))
+        assert _listens(os.getpid(), listener.getsockname()[1]) is True
+        assert _listens(os.getpid(), bound_only.getsockname()[1]) is False
+
+
+def test_a_listener_check_of_a_process_that_is_gone_says_not_listening(tmp_path: Path) -> None:
+    # Gone between the caller's look at it and the scan: "not yet", so the caller looks again
+    # and sees the exit, never "cannot tell", which counted as started.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+        assert _listens(int(gone.stdout), listener.getsockname()[1]) is False

@@ -148,3 +148,54 @@ def _wait_rows(spark: Any, query: Any, table: str, count: int) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"{table} did not reach {count} rows: {spark.table(table).count()}")
+
+
+def _first_line(failed: pytest.ExceptionInfo[BaseException]) -> str:
+    return str(failed.value).splitlines()[0]
+
+
+def test_option_error_first_line_names_the_option_and_the_values_allowed(spark: Any, orbit: Broker) -> None:
+    with pytest.raises(Exception) as failed:
+        _read(spark, orbit, "AnyTopic", startingOffsets="earlist").collect()
+    line = _first_line(failed)
+    assert (
+        "ConfigError: option startingOffsets='earlist' must be earliest, latest (streaming reads) or offset JSON"
+        in (line)
+    )
+    assert "(did you mean earliest?)" in line and "Traceback" not in str(failed.value)
+
+
+def test_option_error_names_options_as_documented_not_lower_cased(spark: Any, orbit: Broker) -> None:
+    with pytest.raises(Exception) as failed:
+        _read(spark, orbit, "AnyTopic", maxOffsetsPerTrigger="10").collect()
+    assert "option maxOffsetsPerTrigger applies to streaming reads only" in _first_line(failed)
+    with pytest.raises(Exception) as failed:
+        _read(spark, orbit, "AnyTopic", startingOffset="earliest").collect()
+    assert "unknown option 'startingoffset' for format orbitmq reads (did you mean startingOffsets?" in (
+        _first_line(failed)
+    )
+
+
+def test_streaming_option_error_is_raised_when_the_query_is_defined(spark: Any, orbit: Broker) -> None:
+    def reader() -> Any:
+        return spark.readStream.format("orbitmq").options(namesrvAddr=orbit.namesrv_addr, topic="AnyTopic")
+
+    with pytest.raises(Exception) as failed:
+        reader().option("startingOffsets", "latets").load()  # load(), before any start()
+    line = _first_line(failed)
+    assert "option startingOffsets='latets' must be earliest, latest (streaming reads) or offset JSON" in line
+    assert "(did you mean latest?)" in line
+    with pytest.raises(Exception) as failed:
+        reader().option("maxOffsetsPerTrigger", "lots").load()
+    assert "option maxOffsetsPerTrigger='lots' is not an integer" in _first_line(failed)
+
+
+def test_planning_error_first_line_says_what_is_wrong(spark: Any, orbit: Broker) -> None:
+    topic = orbit.new_topic("SparkPlanError", queues=1)
+    orbit.produce([Message(topic, b"old")])
+    future = str(_now_ms() + 3_600_000)
+    with pytest.raises(Exception) as failed:
+        _read(spark, orbit, topic, startingTimestamp=future).collect()
+    line = _first_line(failed)
+    assert f"topic {topic} broker " in line and "has no message stored at or after timestamp" in line
+    assert "Traceback" not in str(failed.value)

@@ -88,7 +88,13 @@ _LISTEN = "0A"
 
 
 def _listens(pid: int, port: int) -> bool | None:
-    """Whether process ``pid`` holds a socket listening on TCP ``port`` (None: cannot tell here)."""
+    """Whether process ``pid`` holds a socket listening on TCP ``port`` (None: cannot tell here).
+
+    Descriptors open and close while ``/proc/<pid>/fd`` is read (the listing's own among them
+    when ``pid`` is this process): one that is gone by the time its link is read cannot be the
+    listener looked for, so it is skipped rather than turning the answer into "cannot tell".
+    Only a table or a descriptor directory that cannot be read at all answers None.
+    """
     inodes = set()
     try:
         for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -96,10 +102,25 @@ def _listens(pid: int, port: int) -> bool | None:
                 fields = line.split()
                 if fields[3] == _LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
                     inodes.add(f"socket:[{fields[9]}]")
-        links = {os.readlink(entry) for entry in Path(f"/proc/{pid}/fd").iterdir()}
     except (OSError, IndexError, ValueError):
         return None
-    return bool(inodes & links)
+    try:
+        entries = list(Path(f"/proc/{pid}/fd").iterdir())
+    except FileNotFoundError:
+        return False  # gone, or going: not started; the caller's next look sees the exit
+    except OSError:
+        return None
+    if not inodes:
+        return False
+    for entry in entries:
+        try:
+            if os.readlink(entry) in inodes:
+                return True
+        except FileNotFoundError:
+            continue  # closed since the listing
+        except OSError:
+            return None
+    return False
 
 
 def _tail(path: Path, lines: int = 60) -> str:

@@ -14,6 +14,7 @@ code  request                      needs
 11    PULL_MESSAGE                 ``topic`` SUB, group ``consumerGroup`` SUB
 361   LITE_PULL_MESSAGE            as 11 (RocketMQ 5's lite pull consumer)
 12    QUERY_MESSAGE                ``topic`` SUB
+321   QUERY_CONSUME_QUEUE          ``topic`` SUB (OrbitMQ: RocketMQ asks a signature only)
 34    HEART_BEAT                   per consumer in the body: its group SUB, each topic SUB
 35    UNREGISTER_CLIENT            group ``consumerGroup`` SUB
 38    GET_CONSUMER_LIST_BY_GROUP   group ``consumerGroup`` SUB
@@ -24,7 +25,7 @@ code  request                      needs
 370   RECALL_MESSAGE               ``topic`` PUB
 40001 STAGE_MESSAGES               ``topic`` PUB, as a send (OrbitMQ's own code)
 admin 17 25 200 207 215 513,       ``admin: true`` (:data:`ADMIN_CODES`)
-      50 51 52 53 54
+      50 51 52 53 54 40003
 other everything else              a valid signature only
 ====  ===========================  ==========================================================
 
@@ -38,13 +39,15 @@ group's SUB, also to acknowledge or hide a message again), and recalling a timed
 producer's act, so it needs PUB on the topic. An ACK of a message popped from a retry topic names
 ``%RETRY%...`` as its topic, which resolves through the group permissions, as a send-back does.
 
-OrbitMQ is stricter than RocketMQ in three places, each closing a hole RocketMQ leaves open to
+OrbitMQ is stricter than RocketMQ in four places, each closing a hole RocketMQ leaves open to
 any account with a valid signature:
 
 - LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) need SUB on the body's ``consumerGroup``, so an
   account cannot take an orderly consumer's queue lock in a group it has no right to.
 - INVOKE_BROKER_TO_RESET_OFFSET (222) needs what UPDATE_CONSUMER_OFFSET needs: SUB on the
   group and the topic.
+- QUERY_CONSUME_QUEUE (321) needs SUB on its topic, as QUERY_MESSAGE does: it lists a queue's
+  entries whatever the topic's permission (how tools read a write-only ``%DLQ%`` topic).
 - UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53) and GET_BROKER_CLUSTER_ACL_CONFIG (54) are admin codes
   (RocketMQ 5.3 lists 50-52 only, so any account could rewrite the global white list).
 
@@ -85,6 +88,7 @@ ADMIN_CODES = frozenset(
         52,  # GET_BROKER_CLUSTER_ACL_INFO
         53,  # UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (OrbitMQ: admin too)
         54,  # GET_BROKER_CLUSTER_ACL_CONFIG (OrbitMQ: admin too)
+        40003,  # MERGE_CONSUMER_OFFSET (OrbitMQ's own: a slave's offsets into its master)
     }
 )
 """Broker request codes only an ``admin: true`` account may send."""
@@ -131,7 +135,7 @@ def required_resources(code: int, ext: Mapping[str, str], body: bytes) -> dict[s
     elif code == 11 or code == 361:
         _need(needed, ext.get("topic"), SUB)
         _need_group(needed, ext.get("consumerGroup"))
-    elif code == 12:
+    elif code == 12 or code == 321:
         _need(needed, ext.get("topic"), SUB)
     elif code == 34:
         try:

@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 from collections.abc import Sequence
+
+from orbitmq.bench._interrupt import INTERRUPTED_STATUS
 
 # subcommand -> (module, one-line help). Add new benchmarks here.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -33,6 +36,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "timer": ("orbitmq.bench.timer", "1M pending timed messages: put rate, memory, disk, delivery lateness"),
     "fuzz": ("orbitmq.bench.fuzz", "hostile frames against a broker and a name server; what survives"),
+    "fuzz-http": ("orbitmq.bench.fuzz_http", "hostile HTTP requests against the dashboard; what survives"),
+    "fuzz-grpc": ("orbitmq.bench.fuzz_grpc", "hostile calls on every RPC of the gRPC port; what survives"),
     "replication": (
         "orbitmq.bench.replication",
         "produce with no slave, ASYNC_MASTER and SYNC_MASTER; replication lag under load",
@@ -101,7 +106,17 @@ def main(
     args = parser.parse_args(arguments[1:])
     if credentials is not None and hasattr(args, "access_key") and not (args.access_key or args.secret_key):
         args.access_key, args.secret_key = credentials
-    status: int = module.run(args)
+    started = time.monotonic()
+    try:
+        status: int = module.run(args)
+    except KeyboardInterrupt:
+        # A second Ctrl-C (the first asks the benchmark to stop and summarise), or one where
+        # the benchmark does not catch it: the clean-up blocks have run, no traceback.
+        print(
+            f"{prog} {name}: interrupted after {time.monotonic() - started:.1f} s, before its results",
+            file=sys.stderr,
+        )
+        return INTERRUPTED_STATUS
     return status
 
 

@@ -72,6 +72,7 @@ BROKER_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.GET_ALL_TOPIC_CONFIG: None,
     RequestCode.VIEW_MESSAGE_BY_ID: h.ViewMessageRequestHeader,
     RequestCode.QUERY_MESSAGE: h.QueryMessageRequestHeader,
+    RequestCode.QUERY_CONSUME_QUEUE: ah.QueryConsumeQueueRequestHeader,
     RequestCode.END_TRANSACTION: h.EndTransactionRequestHeader,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: None,
     RequestCode.GET_TOPIC_CONFIG: h.GetTopicConfigRequestHeader,
@@ -82,6 +83,7 @@ BROKER_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.ChangeInvisibleTimeRequestHeader,
     # What a slave copies from its master, and the replication status.
     RequestCode.GET_ALL_CONSUMER_OFFSET: None,
+    RequestCode.MERGE_CONSUMER_OFFSET: None,
     RequestCode.GET_ALL_DELAY_OFFSET: None,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: None,
     RequestCode.GET_TIMER_CHECK_POINT: None,

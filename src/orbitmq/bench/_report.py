@@ -12,6 +12,10 @@ import math
 import sys
 from collections.abc import Sequence
 
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
 __all__ = ["ProgressLine", "percentile", "percentiles_text", "verdict"]
 
 
@@ -55,21 +59,27 @@ def verdict(met: bool) -> str:
 
 
 class ProgressLine:
-    """Periodic progress: rewritten in place on a terminal, one line each in a log or a pipe."""
+    """Periodic progress: one live line redrawn by rich on a terminal, one line each in a log or a pipe.
+
+    On a terminal, whatever else is printed meanwhile (a failure line) appears above the live
+    line; :meth:`end` leaves its last state on screen and gives the cursor back.
+    """
 
     def __init__(self) -> None:
-        self._tty = sys.stdout.isatty()
-        self._open = False
+        self._console = Console(file=sys.stdout)
+        self._live: Live | None = None
 
     def show(self, text: str) -> None:
-        if self._tty:
-            print(f"\r{text}", end="", flush=True)
-            self._open = True
-        else:
+        if not self._console.is_terminal:
             print(text, flush=True)
+            return
+        if self._live is None:
+            self._live = Live(Text(text), console=self._console, auto_refresh=False)
+            self._live.start()
+        self._live.update(Text(text), refresh=True)
 
     def end(self) -> None:
-        """Finish an in-place line, so the next output starts on its own line."""
-        if self._open:
-            print(flush=True)
-            self._open = False
+        """Stop redrawing, so the next output starts on its own line."""
+        live, self._live = self._live, None
+        if live is not None:
+            live.stop()

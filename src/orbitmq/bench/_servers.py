@@ -71,17 +71,26 @@ def _start(
     ]  # fmt: skip
     # With a log path the server logs at INFO there (start-up lines name bound ports).
     log = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ))
+    # A session of its own: a Ctrl-C at the terminal reaches the benchmark alone, which then
+    # summarises what it measured while the server still answers, and stops the server itself.
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ), start_new_session=True
+    )
     if log_path:
         log.close()  # type: ignore[union-attr]
     deadline = time.monotonic() + START_TIMEOUT_S
     waiting = [broker_port, grpc_port] if grpc else [broker_port]
-    while time.monotonic() < deadline and waiting:
-        try:
-            with socket.create_connection(("127.0.0.1", waiting[0]), timeout=0.2):
-                waiting.pop(0)
-        except OSError:
-            time.sleep(0.05)
+    try:
+        while time.monotonic() < deadline and waiting:
+            try:
+                with socket.create_connection(("127.0.0.1", waiting[0]), timeout=0.2):
+                    waiting.pop(0)
+            except OSError:
+                time.sleep(0.05)
+    except BaseException:  # Ctrl-C while it starts: it is in its own session, so stop it here
+        proc.kill()
+        proc.wait(10)
+        raise
     if not waiting:
         return proc, namesrv_port, broker_port, grpc_port
     proc.kill()

@@ -33,7 +33,7 @@ from typing import Any
 from orbitmq.bench._servers import start_standalone
 from orbitmq.client.admin import AdminClient
 from orbitmq.client.producer import Producer
-from orbitmq.errors import OrbitError
+from orbitmq.errors import ClientStateError, OrbitError
 from orbitmq.model.message import Message
 from orbitmq.transport.runner import new_event_loop
 
@@ -98,6 +98,8 @@ async def _round(
                 else:
                     await producer.send(Message(TOPIC, body))
                     sent = 1
+            except ClientStateError:
+                break  # shut down under it (Ctrl-C): sending again would fail at once, forever
             except OrbitError as exc:
                 counted["errors"] += 1
                 print(f"send failed: {exc}", file=sys.stderr)

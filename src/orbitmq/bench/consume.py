@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from orbitmq.bench._credentials import add_credential_arguments, client_options, request_signer
+from orbitmq.bench._interrupt import INTERRUPTED_STATUS, stop_on_interrupt
 from orbitmq.bench._report import ProgressLine, percentiles_text, verdict
 from orbitmq.bench._servers import add_namesrv_argument, start_standalone
 from orbitmq.bench._topics import BenchTopic
@@ -93,6 +94,12 @@ class _Stats:
         self.started = time.monotonic()
         self.started_wall_ms = time.time() * 1000
         self.latencies_ms: list[float] = []
+        self.interrupted = False  # Ctrl-C ended the run early
+        self.stopped = asyncio.Event()
+
+    def interrupt(self) -> None:
+        self.interrupted = True
+        self.stopped.set()
 
     def add(self, count: int, size_bytes: int) -> None:
         self.count += count
@@ -121,12 +128,14 @@ async def _bench(namesrv: str, queues: list[tuple[str, int]], args: argparse.Nam
         sender = asyncio.get_running_loop().create_task(_live_sender(queues[0][0], args))
     progress = ProgressLine()
     reporter = asyncio.get_running_loop().create_task(_progress(stats, progress))
+    undo = stop_on_interrupt(stats.interrupt)
     try:
         if args.mode == "pull":
             await _run_pull(namesrv, args, stats, goal)
         else:
             await _run_push(namesrv, args, stats, goal)
     finally:
+        undo()
         reporter.cancel()
         progress.end()
         if sender is not None:
@@ -195,7 +204,7 @@ async def _run_pull(namesrv: str, args: argparse.Namespace, stats: _Stats, goal:
     await consumer.start()
     deadline = time.monotonic() + args.duration_s
     try:
-        while stats.count < goal and time.monotonic() < deadline:
+        while stats.count < goal and time.monotonic() < deadline and not stats.stopped.is_set():
             if args.raw:
                 for batch in await consumer.poll_raw(500):
                     count, size = _count_records(batch.body)
@@ -256,11 +265,12 @@ async def _run_push(namesrv: str, args: argparse.Namespace, stats: _Stats, goal:
     )
     consumer.subscribe(args.topic)
     await consumer.start()
+    waits = [asyncio.ensure_future(done.wait()), asyncio.ensure_future(stats.stopped.wait())]
     try:
-        await asyncio.wait_for(done.wait(), args.duration_s)
-    except TimeoutError:
-        pass
+        await asyncio.wait(waits, timeout=args.duration_s, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        for waiting in waits:
+            waiting.cancel()
         await consumer.shutdown()
 
 
@@ -284,6 +294,9 @@ def _summary(stats: _Stats, args: argparse.Namespace) -> int:
         f"consumed {stats.count:,} messages ({stats.bytes / 1e6:.1f} MB of {'records' if args.raw else 'bodies'}) in {elapsed:.2f} s: "
         f"{rate:,.0f} msgs/s, {stats.bytes / 1e6 / elapsed:.2f} MB/s (mode {args.mode}{' raw' if args.raw else ''})"
     )
+    if stats.interrupted:
+        print(f"  interrupted after {elapsed:.1f} s: no verdict", file=sys.stderr)
+        return INTERRUPTED_STATUS
     print(f"  target >= {TARGET_MSGS_PER_S:,} msgs/s: {verdict(rate >= TARGET_MSGS_PER_S)}")
     if stats.latencies_ms:
         values = sorted(stats.latencies_ms)

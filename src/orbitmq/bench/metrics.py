@@ -8,6 +8,13 @@ client event loop, so drift of the shared machine hits both alike. Printed: each
 msg/s and the server's CPU time per message (from ``/proc/<pid>/stat``: on a shared machine
 throughput swings with other load, CPU per message much less), the medians, and the ratios
 on/off for single sends and for batches (target: throughput >= 0.95 x).
+
+With ``--topics N`` it measures /metrics at scale instead: one ``orbitmq standalone`` with
+metrics on gets one message on each of N new topics (created by the sends), then is scraped
+``--scrapes`` times while a prober asks the broker GET_MAX_OFFSET every 5 ms. Printed: each
+scrape's time and bytes, the broker's RSS before and after, and the prober's slowest answer
+(target: no request waits more than 100 ms for a scrape). ``--quick`` is that case with 2,000
+topics and three scrapes.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from orbitmq.bench._metrics_scale import scrape_under_probe, send_to_topics
 from orbitmq.bench._servers import start_standalone
 from orbitmq.client.admin import AdminClient
 from orbitmq.client.producer import Producer
@@ -42,6 +50,89 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-size", type=int, default=32, help="messages per batch in the batch mode (32)"
     )
+    parser.add_argument(
+        "--topics", type=int, default=0, help="measure scrapes with this many topics instead (e.g. 50000)"
+    )
+    parser.add_argument("--scrapes", type=int, default=5, help="scrapes in the --topics case (5)")
+    parser.add_argument(
+        "--idle-s", type=float, default=10.0, help="probe this long without scrapes first, for reference (10)"
+    )
+    parser.add_argument("--quick", action="store_true", help="the --topics case with 2,000 topics, 3 scrapes")
+    parser.add_argument(
+        "--max-labels",
+        type=int,
+        default=None,
+        help="the --topics case's metricsMaxTopicLabels and metricsMaxGroupLabels (the broker's default)",
+    )
+
+
+SCRAPE_TARGET_MS = 100.0
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def _scale(broker_addr: str, url: str, pid: int, args: argparse.Namespace) -> int:
+    rss_before = _rss_mb(pid)
+    started = time.perf_counter()
+    await send_to_topics(broker_addr, args.topics, "MetricsScale")
+    print(f"{args.topics:,} topics created by sends in {time.perf_counter() - started:.1f} s")
+    rss_sent = _rss_mb(pid)
+    result = await scrape_under_probe(broker_addr, url, "MetricsScale0", args.scrapes, idle_s=args.idle_s)
+    rss_after = _rss_mb(pid)
+    for index, (seconds, size) in enumerate(zip(result.scrape_s, result.scrape_bytes, strict=True)):
+        print(f"scrape {index + 1}: {seconds * 1000:8.1f} ms  {size:>12,} bytes")
+    for error in result.scrape_errors:
+        print(f"scrape failed: {error}")
+    print(
+        f"summary: {args.topics:,} topics, {len(result.scrape_s)}/{args.scrapes} scrapes answered,"
+        f" median {statistics.median(result.scrape_s) * 1000 if result.scrape_s else 0:.1f} ms,"
+        f" largest {max(result.scrape_bytes, default=0):,} bytes"
+    )
+    print(
+        f"  broker RSS: {rss_before:.0f} MB at start, {rss_sent:.0f} MB after the sends, {rss_after:.0f} MB after the scrapes"
+    )
+    print(
+        f"  prober: {result.idle_probes} requests in {args.idle_s:g} s before the scrapes, slowest"
+        f" {result.idle_probe_max_ms:.1f} ms (the broker without scrapes)"
+    )
+    print(
+        f"  prober: {result.probes} requests during the scrapes, slowest {result.probe_max_ms:.1f} ms,"
+        f" {len(result.probe_failures)} failed"
+    )
+    met = not result.scrape_errors and not result.probe_failures and result.probe_max_ms <= SCRAPE_TARGET_MS
+    verdict = "meets" if met else "misses"
+    print(f"  verdict: {verdict} the target (every scrape answered, no request over {SCRAPE_TARGET_MS:g} ms)")
+    return 0
+
+
+def _run_scale(args: argparse.Namespace) -> int:
+    if args.quick:
+        args.topics, args.scrapes, args.idle_s = 2000, 3, 2.0
+    with tempfile.TemporaryDirectory(prefix="orbitmq-metrics-scale-") as workdir:
+        root = Path(workdir)
+        log_path = root / "scale.log"
+        extra: list[str] = []
+        if args.max_labels is not None:
+            conf = root / "scale.conf"
+            conf.write_text(
+                f"metricsMaxTopicLabels={args.max_labels}\nmetricsMaxGroupLabels={args.max_labels}\n"
+            )
+            extra = ["-c", str(conf)]
+        proc, _, broker_port = start_standalone(
+            root / "scale", "--metrics-port", "0", "--namesrv-metrics-port", "0", *extra, log_path=log_path
+        )
+        try:
+            url = _metrics_url(log_path)
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                return runner.run(_scale(f"127.0.0.1:{broker_port}", url, proc.pid, args))
+        finally:
+            proc.terminate()
+            proc.wait(30)
 
 
 async def _produce(producer: Producer, topic: str, args: argparse.Namespace, batch: int) -> float:
@@ -153,6 +244,8 @@ def _metrics_url(log_path: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark described by ``args``; returns the exit status."""
+    if args.topics or args.quick:
+        return _run_scale(args)
     with tempfile.TemporaryDirectory(prefix="orbitmq-metrics-") as workdir:
         root = Path(workdir)
         off = start_standalone(root / "off")

@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orbitmq.bench._credentials import add_credential_arguments, client_options, request_signer
+from orbitmq.bench._interrupt import INTERRUPTED_STATUS, stop_on_interrupt
 from orbitmq.bench._report import ProgressLine, percentiles_text, verdict
 from orbitmq.bench._servers import add_namesrv_argument, start_standalone
 from orbitmq.bench._topics import BenchTopic
 from orbitmq.client.producer import Producer
-from orbitmq.errors import OrbitError
+from orbitmq.errors import ClientStateError, OrbitError
 from orbitmq.model.message import Message
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import RequestCode, ResponseCode
@@ -101,6 +102,25 @@ class _Bench:
         self.recording = False
         self.sent = 0
         self.stop = asyncio.Event()
+        self.interrupted = False
+        self.elapsed_s = 0.0
+        self._failures_logged_at = 0.0
+        self._failures_not_logged = 0
+
+    def interrupt(self) -> None:
+        """Ctrl-C: stop sending now; the run summarises what it measured so far."""
+        self.interrupted = True
+        self.stop.set()
+
+    def _log_failure(self, exc: OrbitError) -> None:
+        """One line per second at most: a broker that refuses everything must not flood the terminal."""
+        now = time.monotonic()
+        if now - self._failures_logged_at < 1.0:
+            self._failures_not_logged += 1
+            return
+        more = f" (and {self._failures_not_logged:,} more failures)" if self._failures_not_logged else ""
+        print(f"send failed: {exc}{more}", file=sys.stderr)
+        self._failures_logged_at, self._failures_not_logged = now, 0
 
     async def sender(self) -> None:
         args, topic, body = self.args, self.topic, self.body
@@ -113,9 +133,12 @@ class _Bench:
                 else:
                     await self.producer.send(Message(topic, body))
                     count = 1
+            except ClientStateError:
+                break  # the producer was shut down under this sender: nothing more can be sent
             except OrbitError as exc:
                 self.window.errors += 1
-                print(f"send failed: {exc}", file=sys.stderr)
+                self._log_failure(exc)
+                await asyncio.sleep(0)  # a failure that needs no I/O must not starve the loop
                 continue
             rt_ms = (time.perf_counter() - started) * 1000
             self.window.messages += count
@@ -127,10 +150,20 @@ class _Bench:
 
     async def report(self) -> None:
         progress = ProgressLine()
-        await asyncio.sleep(self.args.warmup_s)
+        try:
+            await asyncio.wait_for(self.stop.wait(), self.args.warmup_s)
+        except TimeoutError:
+            pass
         self.window = _Window()
         self.recording = True
         started = last = time.perf_counter()
+        try:
+            await self._report_every_second(progress, started, last)
+        finally:
+            progress.end()
+            self.elapsed_s = time.perf_counter() - started
+
+    async def _report_every_second(self, progress: ProgressLine, started: float, last: float) -> None:
         while not self.stop.is_set():
             try:
                 await asyncio.wait_for(self.stop.wait(), 1.0)
@@ -145,8 +178,6 @@ class _Bench:
             last = now
             if not self.args.count and now - started >= self.args.duration_s:
                 self.stop.set()
-        progress.end()
-        self.elapsed_s = time.perf_counter() - started
 
 
 async def _run_bench(namesrv_addr: str, args: argparse.Namespace) -> int:
@@ -169,16 +200,24 @@ async def _measure(bench_topic: BenchTopic, args: argparse.Namespace) -> int:
         "PG_BENCH", bench_topic.namesrv, instance_name=f"bench-{os.getpid()}", **client_options(args)
     ) as producer:
         bench = _Bench(producer, topic, args)
+        undo = stop_on_interrupt(bench.interrupt)
         senders = [asyncio.create_task(bench.sender()) for _ in range(args.concurrency)]
-        await bench.report()
-        await asyncio.gather(*senders)
+        try:
+            await bench.report()
+            await asyncio.gather(*senders)
+        finally:
+            undo()
     mode = f"batches of {args.batch_size}" if args.batch_size else "single sends"
+    how = f"interrupted after {bench.elapsed_s:.1f} s" if bench.interrupted else f"{bench.elapsed_s:.1f} s"
     print(
         f"summary: {args.size} B bodies, {mode}, {args.concurrency} concurrent sender(s), "
-        f"{bench.elapsed_s:.1f} s, {bench.total.messages:,} messages"
+        f"{how}, {bench.total.messages:,} messages"
     )
-    print(f"  {_line(bench.total, bench.elapsed_s)}")
-    rate = bench.total.messages / bench.elapsed_s
+    elapsed_s = max(bench.elapsed_s, 1e-9)
+    print(f"  {_line(bench.total, elapsed_s)}")
+    rate = bench.total.messages / elapsed_s
+    if bench.interrupted:
+        return INTERRUPTED_STATUS
     if args.reference_s > 0:
         reference = await _raw_reference(await bench_topic.write_queues(), topic, bench.body, args)
         print(

@@ -33,7 +33,7 @@ from orbitmq.bench._report import percentiles_text, verdict
 from orbitmq.client import SendStatus
 from orbitmq.client.admin import AdminClient
 from orbitmq.client.producer import Producer
-from orbitmq.errors import OrbitError
+from orbitmq.errors import ClientStateError, OrbitError
 from orbitmq.model.message import Message
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -188,8 +188,11 @@ async def _measure(setup: _Setup, result: _Result, args: argparse.Namespace, sam
             started = time.perf_counter()
             try:
                 sent = await producer.send(Message(topic, body))
+            except ClientStateError:
+                break  # shut down under it (Ctrl-C): sending again would fail at once, forever
             except OrbitError:
                 result.errors += 1
+                await asyncio.sleep(0)  # a failure without I/O must not starve the loop
                 continue
             if recording:
                 result.rts_ms.append((time.perf_counter() - started) * 1000)

@@ -48,6 +48,7 @@ from orbitmq.broker.pop.journal import SNAPSHOT_FILE
 from orbitmq.broker.registration import NamesrvRegistration
 from orbitmq.broker.replication import ReplicationService
 from orbitmq.broker.replication.controlled import ReplicasManager
+from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.schedule import DELAY_OFFSET_FILE, ScheduleService
 from orbitmq.broker.staging import StagingService
 from orbitmq.broker.stats import BrokerStats
@@ -320,10 +321,16 @@ class BrokerApp:
             self._services.append(self.acl)
         recorder = state.recorder
         if recorder is not None:
+
+            async def rate_sample() -> None:
+                # The per-topic sums run on a thread: with tens of thousands of topics they
+                # would hold the loop for a good part of a second every few seconds.
+                captured = recorder.capture_sample()
+                sample = await asyncio.to_thread(recorder.build_sample, now_ms(), captured)
+                recorder.add_sample(sample)
+
             self._services.append(
-                PeriodicService(
-                    "metrics-rate-sample", _RATE_SAMPLE_INTERVAL_MS, lambda: recorder.sample(now_ms())
-                )
+                PeriodicService("metrics-rate-sample", _RATE_SAMPLE_INTERVAL_MS, rate_sample)
             )
             self._start_metrics(state, recorder)
         for service in self._services:
@@ -375,11 +382,14 @@ class BrokerApp:
         config = self.broker_config
         address = self.address
 
-        def build() -> list[Any]:
-            return metrics_view.families(state, recorder, self._boot_timestamp_ms, address)
+        def capture() -> metrics_view.ScrapeCapture:
+            return metrics_view.capture(state, recorder)
+
+        def render(captured: metrics_view.ScrapeCapture) -> list[Any]:
+            return metrics_view.render(state, recorder, captured, self._boot_timestamp_ms, address)
 
         host = config.metrics_prom_exporter_host or self._host
-        exporter = serve_metrics(host, config.metrics_prom_exporter_port, build)
+        exporter = serve_metrics(host, config.metrics_prom_exporter_port, capture, render)
         self._metrics = exporter
         logger.info("broker %s metrics at %s", config.broker_name, exporter.url)
 
@@ -467,6 +477,7 @@ class BrokerApp:
         def store_host() -> tuple[str, int]:
             return state.store_host
 
+        targets = ReputTargets(state.topics)
         schedule = ScheduleService(
             store,
             delay_levels_ms(self.store_config.message_delay_level),
@@ -475,6 +486,7 @@ class BrokerApp:
             config.flush_delay_offset_interval_ms,
             write_atomically,
             now_ms,
+            targets=targets,
         )
         schedule.load()
         store.add_arrival_listener(schedule.on_arrival)
@@ -488,6 +500,7 @@ class BrokerApp:
                 config.timer_flush_interval_ms,
                 store_host,
                 now_ms,
+                targets=targets,
             )
             # A crash start relinks the pending timers: keep it off the event loop.
             await asyncio.to_thread(timer.open)
@@ -505,7 +518,7 @@ class BrokerApp:
             store_host,
             write_atomically,
             now_ms,
-            topics=state.topics,
+            targets=targets,
         )
         await asyncio.to_thread(transactions.load)
         state.transactions = transactions

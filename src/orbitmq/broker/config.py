@@ -242,6 +242,12 @@ class BrokerConfig:
     metrics_prom_exporter_port: int = field(default=5557, metadata=_key("metricsPromExporterPort"))
     # Interface /metrics binds; None = brokerIP1's address (RocketMQ's default).
     metrics_prom_exporter_host: str | None = field(default=None, metadata=_key("metricsPromExporterHost"))
+    # Topics exported one by one on /metrics, the most active first (messages stored, then name);
+    # the others are summed under topic="__other__". Bounds a scrape's size and cost.
+    metrics_max_topic_labels: int = field(default=100, metadata=_key("metricsMaxTopicLabels"))
+    # Consumer groups exported one by one, the most active first (messages consumed, then name);
+    # the others are summed under group="__other__".
+    metrics_max_group_labels: int = field(default=100, metadata=_key("metricsMaxGroupLabels"))
 
     def __post_init__(self) -> None:
         if not 0 <= self.metrics_prom_exporter_port <= 65535:
@@ -250,6 +256,12 @@ class BrokerConfig:
             )
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"config key 'listenPort': {self.listen_port} is not a TCP port")
+        for key, value in (
+            ("metricsMaxTopicLabels", self.metrics_max_topic_labels),
+            ("metricsMaxGroupLabels", self.metrics_max_group_labels),
+        ):
+            if value < 0:
+                raise ConfigError(f"config key '{key}': {value} < 0")
         if self.enable_controller_mode:
             self._check_controller_mode()
         elif self.broker_id < 0:

@@ -1,9 +1,13 @@
 """What a ``/metrics`` scrape reads from the broker: lag, storage, connections, topic offsets.
 
-Runs on the broker's event loop (``metrics.exporter.LoopCollector`` puts it there), so the
-tables it reads are not being changed under it. The cost is per scrape, never per message:
-one max-offset lookup per queue, and one store-time read per queue that has lag (the age of
-the oldest message not yet consumed, ``rocketmq_consumer_lag_latency``).
+A scrape runs in two steps (``metrics.exporter.LoopCollector``). :func:`capture` runs on the
+broker's event loop and only copies what the loop writes without a lock (the recorder's
+tables, the client connections): a few list copies, whatever the number of topics.
+:func:`render` runs on the scrape thread: it reads the store, the offset table and the stats
+(each behind its own lock), folds topics and groups past ``metricsMaxTopicLabels`` and
+``metricsMaxGroupLabels`` into ``__other__`` and builds the families. The cost is per scrape,
+never per message: one max-offset lookup per queue, and one store-time read per queue that has
+lag (the age of the oldest message not yet consumed, ``rocketmq_consumer_lag_latency``).
 
 Lag follows rocketmq-exporter's ``rocketmq_group_diff``: for each (group, topic) with committed
 offsets on this broker, the sum over queues of ``max(0, max offset - committed offset)``.
@@ -12,7 +16,9 @@ offsets on this broker, the sum over queues of ``max(0, max offset - committed o
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from prometheus_client.core import Metric
 
@@ -20,8 +26,11 @@ from orbitmq import __version__
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.validation import RETRY_GROUP_TOPIC_PREFIX, is_system_topic
 from orbitmq.metrics import BrokerView, LagRow, Recorder, broker_families, request_code_names
+from orbitmq.metrics.cardinality import OTHER, cap_labels, most_active_topics
+from orbitmq.metrics.recorder import RecorderCapture
 
 _CODE_NAMES = request_code_names()
+_YIELD_EVERY_QUEUES = 512
 
 
 def build_view(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> BrokerView:
@@ -38,16 +47,20 @@ def build_view(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> 
         permission=config.broker_permission,
     )
     max_offsets: dict[tuple[str, int], int] = {}
-    for topic, queue_id in store.queues():
+    for index, (topic, queue_id) in enumerate(store.queues()):
+        if index % _YIELD_EVERY_QUEUES == _YIELD_EVERY_QUEUES - 1:
+            # Off the loop: hand the GIL and the store's lock to the loop now and then, so a
+            # request never queues behind a whole pass over tens of thousands of queues.
+            time.sleep(0)
         max_offsets[(topic, queue_id)] = store.get_max_queue_offset(topic, queue_id)
     for topic in state.topics.names():
         view.topic_max_offsets.setdefault(topic, 0)
     for (topic, _), offset in max_offsets.items():
         view.topic_max_offsets[topic] = view.topic_max_offsets.get(topic, 0) + offset
+    view.topic_number = len(view.topic_max_offsets)
     view.lags = list(_lag_rows(state, max_offsets))
     view.group_number = len(state.groups.names())
     _storage(state, view)
-    _connections(state, view)
     return view
 
 
@@ -101,6 +114,7 @@ def _storage(state: BrokerState, view: BrokerView) -> None:
 
 
 def _connections(state: BrokerState, view: BrokerView) -> None:
+    """Per connection, not per topic: cheap enough for the event loop, which owns these tables."""
     for group in state.producers.groups():
         for channel in state.producers.channels(group):
             key = (channel.language, str(channel.version))
@@ -115,10 +129,43 @@ def _connections(state: BrokerState, view: BrokerView) -> None:
             view.consumer_connections[member] = view.consumer_connections.get(member, 0) + 1
 
 
+@dataclass(frozen=True, slots=True)
+class ScrapeCapture:
+    """The event loop's part of a scrape (see the module docstring)."""
+
+    recorder: RecorderCapture
+    connections: BrokerView
+    """Only the connection counts are filled."""
+
+
+def capture(state: BrokerState, recorder: Recorder) -> ScrapeCapture:
+    """Copy what the event loop writes without a lock (call on the loop; cheap at any scale)."""
+    connections = BrokerView("", "", 0, "", "", 0, 0)
+    _connections(state, connections)
+    return ScrapeCapture(recorder.capture(now_ms()), connections)
+
+
+def render(
+    state: BrokerState, recorder: Recorder, captured: ScrapeCapture, boot_timestamp_ms: int, broker_addr: str
+) -> list[Metric]:
+    """Every family of this broker as of ``captured``, labels capped (call on the scrape thread)."""
+    config = state.config
+    view = build_view(state, boot_timestamp_ms, broker_addr)
+    view.producer_connections = captured.connections.producer_connections
+    view.consumer_connections = captured.connections.consumer_connections
+    # The topics are chosen first, so the recorder folds the others as it copies its tables.
+    topics = most_active_topics(view, config.metrics_max_topic_labels)
+    snapshot = recorder.snapshot_from(
+        captured.recorder, None if topics is None else (lambda topic: topic if topic in topics else OTHER)
+    )
+    snapshot, view = cap_labels(
+        snapshot, view, config.metrics_max_topic_labels, config.metrics_max_group_labels, topics
+    )
+    return list(broker_families(snapshot, view, _CODE_NAMES))
+
+
 def families(
     state: BrokerState, recorder: Recorder, boot_timestamp_ms: int, broker_addr: str
 ) -> list[Metric]:
-    """Every family of this broker, as of now (called on the event loop)."""
-    snapshot = recorder.snapshot(now_ms())
-    view = build_view(state, boot_timestamp_ms, broker_addr)
-    return list(broker_families(snapshot, view, _CODE_NAMES))
+    """Every family of this broker, as of now, in one step (on the event loop)."""
+    return render(state, recorder, capture(state, recorder), boot_timestamp_ms, broker_addr)

@@ -18,6 +18,13 @@ both as the committed offset and as a one-shot reset of the queue. Until the gro
 of that queue takes it (:meth:`ConsumerOffsetTable.take_reset`), commits from the group's
 consumers for that queue are acknowledged but ignored, so an online consumer cannot write its
 old position over the reset. Pending resets live in memory only.
+
+Local commits (a slave's, see ``broker.replication.metadata``): once
+:meth:`ConsumerOffsetTable.track_local_commits` is called, the table remembers which offsets
+consumers committed to this broker itself, as against those copied from its master, so that
+the ones that moved ahead while the master was away can be merged back into the master
+(:meth:`ConsumerOffsetTable.local_commits_ahead_of`, :meth:`ConsumerOffsetTable.merge_max`)
+before the master's table is taken. They live in memory only.
 """
 
 from __future__ import annotations
@@ -52,6 +59,8 @@ class ConsumerOffsetTable:
         self._resets: dict[tuple[str, str], dict[int, int]] = {}
         self._lock = threading.Lock()
         self._dirty = False
+        # (topic, group, queue_id) -> offset committed here by a consumer; None: not tracked.
+        self._local: dict[tuple[str, str, int], int] | None = None
 
     def commit(self, group: str, topic: str, queue_id: int, queue_offset: int) -> bool:
         """Record ``queue_offset`` as the next offset ``group`` will consume from this queue.
@@ -73,8 +82,66 @@ class ConsumerOffsetTable:
         with self._lock:
             if queue_id in self._resets.get((topic, group), {}):
                 return False
-        self.commit(group, topic, queue_id, queue_offset)
+        if self.commit(group, topic, queue_id, queue_offset) and self._local is not None:
+            with self._lock:
+                self._local[(topic, group, queue_id)] = queue_offset
         return True
+
+    def track_local_commits(self) -> None:
+        """Remember consumers' commits to this broker from now on (a slave: see the module doc)."""
+        with self._lock:
+            if self._local is None:
+                self._local = {}
+
+    def local_commits_ahead_of(self, master: ConsumerOffsetTable) -> dict[tuple[str, str], dict[int, int]]:
+        """The local commits ahead of ``master``'s offsets (or absent there), as (topic, group) tables.
+
+        A local commit the master has reached or passed is forgotten: from then on the
+        master's value is the one to keep, as RocketMQ's copy keeps it.
+        """
+        if self._local is None:
+            return {}
+        ahead: dict[tuple[str, str], dict[int, int]] = {}
+        with self._lock:
+            local = list(self._local.items())
+        for (topic, group, queue_id), queue_offset in local:
+            theirs = master.query(group, topic, queue_id)
+            if theirs is None or queue_offset > theirs:
+                ahead.setdefault((topic, group), {})[queue_id] = queue_offset
+            else:
+                self._forget_local(topic, group, queue_id, queue_offset)
+        return ahead
+
+    def forget_local_commits(self, merged: dict[tuple[str, str], dict[int, int]]) -> None:
+        """The master took ``merged``: those commits are no longer this broker's alone."""
+        for (topic, group), queues in merged.items():
+            for queue_id, queue_offset in queues.items():
+                self._forget_local(topic, group, queue_id, queue_offset)
+
+    def _forget_local(self, topic: str, group: str, queue_id: int, queue_offset: int) -> None:
+        with self._lock:
+            # A commit made since the value was read stays to be merged next time.
+            if self._local is not None and self._local.get((topic, group, queue_id)) == queue_offset:
+                del self._local[(topic, group, queue_id)]
+
+    def merge_max(self, other: ConsumerOffsetTable) -> int:
+        """Take each offset of ``other`` that is ahead of this table's (or absent here).
+
+        A master merging its slave's commits: the larger offset wins, and a queue with a
+        pending admin reset keeps the reset. Returns how many offsets moved.
+        """
+        changed = 0
+        for group, topic, queue_id, queue_offset in other:
+            with self._lock:
+                if queue_id in self._resets.get((topic, group), {}):
+                    continue
+                queues = self._table.setdefault((topic, group), {})
+                current = queues.get(queue_id)
+                if current is None or queue_offset > current:
+                    queues[queue_id] = queue_offset
+                    self._dirty = True
+                    changed += 1
+        return changed
 
     def assign_reset(self, group: str, topic: str, queue_id: int, queue_offset: int) -> None:
         """An admin reset: commit ``queue_offset`` and hold it for the group's next pull."""
@@ -201,8 +268,13 @@ class ConsumerOffsetTable:
         return changed
 
     @classmethod
-    def decode(cls, data: bytes, source: str = "consumerOffset.json") -> ConsumerOffsetTable:
+    def decode(
+        cls, data: bytes, source: str = "consumerOffset.json", *, log_skipped: bool = True
+    ) -> ConsumerOffsetTable:
         """Load a table written by :meth:`encode` (or by RocketMQ); damaged entries are skipped.
+
+        Each skipped entry is logged unless ``log_skipped`` is False (a request's body: its
+        sender could fill the log).
 
         Raises:
             ConfigError: the document is not valid JSON or has no ``offsetTable``; names ``source``.
@@ -219,7 +291,8 @@ class ConsumerOffsetTable:
         for key, queues in raw.items():
             topic, _, group = str(key).rpartition(TOPIC_GROUP_SEPARATOR)
             if not isinstance(queues, dict):
-                logger.warning("%s: entry %s is not an object; skipped", source, shorten(key))
+                if log_skipped:
+                    logger.warning("%s: entry %s is not an object; skipped", source, shorten(key))
                 skipped += 1
                 continue
             for queue_text, offset_value in queues.items():
@@ -229,6 +302,9 @@ class ConsumerOffsetTable:
                 else:
                     problem = entry_problem(group, topic, queue_id, queue_offset)
                 if problem is not None or queue_id is None or queue_offset is None:
+                    skipped += 1
+                    if not log_skipped:
+                        continue
                     logger.warning(
                         "%s: entry %s queue %s skipped: %s",
                         source,
@@ -236,10 +312,9 @@ class ConsumerOffsetTable:
                         shorten(queue_text),
                         problem,
                     )
-                    skipped += 1
                     continue
                 table._table.setdefault((topic, group), {})[queue_id] = queue_offset
-        if skipped:
+        if skipped and log_skipped:
             logger.warning("%s: %d damaged entries skipped", source, skipped)
         return table
 

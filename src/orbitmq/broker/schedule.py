@@ -15,7 +15,10 @@ a few milliseconds of its due time and nothing busy-polls.
 
 Re-storing writes a new message to the real topic and queue: same body, flag, sysFlag, born
 time and host, reconsume count and properties (``UNIQ_KEY`` included) minus ``DELAY``; it gets
-new offsets. The level's progress offset advances only after that put succeeded.
+new offsets. The level's progress offset advances only after that put succeeded. The
+destination is checked first as a send would be (broker.reput): a message naming a topic
+that does not exist, is not writable, lacks the queue or is one only the broker writes is
+logged and skipped, never written.
 
 Durability. Progress is ``{"offsetTable": {"<level>": <next queue offset>}}`` in
 ``<storePathRootDir>/config/delayOffset.json`` (RocketMQ's file and shape), replaced
@@ -35,6 +38,7 @@ from pathlib import Path
 import orjson
 
 from orbitmq.broker._tasks import cancel_and_wait
+from orbitmq.broker.reput import ReputTargets
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
 from orbitmq.protocol.message_codec import decode_stored_message
@@ -80,11 +84,26 @@ def to_schedule(put: PutMessageRequest, level: int, level_count: int) -> None:
     put.tags_code = None  # the dispatcher computes store time + delay(level)
 
 
+_LEVEL_DIGITS_MAX = 9
+"""Digits read of a DELAY level; a longer (larger) level is :data:`LEVEL_ABOVE_ANY`."""
+LEVEL_ABOVE_ANY = 1_000_000_000  # 10 digits
+"""A level above every configured one: :func:`clamp_delay_level` makes it the highest."""
+
+
 def delay_level_of(properties: dict[str, str]) -> int:
-    """The DELAY property as a level (0 when absent or not a positive number)."""
+    """The DELAY property as a level (0 when absent or not a non-negative decimal number).
+
+    Any run of digits is a level, however long: ``DELAY=2147483647`` asks for more than the
+    highest level, and RocketMQ clamps it to that level (:func:`clamp_delay_level`), never
+    to "no delay". Leading zeros do not count.
+    """
     text = properties.get(MessageConst.DELAY_TIME_LEVEL, "")
-    value = decimal_value(text, 9)
-    return 0 if value is None else value
+    if not (text.isascii() and text.isdigit()):
+        return 0
+    significant = text.lstrip("0")
+    if len(significant) > _LEVEL_DIGITS_MAX:
+        return LEVEL_ABOVE_ANY
+    return int(significant) if significant else 0
 
 
 def restore_request(
@@ -178,8 +197,11 @@ class ScheduleService:
         persist_interval_ms: int,
         write_file: Callable[[Path, bytes], None],
         now_ms: Callable[[], int],
+        *,
+        targets: ReputTargets | None = None,
     ) -> None:
         self._store = store
+        self._targets = targets
         self._delays_ms = delay_levels_ms
         self._offsets_path = offsets_path
         self._store_host = store_host
@@ -315,6 +337,10 @@ class ScheduleService:
                 "delay level %d: message %s at queue offset %d has no REAL_TOPIC/REAL_QID; skipped",
                 level, message.msg_id, queue_offset,
             )  # fmt: skip
+            return None
+        if self._targets is not None and not self._targets.admit(
+            "delay", message.msg_id, request.topic, request.queue_id
+        ):
             return None
         put = self._store.put_message(request)
         if put.status in _REFUSED:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.validation import STAGE_HALF_TOPIC, STAGE_LEDGER_TOPIC, Rejection
 from orbitmq.errors import RemoteProtocolError
@@ -104,6 +105,7 @@ class StagingService:
     ) -> None:
         self._store = store
         self._topics = topics
+        self._targets = ReputTargets(topics)
         self._cluster = cluster_name
         self._store_host = store_host
         self._now_ms = now_ms
@@ -163,6 +165,8 @@ class StagingService:
             chunk = self._read_staged(offset, key)
             if isinstance(chunk, Rejection):
                 logger.error("finishing commit %s: %s; its messages are lost", key, chunk.remark)
+                continue
+            if not self._targets.admit("staging", f"{key[0]}:{key[1]}", chunk.topic, chunk.queue_id):
                 continue
             missing = [item for item in chunk.items if item.properties.get(_UNIQ_KEY) not in present]
             if missing:
@@ -246,10 +250,10 @@ class StagingService:
             chunk = self._read_staged(offset, key)
             if isinstance(chunk, Rejection):
                 return chunk
-            if self._topics.get(chunk.topic) is None:
-                return Rejection(
-                    ResponseCode.TOPIC_NOT_EXIST, f"topic[{chunk.topic}] of staged record {offset} is gone"
-                )
+            # Checked again as a send would be: the topic may have changed since it was staged.
+            rejection = self._targets.check("staging", f"{key[0]}:{key[1]}", chunk.topic, chunk.queue_id)
+            if rejection is not None:
+                return Rejection(rejection.code, f"staged record {offset}: {rejection.remark}")
             chunks.append(chunk)
         starts = {
             f"{chunk.topic}/{chunk.queue_id}": self._store.get_max_queue_offset(chunk.topic, chunk.queue_id)

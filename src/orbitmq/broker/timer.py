@@ -13,7 +13,8 @@ Theory of operation. Two tasks share one :class:`~orbitmq.store.timer_wheel.Time
 - *dequeue* loads whole slots into a heap one slot ahead of time (``next_load_ms`` is the start
   of the next slot to load), pops every timer whose due time has come, reads its message from
   the CommitLog and stores it to its real topic and queue (``TIMER_OUT_MS`` removed; same
-  ``UNIQ_KEY``, body, flag and born info). It sleeps until the earlier of the heap's first due
+  ``UNIQ_KEY``, body, flag and born info), once its destination passed the checks a send
+  would get (broker.reput; a message failing them is logged and dropped). It sleeps until the earlier of the heap's first due
   time and the next slot load, or until an enqueue wakes it. A timer is never delivered before
   its due time; memory holds only the timers of the slots loaded so far.
 
@@ -41,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orbitmq.broker._tasks import cancel_and_wait
+from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.schedule import restore_request
 from orbitmq.errors import CorruptRecordError, RemoteProtocolError
 from orbitmq.model.message import MessageConst
@@ -129,8 +131,11 @@ class TimerService:
         flush_interval_ms: int,
         store_host: Callable[[], tuple[str, int]],
         now_ms: Callable[[], int],
+        *,
+        targets: ReputTargets | None = None,
     ) -> None:
         self._store = store
+        self._targets = targets
         slot_count = -(-2 * max_delay_ms // precision_ms) + 2
         self.timers = TimerStore(directory, precision_ms, slot_count, TIMER_LOG_SEGMENT_BYTES)
         self._precision_ms = precision_ms
@@ -311,7 +316,9 @@ class TimerService:
             marker = request.properties.get(MessageConst.TIMER_DEL_UNIQKEY)
             if marker is not None:
                 recalled.add(marker)
-            else:
+            elif self._targets is None or self._targets.admit(
+                "timer", request.properties.get("UNIQ_KEY", ""), request.topic, request.queue_id
+            ):
                 restored.append((request, timer))
         for request, timer in restored:
             if (

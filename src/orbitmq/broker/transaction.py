@@ -36,12 +36,11 @@ import orjson
 
 from orbitmq.broker._tasks import cancel_and_wait
 from orbitmq.broker.clients import ProducerTable
+from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.schedule import restore_request
-from orbitmq.broker.topics import TopicConfigTable
-from orbitmq.broker.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, check_send_topic
+from orbitmq.broker.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from orbitmq.errors import ConnectionClosedError, RemoteProtocolError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
-from orbitmq.model.route import PERM_WRITE
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
@@ -108,10 +107,10 @@ class TransactionService:
         write_file: Callable[[Path, bytes], None],
         now_ms: Callable[[], int],
         *,
-        topics: TopicConfigTable | None = None,
+        targets: ReputTargets | None = None,
     ) -> None:
         self._store = store
-        self._topics = topics
+        self._targets = targets
         self._producers = producers
         self._check_offset_path = config_dir / CHECK_OFFSET_FILE
         self._timeout_ms, self._check_max, self._interval_ms = settings
@@ -244,7 +243,7 @@ class TransactionService:
             )
         # The destination is checked again as a send would be: the topic may have changed (or
         # been deleted) since the half message was stored.
-        problem = self._destination_problem(request.topic, request.queue_id)
+        problem = self._destination_problem(half, request.topic, request.queue_id)
         if problem is not None:
             return EndOutcome(ResponseCode.SYSTEM_ERROR, f"cannot commit {half.msg_id}: {problem}")
         request.sys_flag = (request.sys_flag & ~SysFlag.TRANSACTION_MASK) | SysFlag.TRANSACTION_COMMIT_TYPE
@@ -257,22 +256,12 @@ class TransactionService:
             )
         return None
 
-    def _destination_problem(self, topic: str, queue_id: int) -> str | None:
+    def _destination_problem(self, half: MessageExt, topic: str, queue_id: int) -> str | None:
         """Why a commit may not go to ``topic``/``queue_id`` (None when it may)."""
-        rejection = check_send_topic(topic)
-        if rejection is not None:
-            return rejection.remark
-        if self._topics is None:
+        if self._targets is None:
             return None
-        config = self._topics.get(topic)
-        if config is None:
-            return f"topic {topic} does not exist"
-        if not config.perm & PERM_WRITE:
-            return f"topic {topic} is not writable"
-        queue_count = max(config.read_queue_nums, config.write_queue_nums)
-        if not 0 <= queue_id < queue_count:
-            return f"queue id {queue_id} is outside topic {topic}'s {queue_count} queues"
-        return None
+        rejection = self._targets.check("transaction", half.msg_id, topic, queue_id)
+        return None if rejection is None else rejection.remark
 
     def _decide(self, origin: int, half: MessageExt) -> EndOutcome:
         op = PutMessageRequest(

@@ -6,11 +6,11 @@ response code RocketMQ answers with and a remark naming what was wrong:
 | check | code |
 | --- | --- |
 | topic name blank, too long (>127) or outside ``[%|a-zA-Z0-9_-]`` | SYSTEM_ERROR |
-| send to a system topic (SCHEDULE_TOPIC_XXXX, RMQ_SYS_TRANS_*, ...) | NO_PERMISSION |
+| send to a topic only the broker writes (SCHEDULE_TOPIC_XXXX, RMQ_SYS_TRANS_*, rmq_sys_*, ...) | NO_PERMISSION |
 | create/delete of a reserved topic (TBW102, system topics) | SYSTEM_ERROR |
 | group name blank, too long (>120) or outside the charset | SYSTEM_ERROR |
 | body larger than maxMessageSize | MESSAGE_ILLEGAL |
-| property string larger than 32767 bytes | MESSAGE_ILLEGAL |
+| client's property string larger than 32767 bytes | MESSAGE_ILLEGAL |
 | queue id out of the topic's range | SYSTEM_ERROR |
 """
 
@@ -68,7 +68,21 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         STAGE_LEDGER_TOPIC,
     }
 )
-"""Topics only the broker itself writes to."""
+"""Topics only the broker itself writes to (RocketMQ's NOT_ALLOWED_SEND_TOPIC_SET, plus OrbitMQ's own).
+
+Every ``rmq_sys_*`` topic is refused too (:func:`is_broker_written_topic`): the timer wheel's
+``rmq_sys_wheel_timer`` and the POP journal ``rmq_sys_POP_JOURNAL`` hold records whose
+properties or body the broker acts on later (``REAL_TOPIC``/``REAL_QID``, journal events),
+so a client that could write them could steer messages and state anywhere. RocketMQ leaves
+the prefix to its system-topic set only; its clients never send there. The other system
+topics stay sendable as in RocketMQ: TBW102, BenchmarkTest and RMQ_SYS_TRACE_TOPIC (trace
+producers write it).
+"""
+
+
+def is_broker_written_topic(topic: str) -> bool:
+    """True for topics a client may never send to (see :data:`NOT_ALLOWED_SEND_TOPICS`)."""
+    return topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +122,7 @@ def check_send_topic(topic: str) -> Rejection | None:
     rejection = check_topic_name(topic)
     if rejection is not None:
         return rejection
-    if topic in NOT_ALLOWED_SEND_TOPICS:
+    if is_broker_written_topic(topic):
         return Rejection(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
     return None
 
@@ -150,6 +164,27 @@ def check_message_size(
             f"{MAX_PROPERTIES_BYTES}",
         )
     return None
+
+
+def stamps_that_fit(stamps: dict[str, str], properties_bytes: int) -> dict[str, str]:
+    """The broker's stamps (CLUSTER, MSG_REGION, TRACE_ON, in that order) a record has room for.
+
+    The 32767-byte limit is the client's: a property string of exactly that size is accepted
+    (:func:`check_message_size`). The stored record has its own limit, the same figure (its
+    length field is a signed short, as Java clients decode it), so stamps that would take
+    the stored string past it are left off, the last first: they are informational (trace
+    hooks read them), the client's properties are not. ``properties_bytes`` is the client's
+    string's length; the stamps' cost counted is an upper bound (each adds its key, its value
+    and two separators).
+    """
+    kept = dict(stamps)
+    while kept and properties_bytes + _encoded_bytes(kept) > MAX_PROPERTIES_BYTES:
+        kept.popitem()
+    return kept
+
+
+def _encoded_bytes(properties: dict[str, str]) -> int:
+    return sum(len(key.encode()) + len(value.encode()) + 2 for key, value in properties.items())
 
 
 def check_queue_id(topic: str, queue_id: int, queue_count: int, who: str = "") -> Rejection | None:

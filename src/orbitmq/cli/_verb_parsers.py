@@ -8,17 +8,92 @@ Every read verb takes ``--json`` (from the shared options).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
+import difflib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
-from orbitmq.cli import _verbs, _verbs_messages
+from orbitmq.cli import _verbs, _verbs_messages, _verbs_ops
 from orbitmq.client.admin import AdminClient
 from orbitmq.errors import ClientError
 
-__all__ = ["add_verbs"]
+__all__ = ["CommandParser", "add_verbs"]
 
 Command = Callable[[AdminClient, argparse.Namespace], Awaitable[None]]
 
 _VERBS_HELP = "mqadmin's verbs (run 'orbitmq admin VERB --help')"
+
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Sub-commands that name a mistyped one's closest matches (``did you mean topicList?``) and
+    report an unknown option against the command's own usage, not the list of every command."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        arguments = list(values or [])
+        if arguments:
+            # mqadmin matches its verbs case-insensitively: `topiclist` is `topicList`.
+            arguments[0] = self.canonical(str(arguments[0])) or arguments[0]
+        super().__call__(parser, namespace, arguments, option_string)
+        extras = vars(namespace).pop(argparse._UNRECOGNIZED_ARGS_ATTR, None)
+        if extras:
+            name = str(arguments[0])
+            self._name_parser_map[name].error(f"unrecognized arguments: {' '.join(extras)}")
+
+    def canonical(self, name: str) -> str | None:
+        """The command ``name`` names, its case ignored as mqadmin ignores it; None for none."""
+        if name in self._name_parser_map:
+            return name
+        matches = [known for known in self._name_parser_map if known.lower() == name.lower()]
+        return matches[0] if len(matches) == 1 else None
+
+
+def unknown_command_message(name: str, known: list[str]) -> str:
+    """``unknown command 'topiclist'; did you mean topicList?`` (difflib, case ignored)."""
+    by_lower = {command.lower(): command for command in known}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.6)
+    if close:
+        return f"unknown command {name!r}; did you mean {' or '.join(by_lower[c] for c in close)}?"
+    return f"unknown command {name!r}; 'orbitmq admin --help' lists every command"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """``orbitmq admin``'s parsers: their sub-commands are :class:`_Commands`, and a command
+    line naming no command says so (not argparse's ``the following arguments are required``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Commands)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if isinstance(action, _Commands):
+            if action.canonical(str(value)) is None:
+                raise argparse.ArgumentError(
+                    None, unknown_command_message(str(value), list(action._name_parser_map))
+                )
+            return
+        super()._check_value(action, value)
+
+    def error(self, message: str) -> Any:
+        if message.startswith("the following arguments are required: COMMAND"):
+            commands = [
+                name
+                for action in self._actions
+                if isinstance(action, _Commands)
+                for name in action._name_parser_map
+            ]
+            if len(commands) > 12:
+                message = (
+                    "name a command: an mqadmin verb (clusterList, topicList, updateTopic, ...) or "
+                    f"a noun-verb command (topic list, ...); '{self.prog} --help' lists them all"
+                )
+            else:
+                message = f"name a command: {', '.join(commands)}"
+        super().error(message)
 
 
 def _bool(text: str) -> bool:
@@ -57,11 +132,12 @@ def add_verbs(
     )
     parser = verb("updateTopic", "create a topic, or change the given settings of one", _update_topic(shared))
     parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-b", "--broker", metavar="HOST:PORT", help="only this broker")
     parser.add_argument("-c", "--cluster", help="cluster (default: every cluster)")
     parser.add_argument(
         "-q", "--queues", type=int, help="read and write queues per broker (8 for a new topic)"
     )
-    parser.add_argument("-r", "--read-queues", type=int, help="read queues (must equal write queues)")
+    parser.add_argument("-r", "--read-queues", type=int, help="read queues (may differ from write queues)")
     parser.add_argument("-w", "--write-queues", type=int, help="write queues")
     parser.add_argument("-p", "--perm", type=perm, help="permission: 2 write, 4 read, 6 both")
     parser.add_argument("-o", "--order", type=_bool, help="ordered topic: true or false")
@@ -125,6 +201,7 @@ def add_verbs(
     )
 
     _add_message_verbs(verb, parse_time_ms)
+    _add_ops_verbs(verb, perm)
 
     parser = verb("brokerStatus", "a broker's runtime figures", _verbs.broker_status)
     _broker_or_cluster(parser)
@@ -143,6 +220,69 @@ def add_verbs(
     parser.add_argument("-s", "--namespace", required=True)
     parser.add_argument("-k", "--key", required=True)
     parser.add_argument("-v", "--value", required=True)
+
+
+def _add_ops_verbs(
+    verb: Callable[[str, str, Command], argparse.ArgumentParser], perm: Callable[[str], int]
+) -> None:
+    parser = verb("updateTopicPerm", "change a topic's permission", _verbs_ops.update_topic_perm)
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-p", "--perm", type=perm, required=True, help="2 write, 4 read, 6 both")
+    parser.add_argument("-b", "--broker", metavar="HOST:PORT", help="on this broker")
+    parser.add_argument("-c", "--cluster", help="on every master of this cluster")
+    verb("topicClusterList", "the clusters a topic is on", _verbs_ops.topic_cluster_list).add_argument(
+        "-t", "--topic", required=True
+    )
+    parser = verb("allocateMQ", "how an average rebalance shares a topic's queues", _verbs_ops.allocate_mq)
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-i", "--ip-list", required=True, help="client ids, comma-separated")
+    verb("getNamesrvConfig", "every name server's config", _verbs_ops.get_namesrv_config)
+    parser = verb(
+        "updateNamesrvConfig", "change a name server setting live", _verbs_ops.update_namesrv_config
+    )
+    parser.add_argument("-k", "--key", required=True)
+    parser.add_argument("-v", "--value", required=True)
+    parser = verb("deleteKvConfig", "delete a name server KV config item", _verbs_ops.delete_kv_config)
+    parser.add_argument("-s", "--namespace", required=True)
+    parser.add_argument("-k", "--key", required=True)
+    for name, writable, help_text in (
+        ("wipeWritePerm", False, "stop sends to a broker on every name server (drain it)"),
+        ("addWritePerm", True, "let sends reach a broker again on every name server"),
+    ):
+        parser = verb(name, help_text, _verbs_ops.write_perm)
+        parser.add_argument("-b", "--broker-name", required=True)
+        parser.set_defaults(writable=writable)
+    verb(
+        "getConsumerConfig", "a group's subscription group config per broker", _verbs_ops.get_consumer_config
+    ).add_argument("-g", "--group", required=True)
+    parser = verb(
+        "brokerConsumeStats", "every group's lag per queue on one broker", _verbs_ops.broker_consume_stats
+    )
+    parser.add_argument("-b", "--broker", metavar="HOST:PORT", required=True)
+    parser.add_argument(
+        "-t", "--timeout-millis", type=int, default=50_000, help="accepted for mqadmin's sake"
+    )
+    parser.add_argument("-l", "--level", type=int, default=0, help="only queues with at least this diff")
+    parser.add_argument("-o", "--order", type=_bool, default=False, help="order topics (true/false)")
+    parser = verb("clusterRT", "send time to each broker, every -i seconds", _verbs_ops.cluster_rt)
+    parser.add_argument("-a", "--amount", type=int, default=100, help="messages per broker per round (100)")
+    parser.add_argument("-s", "--size", type=int, default=128, help="message size in bytes (128)")
+    parser.add_argument("-c", "--cluster", help="only this cluster")
+    parser.add_argument("-p", "--print-log", type=_bool, default=False, help="print as tlog lines")
+    parser.add_argument("-m", "--machine-room", default="noname")
+    parser.add_argument("-i", "--interval", type=float, default=10, help="seconds between rounds (10)")
+    parser.add_argument("--rounds", type=int, default=0, help="stop after this many rounds (0: never)")
+    parser = verb("queryCq", "consume queue entries of one queue", _verbs_ops.query_cq)
+    parser.add_argument("-t", "--topic", required=True)
+    parser.add_argument("-q", "--queue", type=int, required=True, help="queue id")
+    parser.add_argument("-i", "--index", type=int, required=True, help="first queue offset")
+    parser.add_argument("-c", "--count", type=int, default=10, help="entries (10)")
+    parser.add_argument(
+        "-b", "--broker", metavar="HOST:PORT", help="broker (default: the route's first master)"
+    )
+    parser.add_argument(
+        "-g", "--group", help="consumer group: its subscription, and whether each entry passes it"
+    )
 
 
 def _broker_or_cluster(parser: argparse.ArgumentParser) -> None:
@@ -209,20 +349,13 @@ def _add_message_verbs(
 
 def _update_topic(shared: dict[str, Command]) -> Command:
     async def update_topic(admin: AdminClient, args: argparse.Namespace) -> None:
-        queues = args.queues
-        if args.read_queues is not None or args.write_queues is not None:
-            read, write = args.read_queues, args.write_queues
-            if read is not None and write is not None and read != write:
-                raise ClientError(
-                    f"topic {args.topic}: OrbitMQ topics have as many read queues as write queues"
-                )
-            queues = write if write is not None else read
-        args.queues = queues
-        exists = bool(await admin.topic_configs(args.topic, cluster=args.cluster))
+        if args.broker and args.cluster:
+            raise ClientError("updateTopic: give -b (one broker) or -c (a cluster's masters), not both")
+        exists = bool(await admin.topic_configs(args.topic, cluster=args.cluster, broker_addr=args.broker))
         if exists:
             await shared["topic_update"](admin, args)
             return
-        args.queues = 8 if queues is None else queues
+        args.queues = 8 if args.queues is None else args.queues
         args.perm = 6 if args.perm is None else args.perm
         args.order = bool(args.order)
         await shared["topic_create"](admin, args)

@@ -3,7 +3,8 @@
 Each verb is ``async def verb(admin, args)``: it calls the admin client and prints through
 :class:`~orbitmq.cli._render.Output` (a table, or JSON with ``--json``). Option letters follow
 ``mqadmin``'s (``-t`` topic, ``-g`` group, ``-b`` broker address, ``-c`` cluster, ...). Message
-verbs live in ``orbitmq.cli._verbs_messages``.
+verbs live in ``orbitmq.cli._verbs_messages``, the operations verbs (permissions, name server
+config, consume queues, send RT) in ``orbitmq.cli._verbs_ops``.
 """
 
 from __future__ import annotations

@@ -281,6 +281,10 @@ async def _queues(admin: AdminClient, args: argparse.Namespace) -> list[MessageQ
 async def consume_message(admin: AdminClient, args: argparse.Namespace) -> None:
     """Read up to ``-c`` messages from each chosen queue (from ``-o``, or from ``-s`` time); no
     offset is committed."""
+    if args.topic.startswith("%DLQ%"):
+        from orbitmq.cli._verbs_dlq import consume_dead_letters
+
+        return await consume_dead_letters(admin, args)
     found: list[MessageExt] = []
     for mq in await _queues(admin, args):
         if args.offset is not None:
@@ -298,6 +302,10 @@ async def consume_message(admin: AdminClient, args: argparse.Namespace) -> None:
 
 async def print_msg(admin: AdminClient, args: argparse.Namespace) -> None:
     """Every message of the topic stored between ``-b`` and ``-e`` (whole queues by default)."""
+    if args.topic.startswith("%DLQ%"):
+        from orbitmq.cli._verbs_dlq import print_dead_letters
+
+        return await print_dead_letters(admin, args)
     selector = MessageSelector.by_tag(args.sub_expression)
     found: list[MessageExt] = []
     begin = args.begin if args.begin is not None else 0

@@ -39,7 +39,8 @@ import orjson
 from orbitmq.cli import _verbs
 from orbitmq.cli._render import Output, format_ms
 from orbitmq.cli._security import add_security_arguments, security_options
-from orbitmq.cli._verb_parsers import add_verbs
+from orbitmq.cli._verb_parsers import CommandParser, add_verbs
+from orbitmq.cli._verbs_dlq import add_dlq_verbs
 from orbitmq.cli.admin_acl import add_acl_parser
 from orbitmq.client.admin import AdminClient
 from orbitmq.errors import (
@@ -77,7 +78,10 @@ mqadmin verbs: clusterList topicList topicRoute topicStatus updateTopic deleteTo
 deleteSubGroup consumerProgress consumerConnection producerConnection consumerStatus queryMsgById
 queryMsgByKey queryMsgByOffset queryMsgTraceById (or trace MSG_ID) resetOffsetByTime
 skipAccumulatedMessage sendMessage consumeMessage printMsg brokerStatus statsAll getBrokerConfig
-updateBrokerConfig updateKvConfig cloneGroupOffset
+updateBrokerConfig updateKvConfig deleteKvConfig cloneGroupOffset updateTopicPerm topicClusterList
+allocateMQ getNamesrvConfig updateNamesrvConfig wipeWritePerm addWritePerm getConsumerConfig
+brokerConsumeStats clusterRT queryCq
+dead letters: dlqList dlqResend dlqExport (printMsg and consumeMessage read %DLQ% topics too)
 """
 _PERMS = {2: "write only", 4: "read only", 6: "read and write"}
 
@@ -133,13 +137,30 @@ def _print_configs(args: argparse.Namespace, configs: dict[str, TopicConfig]) ->
 
 
 async def _topic_create(admin: AdminClient, args: argparse.Namespace) -> None:
-    await admin.create_topic(args.topic, args.queues, cluster=args.cluster, perm=args.perm, order=args.order)
-    _print_configs(args, await admin.topic_configs(args.topic, cluster=args.cluster))
+    broker_addr = getattr(args, "broker", None)
+    await admin.create_topic(
+        args.topic,
+        args.queues,
+        cluster=args.cluster,
+        perm=args.perm,
+        order=args.order,
+        read_queue_nums=getattr(args, "read_queues", None),
+        write_queue_nums=getattr(args, "write_queues", None),
+        broker_addr=broker_addr,
+    )
+    _print_configs(args, await admin.topic_configs(args.topic, cluster=args.cluster, broker_addr=broker_addr))
 
 
 async def _topic_update(admin: AdminClient, args: argparse.Namespace) -> None:
     configs = await admin.update_topic(
-        args.topic, queue_nums=args.queues, perm=args.perm, order=args.order, cluster=args.cluster
+        args.topic,
+        queue_nums=args.queues,
+        perm=args.perm,
+        order=args.order,
+        cluster=args.cluster,
+        read_queue_nums=getattr(args, "read_queues", None),
+        write_queue_nums=getattr(args, "write_queues", None),
+        broker_addr=getattr(args, "broker", None),
     )
     _print_configs(args, configs)
 
@@ -329,7 +350,7 @@ def _common_options() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     """The ``orbitmq admin`` argument parser."""
     common = _common_options()
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = CommandParser(
         prog="orbitmq admin",
         description="Administer an OrbitMQ/RocketMQ cluster.",
         epilog=_EPILOG,
@@ -337,14 +358,16 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_security_arguments(parser)
-    groups = parser.add_subparsers(dest="group", required=True)
+    groups = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
 
     def leaf(
         sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
     ) -> argparse.ArgumentParser:
         return sub.add_parser(name, parents=[common], help=help_text)
 
-    topic = groups.add_parser("topic", help="topics").add_subparsers(dest="action", required=True)
+    topic = groups.add_parser("topic", help="topics").add_subparsers(
+        dest="action", required=True, metavar="COMMAND"
+    )
     _add_create(topic, common)
     _add_update(topic, common)
     delete = leaf(topic, "delete", "delete a topic from brokers and name servers")
@@ -360,7 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(command=_topic_status)
 
     consumer = groups.add_parser("consumer", help="consumer groups").add_subparsers(
-        dest="action", required=True
+        dest="action", required=True, metavar="COMMAND"
     )
     progress = leaf(consumer, "progress", "committed offset, broker offset and lag per queue")
     progress.add_argument("group")
@@ -374,7 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reset.set_defaults(command=_consumer_reset)
 
-    cluster = groups.add_parser("cluster", help="clusters").add_subparsers(dest="action", required=True)
+    cluster = groups.add_parser("cluster", help="clusters").add_subparsers(
+        dest="action", required=True, metavar="COMMAND"
+    )
     cluster_list = leaf(
         cluster, "list", "brokers of every cluster: role, and each slave's replication lag and in-sync flag"
     )
@@ -389,10 +414,11 @@ def build_parser() -> argparse.ArgumentParser:
         "consumer_progress": _consumer_progress,
     }
     add_verbs(groups, common, shared, parse_time_ms, _perm)
+    add_dlq_verbs(groups, common, parse_time_ms)
     add_acl_parser(groups)
 
     controller = groups.add_parser("controller", help="controller mode").add_subparsers(
-        dest="action", required=True
+        dest="action", required=True, metavar="COMMAND"
     )
     view = leaf(
         controller,

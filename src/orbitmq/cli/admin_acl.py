@@ -92,7 +92,7 @@ def _target_arguments(parser: argparse.ArgumentParser) -> None:
 def add_acl_parser(groups: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``acl`` command group to ``orbitmq admin``."""
     acl = groups.add_parser("acl", help="ACL accounts and white lists").add_subparsers(
-        dest="action", required=True
+        dest="action", required=True, metavar="COMMAND"
     )
     update = acl.add_parser("update", help="create an account or update the fields given")
     # dest "account": "access_key" is the caller's own --access-key.

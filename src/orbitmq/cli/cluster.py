@@ -34,6 +34,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.console import Console
+from rich.status import Status
+
+from orbitmq.errors import StoreLockedError
+from orbitmq.store.dir_lock import lock_store_dir
+
 __all__ = ["main"]
 
 _START_TIMEOUT_S = 60.0
@@ -209,6 +215,28 @@ def _wait_registered(namesrv_addr: str, broker_names: set[str], deadline: float)
         raise RuntimeError(f"the nameserver did not list the masters of {sorted(broker_names)} in time")
 
 
+class _StartProgress:
+    """A rich spinner naming the start-up step on a terminal; nothing in a log or a pipe."""
+
+    def __init__(self) -> None:
+        console = Console()
+        self._status: Status | None = console.status("starting") if console.is_terminal else None
+        self._started = time.monotonic()
+
+    def __enter__(self) -> _StartProgress:
+        if self._status is not None:
+            self._status.start()
+        return self
+
+    def step(self, text: str) -> None:
+        if self._status is not None:
+            self._status.update(f"{text} ({time.monotonic() - self._started:.0f} s)")
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+
 def _print_table(namesrv: _Member, groups: list[list[_Member]], namesrv_host: str, broker_ip: str) -> None:
     rows = [
         (
@@ -264,6 +292,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = _local_host(args)
     if args.broker_ip is None:
         args.broker_ip = host
+    try:
+        # Before the plan rewrites the broker.conf files of a cluster that may be running here.
+        data_lock = lock_store_dir(Path(args.data_dir), "cluster data")
+    except StoreLockedError as exc:
+        print(f"orbitmq cluster: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(
+            f"orbitmq cluster: cannot create the data directory {args.data_dir}: {exc} (pass --data-dir)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        return _run(args, host)
+    finally:
+        data_lock.release()
+
+
+def _run(args: argparse.Namespace, host: str) -> int:
     namesrv, groups = _plan(args)
     brokers = [member for members in groups for member in members]
     everyone = [*reversed(brokers), namesrv]  # stop order: slaves, masters, nameserver
@@ -275,20 +322,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        _start(namesrv)
-        _wait_listening(namesrv, host, deadline)
-        masters = [members[0] for members in groups]
-        for member in masters:
-            _start(member)
-        for member in masters:
-            _wait_listening(member, host, deadline)
-        _wait_registered(f"{host}:{namesrv.port}", {_broker_name(i) for i in range(len(groups))}, deadline)
-        slaves = [member for members in groups for member in members[1:]]
-        for member in slaves:
-            _start(member)
-        for member in slaves:
-            _wait_listening(member, host, deadline)
+        with _StartProgress() as progress:
+            deadline = time.monotonic() + _START_TIMEOUT_S
+            progress.step("starting the nameserver")
+            _start(namesrv)
+            _wait_listening(namesrv, host, deadline)
+            masters = [members[0] for members in groups]
+            progress.step(f"starting {len(masters)} master(s)")
+            for member in masters:
+                _start(member)
+            for member in masters:
+                _wait_listening(member, host, deadline)
+            progress.step("waiting for the masters' registrations")
+            _wait_registered(
+                f"{host}:{namesrv.port}", {_broker_name(i) for i in range(len(groups))}, deadline
+            )
+            slaves = [member for members in groups for member in members[1:]]
+            progress.step(f"starting {len(slaves)} slave(s)")
+            for member in slaves:
+                _start(member)
+            for member in slaves:
+                _wait_listening(member, host, deadline)
         _print_table(namesrv, groups, host, args.broker_ip)
         while not stopping:
             for member in everyone:
@@ -302,6 +356,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
             time.sleep(0.2)
         print("stopping the cluster", flush=True)
+        _stop(everyone[:-1])
+        _stop(everyone[-1:])
+        started = [member for member in everyone if member.proc is not None]
+        print(
+            f"stopped {len(started)} processes; data, broker.conf files and logs are kept under "
+            f"{namesrv.workdir}",
+            flush=True,
+        )
         return 0
     except RuntimeError as exc:
         print(f"orbitmq cluster: {exc}", file=sys.stderr)

@@ -29,14 +29,15 @@ import os
 import secrets
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orbitmq.acl.accounts import Account
 from orbitmq.acl.signature import Credentials
-from orbitmq.errors import ConfigError
+from orbitmq.conf import LOG_LEVELS
+from orbitmq.errors import ConfigError, StoreLockedError
 
 if TYPE_CHECKING:
     from orbitmq.broker.config import BrokerConfig
@@ -75,15 +76,19 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "standalone",
         help="a nameserver and a broker in one process",
         description="Run a nameserver and a broker in one process, the broker registered with it.",
+        epilog=STANDALONE_PORTS_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("-c", "--config-file", help="a RocketMQ broker.conf; flags override it")
+    parser.add_argument(
+        "-c", "--config-file", help="a RocketMQ broker.conf; flags given on the command line override it"
+    )
     parser.add_argument(
         "--data-dir", default=DEFAULT_DATA_DIR, help=f"data directory (default ./{DEFAULT_DATA_DIR})"
     )
+    parser.add_argument("--namesrv-port", type=int, help=f"nameserver port ({DEFAULT_NAMESRV_PORT})")
     parser.add_argument(
-        "--namesrv-port", type=int, default=DEFAULT_NAMESRV_PORT, help="nameserver port (9876)"
+        "--broker-port", type=int, help=f"broker port (the file's listenPort, else {DEFAULT_BROKER_PORT})"
     )
-    parser.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT, help="broker port (10911)")
     parser.add_argument(
         "--bind-address",
         help=f"interface every server listens on (default {DEFAULT_BIND_ADDRESS}: this host only; "
@@ -95,24 +100,110 @@ def _standalone_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "bound to 0.0.0.0, this host's first non-loopback IPv4 address)",
     )
     parser.add_argument(
-        "--grpc-port", type=int, default=DEFAULT_GRPC_PORT, help="gRPC port for RocketMQ 5.x clients (8081)"
+        "--grpc-port",
+        type=int,
+        help=f"gRPC port for RocketMQ 5.x clients (the file's grpcServerPort, else {DEFAULT_GRPC_PORT} "
+        "moved as far as --broker-port moves the broker)",
     )
     parser.add_argument("--no-proxy", action="store_true", help="do not serve gRPC (RocketMQ 5.x clients)")
     parser.add_argument("--flush", choices=("sync", "async"), help="flushDiskType SYNC_FLUSH or ASYNC_FLUSH")
     parser.add_argument(
         "--metrics-port",
         type=int,
-        default=DEFAULT_METRICS_PORT,
-        help=f"broker Prometheus /metrics port ({DEFAULT_METRICS_PORT}; 0 = any free port)",
+        help=f"broker Prometheus /metrics port (the file's metricsPromExporterPort, else {DEFAULT_METRICS_PORT} "
+        "moved as far as --broker-port moves the broker; 0 = any free port)",
     )
     parser.add_argument(
         "--namesrv-metrics-port",
         type=int,
-        default=DEFAULT_NAMESRV_METRICS_PORT,
-        help=f"nameserver Prometheus /metrics port ({DEFAULT_NAMESRV_METRICS_PORT}; 0 = any free port)",
+        help=f"nameserver Prometheus /metrics port ({DEFAULT_NAMESRV_METRICS_PORT} moved as far as "
+        "--namesrv-port moves the nameserver; 0 = any free port)",
     )
     parser.add_argument("--no-metrics", action="store_true", help="serve no /metrics")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="logging level (INFO)"
+    )
+
+
+STANDALONE_PORTS_EPILOG = f"""\
+ports: a port given by a flag wins over the -c file, which wins over the default. The
+default gRPC and broker /metrics ports move with the broker port, the nameserver's /metrics
+port with the nameserver port, by as much as it moved from its own default:
+  gRPC                 = broker port - {DEFAULT_BROKER_PORT} + {DEFAULT_GRPC_PORT}
+  broker /metrics      = broker port - {DEFAULT_BROKER_PORT} + {DEFAULT_METRICS_PORT}
+  nameserver /metrics  = nameserver port - {DEFAULT_NAMESRV_PORT} + {DEFAULT_NAMESRV_METRICS_PORT}
+so --namesrv-port 9976 --broker-port 11011 serve gRPC on 8181, the broker's /metrics on 5657
+and the nameserver's on 5758: a second standalone beside one on the defaults needs those two flags."""
+
+
+@dataclass(frozen=True)
+class _StandalonePorts:
+    """Every port a standalone listens on, and the flag (if any) that moves each one."""
+
+    namesrv: int
+    broker: int
+    grpc: int
+    metrics: int
+    namesrv_metrics: int
+    flags: dict[int, str]
+
+
+def _standalone_ports(args: argparse.Namespace, file_values: dict[str, str]) -> _StandalonePorts:
+    """Flag > file > default (derived from the broker or nameserver port); see the epilog.
+
+    Raises:
+        ConfigError: a port is not a TCP port; the message names the flag that sets it.
+    """
+    namesrv = args.namesrv_port if args.namesrv_port is not None else DEFAULT_NAMESRV_PORT
+    if not 0 < namesrv <= 65535:
+        # Port 0 (any free port) would leave the broker and the proxy, configured before the
+        # nameserver binds, registering with and reading routes from port 0.
+        raise ConfigError(
+            f"--namesrv-port {namesrv} is not a TCP port (1-65535); "
+            "the broker is given the nameserver's address before it starts"
+        )
+    flags = {namesrv: "--namesrv-port"}
+
+    def pick(flag: str, given: int | None, key: str | None, derived: int) -> int:
+        if given is not None:
+            port = given
+        elif key is not None and file_values.get(key, "").strip():
+            try:
+                return int(file_values[key])  # the file's own key is checked where it is loaded
+            except ValueError:
+                raise ConfigError(f"config key '{key}': {file_values[key]!r} is not a port") from None
+        else:
+            port = derived
+            if not 0 < port <= 65535:
+                raise ConfigError(
+                    f"the default {flag.removeprefix('--')} derived from the ports given would be {port}, "
+                    f"not a TCP port: pass {flag}"
+                )
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{flag} {port} is not a TCP port (0-65535)")
+        flags.setdefault(port, flag)
+        return port
+
+    broker = pick("--broker-port", args.broker_port, "listenPort", DEFAULT_BROKER_PORT)
+    broker_shift = broker - DEFAULT_BROKER_PORT
+    grpc = metrics = namesrv_metrics = 0  # 0 where the server is off
+    if not args.no_proxy:
+        grpc = pick("--grpc-port", args.grpc_port, "grpcServerPort", DEFAULT_GRPC_PORT + broker_shift)
+    if not args.no_metrics:
+        metrics = pick(
+            "--metrics-port",
+            args.metrics_port,
+            "metricsPromExporterPort",
+            DEFAULT_METRICS_PORT + broker_shift,
+        )
+        namesrv_metrics = pick(
+            "--namesrv-metrics-port",
+            args.namesrv_metrics_port,
+            None,
+            DEFAULT_NAMESRV_METRICS_PORT + namesrv - DEFAULT_NAMESRV_PORT,
+        )
+    flags.pop(0, None)  # any free port: never in use
+    return _StandalonePorts(namesrv, broker, grpc, metrics, namesrv_metrics, flags)
 
 
 def run_standalone(args: argparse.Namespace) -> int:
@@ -123,25 +214,18 @@ def run_standalone(args: argparse.Namespace) -> int:
     from orbitmq.namesrv.app import NamesrvApp
     from orbitmq.namesrv.config import load_namesrv_config
     from orbitmq.proxy import ProxyApp, ProxyConfig
+    from orbitmq.store.dir_lock import lock_store_dir
     from orbitmq.transport.runner import App, run_apps
 
     logging.basicConfig(
         stream=sys.stderr,
-        level=args.log_level.upper(),
+        level=args.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     data_dir = Path(args.data_dir).resolve()
-    if not 0 < args.namesrv_port <= 65535:
-        # Port 0 (any free port) would leave the broker and the proxy, configured before the
-        # nameserver binds, registering with and reading routes from port 0.
-        print(
-            f"orbitmq standalone: --namesrv-port {args.namesrv_port} is not a TCP port (1-65535); "
-            "the broker is given the nameserver's address before it starts",
-            file=sys.stderr,
-        )
-        return 2
     try:
         file_values = load_properties(args.config_file) if args.config_file else {}
+        ports = _standalone_ports(args, file_values)
     except ConfigError as exc:
         print(f"orbitmq standalone: {exc}", file=sys.stderr)
         return 2
@@ -149,8 +233,8 @@ def run_standalone(args: argparse.Namespace) -> int:
     # The broker reaches the nameserver in-process through whichever interface is bound.
     local_host = "127.0.0.1" if bind in _WILDCARD_ADDRESSES else bind
     overrides: dict[str, object] = {
-        "namesrvAddr": f"{local_host}:{args.namesrv_port}",
-        "listenPort": args.broker_port,
+        "namesrvAddr": f"{local_host}:{ports.namesrv}",
+        "listenPort": ports.broker,
         "bindAddress": bind,
         "storePathRootDir": str(data_dir / "store"),
     }
@@ -159,11 +243,11 @@ def run_standalone(args: argparse.Namespace) -> int:
     if args.flush:
         overrides["flushDiskType"] = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
     if not args.no_proxy:
-        overrides["grpcServerPort"] = args.grpc_port
+        overrides["grpcServerPort"] = ports.grpc
         if args.bind_address or "grpcBindAddress" not in file_values:
             overrides["grpcBindAddress"] = bind
     namesrv_overrides: dict[str, object] = {
-        "listenPort": args.namesrv_port,
+        "listenPort": ports.namesrv,
         "bindAddress": bind,
         "kvConfigPath": str(data_dir / "namesrv" / "kvConfig.json"),
     }
@@ -171,12 +255,12 @@ def run_standalone(args: argparse.Namespace) -> int:
         # /metrics on the interface the standalone binds, like its other ports.
         overrides.update(
             metricsExporterType="PROM",
-            metricsPromExporterPort=args.metrics_port,
+            metricsPromExporterPort=ports.metrics,
             metricsPromExporterHost=bind,
         )
         namesrv_overrides.update(
             metricsExporterType="PROM",
-            metricsPromExporterPort=args.namesrv_metrics_port,
+            metricsPromExporterPort=ports.namesrv_metrics,
             metricsPromExporterHost=bind,
         )
     try:
@@ -188,14 +272,28 @@ def run_standalone(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"orbitmq standalone: {exc}", file=sys.stderr)
         return 2
-    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        # Held until the process ends: a second standalone on this directory (the name
+        # server's kvConfig and the store) stops here, before it binds or writes anything.
+        data_lock = lock_store_dir(data_dir, "data")
+    except StoreLockedError as exc:
+        print(f"orbitmq standalone: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        print(
+            f"orbitmq standalone: cannot create the data directory {data_dir}: {reason} "
+            "(pass --data-dir with a directory this user can write)",
+            file=sys.stderr,
+        )
+        return 2
     log = logging.getLogger("orbitmq")
     log.info(
         "standalone: nameserver on %s:%d, broker on %s:%d (advertised as %s), gRPC %s, data in %s",
         namesrv_config.bind_address,
-        args.namesrv_port,
+        ports.namesrv,
         broker_config.bind_address,
-        args.broker_port,
+        ports.broker,
         broker_config.advertised_address,
         "off" if args.no_proxy else f"on {proxy_config.grpc_bind_address}:{proxy_config.grpc_server_port}",
         data_dir,
@@ -218,7 +316,10 @@ def run_standalone(args: argparse.Namespace) -> int:
     if not args.no_proxy:
         proxy_config = replace(proxy_config, acl_file=broker_config.acl_file)
         apps.append(ProxyApp(proxy_config, credentials=credentials, tls=broker_config.tls))
-    return run_apps(apps)
+    try:
+        return run_apps(apps, ports.flags)
+    finally:
+        data_lock.release()
 
 
 def _standalone_security(
@@ -254,29 +355,24 @@ def _standalone_inner_account() -> Account:
     return Account(f"orbitmq-standalone-{secrets.token_hex(8)}", secrets.token_urlsafe(32), admin=True)
 
 
-def run_broker_with_proxy(rest: list[str]) -> int:
+def run_broker_with_proxy(args: argparse.Namespace) -> int:
     """``orbitmq broker --enable-proxy [--grpc-port N] ...``: a broker and its local gRPC proxy."""
-    from orbitmq.broker.__main__ import overrides_of, parse_args
+    from orbitmq.broker.__main__ import overrides_of, port_flags_of, store_dir_problem
     from orbitmq.broker.app import BrokerApp
     from orbitmq.broker.config import load_broker_configs
     from orbitmq.conf import load_properties
     from orbitmq.proxy import ProxyApp, ProxyConfig
     from orbitmq.transport.runner import run_apps
 
-    extra = argparse.ArgumentParser(add_help=False)
-    extra.add_argument("--enable-proxy", action="store_true")
-    extra.add_argument("--grpc-port", type=int)
-    proxy_args, broker_argv = extra.parse_known_args(rest)
-    args = parse_args(broker_argv, "orbitmq broker")
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    overrides = overrides_of(args)
-    if proxy_args.grpc_port is not None:
-        overrides["grpcServerPort"] = proxy_args.grpc_port
     try:
+        overrides = overrides_of(args)
+        if args.grpc_port is not None:
+            overrides["grpcServerPort"] = args.grpc_port
         file_values = load_properties(args.config_file) if args.config_file else {}
         # The proxy beside the broker listens where the broker does, unless grpcBindAddress says
         # otherwise: the broker's --bind-address flag, else its file's bindAddress.
@@ -297,9 +393,12 @@ def run_broker_with_proxy(rest: list[str]) -> int:
     acl_file = broker_config.acl_file or str(
         Path(store_config.store_path_root_dir) / "conf" / "plain_acl.yml"
     )
+    if problem := store_dir_problem(store_config.store_path_root_dir):
+        print(f"orbitmq broker: {problem}", file=sys.stderr)
+        return 2
     broker = BrokerApp(broker_config, store_config, inner_accounts=[inner] if inner else [])
     proxy = ProxyApp(replace(proxy_config, acl_file=acl_file), credentials=credentials, tls=broker_config.tls)
-    return run_apps([broker, proxy])
+    return run_apps([broker, proxy], port_flags_of(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -323,11 +422,10 @@ def _forward(command: str, rest: list[str]) -> int:
 
         return namesrv_main(rest, prog="orbitmq namesrv")
     if command == "broker":
-        if "--enable-proxy" in rest:
-            return run_broker_with_proxy(rest)
-        from orbitmq.broker.__main__ import main as broker_main
+        from orbitmq.broker.__main__ import parse_args, run
 
-        return broker_main(rest, prog="orbitmq broker")
+        args = parse_args(rest, "orbitmq broker", proxy_flags=True)
+        return run_broker_with_proxy(args) if args.enable_proxy else run(args)
     if command == "controller":
         from orbitmq.controller.__main__ import main as controller_main
 
@@ -345,8 +443,16 @@ def _forward(command: str, rest: list[str]) -> int:
 
         return cluster_main(rest)
     if command == "dashboard":
-        from orbitmq.dashboard.__main__ import main as dashboard_main
-
+        try:
+            from orbitmq.dashboard.__main__ import main as dashboard_main
+        except ModuleNotFoundError as exc:
+            # The dashboard's libraries are an extra; the package imports them first of all.
+            print(
+                f"orbitmq dashboard: the Python module {exc.name!r} is missing: the dashboard needs the "
+                "'dashboard' extra: pip install 'orbitmq[dashboard]' (from a clone: pip install '.[dashboard]')",
+                file=sys.stderr,
+            )
+            return 1
         return dashboard_main(rest)
     from orbitmq.bench.__main__ import main as bench_main
     from orbitmq.cli._security import ACCESS_KEY_ENV, SECRET_KEY_ENV

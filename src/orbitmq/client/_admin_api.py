@@ -19,6 +19,7 @@ from orbitmq.protocol.admin_bodies import (
     ClientConnection,
     ConsumerConnection,
     ConsumeStats,
+    QueryConsumeQueueResponseBody,
     TopicOffset,
 )
 from orbitmq.protocol.client_bodies import ConsumeMessageDirectlyResult, ConsumerRunningInfo
@@ -194,6 +195,35 @@ class AdminOperations:
 
     async def kv_list(self, namespace: str) -> dict[str, str]:
         return await _admin_cluster.kv_list(self._core(), namespace)
+
+    # -- name servers -----------------------------------------------------------------------------
+
+    async def namesrv_config(self, addrs: list[str] | None = None) -> dict[str, dict[str, str]]:
+        """GET_NAMESRV_CONFIG of each name server (``mqadmin getNamesrvConfig``), by address."""
+        return await _admin_cluster.namesrv_config(self._core(), addrs)
+
+    async def update_namesrv_config(
+        self, updates: dict[str, str], addrs: list[str] | None = None
+    ) -> list[str]:
+        """UPDATE_NAMESRV_CONFIG on each name server; the servers changed.
+
+        Raises:
+            BrokerResponseError: an unknown key or bad value (INVALID_PARAMETER) or a key that
+                needs a restart (NO_PERMISSION), named.
+        """
+        return await _admin_cluster.update_namesrv_config(self._core(), updates, addrs)
+
+    async def set_write_perm(self, namesrv_addr: str, broker_name: str, *, writable: bool) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER (or ADD_...) on one name server; the topics it changed."""
+        return await _admin_cluster.set_write_perm(self._core(), namesrv_addr, broker_name, writable)
+
+    async def query_consume_queue(
+        self, addr: str, topic: str, queue_id: int, index: int, count: int = 10, group: str | None = None
+    ) -> QueryConsumeQueueResponseBody:
+        """Consume queue entries of one queue on one broker (``mqadmin queryCq``)."""
+        return await _admin_cluster.query_consume_queue(
+            self._core(), addr, topic, queue_id, index, count, group
+        )
 
     # -- messages ---------------------------------------------------------------------------------
 

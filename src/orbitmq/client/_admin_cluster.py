@@ -10,6 +10,11 @@ broker_config               GET_BROKER_CONFIG (26)
 update_broker_config        UPDATE_BROKER_CONFIG (25) to one broker or every master of a cluster
 kv (put/get/delete/list)    PUT_KV_CONFIG (100), GET_KV_CONFIG (101), DELETE_KV_CONFIG (102),
                             GET_KVLIST_BY_NAMESPACE (219) to the name servers (writes to each)
+namesrv_config              GET_NAMESRV_CONFIG (319) to each name server
+update_namesrv_config       UPDATE_NAMESRV_CONFIG (318) to each name server
+set_write_perm              WIPE_WRITE_PERM_OF_BROKER (205) / ADD_WRITE_PERM_OF_BROKER (327) to
+                            one name server
+query_consume_queue         QUERY_CONSUME_QUEUE (321) to one broker
 ==========================  ======================================================================
 """
 
@@ -17,12 +22,20 @@ from __future__ import annotations
 
 from orbitmq.client._admin_core import AdminCore, gather_by, invoke
 from orbitmq.errors import error_for_code
-from orbitmq.protocol.admin_bodies import BrokerStatsData, decode_broker_stats_data
+from orbitmq.protocol.admin_bodies import (
+    BrokerStatsData,
+    QueryConsumeQueueResponseBody,
+    decode_broker_stats_data,
+    decode_query_consume_queue,
+)
 from orbitmq.protocol.admin_headers import (
+    AddWritePermOfBrokerRequestHeader,
     DeleteKVConfigRequestHeader,
     GetKVListByNamespaceRequestHeader,
     PutKVConfigRequestHeader,
+    QueryConsumeQueueRequestHeader,
     ViewBrokerStatsDataRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
 )
 from orbitmq.protocol.bodies import decode_kv_table
 from orbitmq.protocol.codes import RequestCode, ResponseCode
@@ -36,8 +49,12 @@ __all__ = [
     "delete_kv_config",
     "get_kv_config",
     "kv_list",
+    "namesrv_config",
     "put_kv_config",
+    "query_consume_queue",
+    "set_write_perm",
     "update_broker_config",
+    "update_namesrv_config",
 ]
 
 
@@ -129,3 +146,74 @@ async def kv_list(admin: AdminCore, namespace: str) -> dict[str, str]:
     if response.code != ResponseCode.SUCCESS:
         raise error_for_code(response.code, f"KV list {namespace} on name server {addr}: {response.remark}")
     return decode_kv_table(response.body)
+
+
+def _properties(text: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, separator, value = line.partition("=")
+        if separator and key.strip() and not key.lstrip().startswith("#"):
+            values[key.strip()] = value.strip()
+    return values
+
+
+async def namesrv_config(admin: AdminCore, addrs: list[str] | None = None) -> dict[str, dict[str, str]]:
+    """Every config key of each name server (all of the client's without ``addrs``), by address."""
+
+    async def one(addr: str) -> dict[str, str]:
+        response = await invoke(admin, addr, RequestCode.GET_NAMESRV_CONFIG, {})
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_code(response.code, f"config of name server {addr}: {response.remark}")
+        return _properties(bytes(response.body).decode("utf-8", "replace"))
+
+    return await gather_by(addrs or admin.client_config.namesrv_addrs, one)
+
+
+async def update_namesrv_config(
+    admin: AdminCore, updates: dict[str, str], addrs: list[str] | None = None
+) -> list[str]:
+    """Apply ``updates`` on each name server (all of the client's without ``addrs``); the servers."""
+    targets = addrs or list(admin.client_config.namesrv_addrs)
+    body = "".join(f"{key}={value}\n" for key, value in updates.items()).encode()
+    for addr in targets:
+        response = await invoke(admin, addr, RequestCode.UPDATE_NAMESRV_CONFIG, {}, body)
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_code(response.code, f"update config of name server {addr}: {response.remark}")
+    return targets
+
+
+async def set_write_perm(admin: AdminCore, namesrv_addr: str, broker_name: str, writable: bool) -> int:
+    """Wipe (or add back) ``broker_name``'s write permission on one name server; topics changed."""
+    if writable:
+        code, ext, field = (
+            RequestCode.ADD_WRITE_PERM_OF_BROKER,
+            AddWritePermOfBrokerRequestHeader(broker_name).to_ext(),
+            "addTopicCount",
+        )
+    else:
+        code, ext, field = (
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+            WipeWritePermOfBrokerRequestHeader(broker_name).to_ext(),
+            "wipeTopicCount",
+        )
+    response = await invoke(admin, namesrv_addr, code, ext)
+    if response.code != ResponseCode.SUCCESS:
+        what = "add" if writable else "wipe"
+        raise error_for_code(
+            response.code,
+            f"{what} write perm of broker {broker_name} on name server {namesrv_addr}: {response.remark}",
+        )
+    return int(response.ext_fields.get(field, "0"))
+
+
+async def query_consume_queue(
+    admin: AdminCore, addr: str, topic: str, queue_id: int, index: int, count: int, group: str | None = None
+) -> QueryConsumeQueueResponseBody:
+    """``count`` consume queue entries of one queue from ``index``, on the broker at ``addr``."""
+    ext = QueryConsumeQueueRequestHeader(topic, queue_id, index, count, group).to_ext()
+    response = await invoke(admin, addr, RequestCode.QUERY_CONSUME_QUEUE, ext)
+    if response.code != ResponseCode.SUCCESS:
+        raise error_for_code(
+            response.code, f"consume queue {queue_id}@{topic} on broker {addr}: {response.remark}"
+        )
+    return decode_query_consume_queue(response.body)

@@ -25,7 +25,12 @@ reset_offset                INVOKE_BROKER_TO_RESET_OFFSET (222) to each master o
 from __future__ import annotations
 
 from orbitmq.client._admin_core import AdminCore, gather_by, invoke, route_master_addrs
-from orbitmq.errors import ConsumerNotOnlineError, SubscriptionGroupNotExistError, error_for_code
+from orbitmq.errors import (
+    ConsumerNotOnlineError,
+    QueryNotFoundError,
+    SubscriptionGroupNotExistError,
+    error_for_code,
+)
 from orbitmq.model.message import MessageQueue
 from orbitmq.model.subscription_group import SubscriptionGroupConfig
 from orbitmq.protocol.admin_bodies import (
@@ -173,23 +178,25 @@ async def producer_connection(
     """The connections of producer ``group`` on the brokers of ``topic`` (or every master).
 
     Raises:
-        BrokerResponseError: no broker knows the group (SYSTEM_ERROR ``... not exist``).
+        QueryNotFoundError: no broker has a connection of the group (each answers SYSTEM_ERROR
+            ``the producer group[...] not exist``).
+        BrokerResponseError: a broker failed otherwise.
     """
     addrs = (
         list((await route_master_addrs(admin, topic)).values()) if topic else await admin._master_addrs(None)
     )
     ext = GetProducerConnectionListRequestHeader(group).to_ext()
     found: set[ClientConnection] = set()
-    last_remark = ""
     for addr in addrs:
         response = await invoke(admin, addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, ext)
         if response.code == ResponseCode.SUCCESS:
             found.update(decode_producer_connection(response.body))
-        else:
-            last_remark = f"broker {addr}: {response.remark}"
+        elif "not exist" not in (response.remark or ""):
+            raise error_for_code(response.code, f"producer connections on broker {addr}: {response.remark}")
     if not found:
-        raise error_for_code(
-            ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist ({last_remark})"
+        raise QueryNotFoundError(
+            ResponseCode.QUERY_NOT_FOUND,
+            f"producer group {group} has no online producer on {', '.join(addrs) or 'any broker'}",
         )
     return sorted(found)
 

@@ -12,6 +12,8 @@ delete_topic            GET_ALL_TOPIC_LIST_FROM_NAMESERVER and GET_ALL_TOPIC_CON
                         exist?), DELETE_TOPIC_IN_BROKER to each master, DELETE_TOPIC_IN_NAMESRV
                         to every name server
 topic_status            GET_TOPIC_STATS_INFO to each master of the topic's route
+queue_statuses_of       GET_MIN_OFFSET and GET_MAX_OFFSET of each queue, to one member (master
+                        or slave) of a broker group
 consumer_progress       per queue QUERY_CONSUMER_OFFSET (``setZeroIfNotFound=false``),
                         GET_MIN_OFFSET and GET_MAX_OFFSET; GET_SUBSCRIPTIONGROUP_CONFIG and
                         GET_CONSUMER_LIST_BY_GROUP to each master when the group committed
@@ -298,9 +300,16 @@ class AdminClient(AdminOperations, AdminViews):
         cluster: str | None = None,
         perm: int = 6,
         order: bool = False,
+        read_queue_nums: int | None = None,
+        write_queue_nums: int | None = None,
+        broker_addr: str | None = None,
     ) -> None:
-        """Create or update ``topic`` on every master of ``cluster`` (all clusters when None).
+        """Create or update ``topic`` on every master of ``cluster`` (all clusters when None), or
+        on the one broker at ``broker_addr`` (``mqadmin updateTopic -b``).
 
+        ``queue_nums`` sets both queue counts; ``read_queue_nums`` / ``write_queue_nums`` set one
+        each (unequal counts are allowed, as when a topic is shrunk: producers write to the first
+        ``write_queue_nums`` queues, consumers read the first ``read_queue_nums``).
         Waits (up to 5 s) until the name server routes the topic to those brokers.
 
         Raises:
@@ -310,19 +319,26 @@ class AdminClient(AdminOperations, AdminViews):
         """
         check_topic_perm(topic, perm)
         header = CreateTopicRequestHeader(
-            topic=topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums, perm=perm, order=order
+            topic=topic,
+            read_queue_nums=queue_nums if read_queue_nums is None else read_queue_nums,
+            write_queue_nums=queue_nums if write_queue_nums is None else write_queue_nums,
+            perm=perm,
+            order=order,
         )
-        masters = await self._master_addrs(cluster)
+        masters = [broker_addr] if broker_addr else await self._master_addrs(cluster)
         for addr in masters:
             await self._broker(
                 addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext(), f"create topic {topic}"
             )
         await self._wait_for_route(topic, len(masters))
 
-    async def topic_configs(self, topic: str, *, cluster: str | None = None) -> dict[str, TopicConfig]:
-        """``topic``'s settings on each master of ``cluster`` (all when None) that has it, by address."""
+    async def topic_configs(
+        self, topic: str, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> dict[str, TopicConfig]:
+        """``topic``'s settings on each master of ``cluster`` (all when None) that has it, by
+        address; only the broker at ``broker_addr`` when given."""
         configs: dict[str, TopicConfig] = {}
-        for addr in await self._master_addrs(cluster):
+        for addr in [broker_addr] if broker_addr else await self._master_addrs(cluster):
             response = await self._broker(addr, RequestCode.GET_ALL_TOPIC_CONFIG, {}, "list topic configs")
             config = decode_topic_config_wrapper(response.body).topic_config_table.get(topic)
             if config is not None:
@@ -337,8 +353,13 @@ class AdminClient(AdminOperations, AdminViews):
         perm: int | None = None,
         order: bool | None = None,
         cluster: str | None = None,
+        read_queue_nums: int | None = None,
+        write_queue_nums: int | None = None,
+        broker_addr: str | None = None,
     ) -> dict[str, TopicConfig]:
-        """Change the given settings of an existing ``topic`` and keep the others, on each master.
+        """Change the given settings of an existing ``topic`` and keep the others, on each master
+        (on the broker at ``broker_addr`` only, when given). ``queue_nums`` sets both queue
+        counts, ``read_queue_nums`` / ``write_queue_nums`` one each.
 
         Returns:
             The settings each master holds afterwards, by broker address.
@@ -350,17 +371,17 @@ class AdminClient(AdminOperations, AdminViews):
         """
         if perm is not None:
             check_topic_perm(topic, perm)
-        current = await self.topic_configs(topic, cluster=cluster)
+        current = await self.topic_configs(topic, cluster=cluster, broker_addr=broker_addr)
         if not current:
-            raise TopicNotExistError(
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"topic {topic} does not exist on any master of {cluster or 'any cluster'}",
-            )
+            where = f"broker {broker_addr}" if broker_addr else f"any master of {cluster or 'any cluster'}"
+            raise TopicNotExistError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on {where}")
+        read = queue_nums if read_queue_nums is None else read_queue_nums
+        write = queue_nums if write_queue_nums is None else write_queue_nums
         for addr, config in current.items():
             header = CreateTopicRequestHeader(
                 topic=topic,
-                read_queue_nums=config.read_queue_nums if queue_nums is None else queue_nums,
-                write_queue_nums=config.write_queue_nums if queue_nums is None else queue_nums,
+                read_queue_nums=config.read_queue_nums if read is None else read,
+                write_queue_nums=config.write_queue_nums if write is None else write,
                 perm=config.perm if perm is None else perm,
                 topic_filter_type=config.topic_filter_type,
                 topic_sys_flag=config.topic_sys_flag,
@@ -370,7 +391,7 @@ class AdminClient(AdminOperations, AdminViews):
                 addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext(), f"update topic {topic}"
             )
         await self._wait_for_route(topic, len(current))
-        return await self.topic_configs(topic, cluster=cluster)
+        return await self.topic_configs(topic, cluster=cluster, broker_addr=broker_addr)
 
     async def _wait_for_route(self, topic: str, broker_count: int) -> None:
         deadline = time.monotonic() + _ROUTE_WAIT_S
@@ -471,6 +492,45 @@ class AdminClient(AdminOperations, AdminViews):
             return 0
         messages = decode_stored_messages(response.body, decode_body=False)
         return messages[-1].store_timestamp if messages else 0
+
+    async def queue_statuses_of(
+        self, queues: Sequence[MessageQueue], broker_id: int
+    ) -> dict[MessageQueue, QueueStatus]:
+        """Min/max offset of ``queues`` (all of one broker name) as member ``broker_id`` answers.
+
+        A slave answers too, so offsets can be learned while the master is away. The address is
+        the one the last route read named (``topic_route``); ``last_update_timestamp_ms`` is 0
+        (not asked). Every request is in flight at once.
+
+        Raises:
+            NoRouteError: the route names no broker ``broker_id`` of that broker name.
+            RemotingError: the member could not be reached or did not answer in time.
+            BrokerResponseError: the member refused.
+        """
+
+        async def one(mq: MessageQueue, code: int, ext: dict[str, str]) -> int:
+            request = RemotingCommand.request(code, ext)
+            response = await self._client.invoke_broker(
+                mq.broker_name, request, None, broker_id, only_this=True
+            )
+            if response.code != ResponseCode.SUCCESS:
+                raise error_for_code(
+                    response.code,
+                    f"request {code} for {mq.topic} queue {mq.queue_id} on {mq.broker_name} "
+                    f"id {broker_id}: {response.remark}",
+                )
+            return int(response.ext_fields.get("offset", "0"))
+
+        calls = []
+        for mq in queues:
+            calls.append(
+                one(mq, RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(mq.topic, mq.queue_id).to_ext())
+            )
+            calls.append(
+                one(mq, RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(mq.topic, mq.queue_id).to_ext())
+            )
+        offsets = await asyncio.gather(*calls)
+        return {mq: QueueStatus(offsets[2 * i], offsets[2 * i + 1], 0) for i, mq in enumerate(queues)}
 
     async def topic_status(self, topic: str) -> dict[MessageQueue, QueueStatus]:
         """Min/max offset and last store time of every queue of ``topic``.

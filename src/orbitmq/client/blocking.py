@@ -289,6 +289,11 @@ class BlockingAdminClient(_Facade[AdminClient]):
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         return self._runner.run(self._admin.search_offset(mq, timestamp_ms))
 
+    def queue_statuses_of(
+        self, queues: Sequence[MessageQueue], broker_id: int
+    ) -> dict[MessageQueue, QueueStatus]:
+        return self._runner.run(self._admin.queue_statuses_of(queues, broker_id))
+
     def max_offset(self, mq: MessageQueue) -> int:
         return self._runner.run(self._admin.max_offset(mq))
 

@@ -357,7 +357,12 @@ class PullConsumer:
         expression: str | MessageSelector = "*",
         max_msg_nums: int = 32,
     ) -> AsyncIterator[RawBatch]:
-        """:meth:`pull_range` yielding undecoded record buffers (the last may pass ``end_offset``)."""
+        """:meth:`pull_range` yielding undecoded record buffers (the last may pass ``end_offset``).
+
+        A run the broker filtered out entirely yields a batch with an empty body, so the caller
+        always knows how far the range was read (``next_offset`` of the last batch): short of
+        ``end_offset`` means the queue (or the member that answered) ended before it.
+        """
         invoker = await self._routed(mq)
         spec = PullRequestSpec(self.group, selector_of(expression), max_msg_nums)
         queue_offset = start_offset
@@ -368,6 +373,8 @@ class PullConsumer:
             )
             if result.status is PullStatus.FOUND:
                 yield RawBatch(mq, queue_offset, result.next_begin_offset, result.body)
+            elif result.status is PullStatus.NO_MATCHED_MSG and result.next_begin_offset > queue_offset:
+                yield RawBatch(mq, queue_offset, result.next_begin_offset, b"")
             elif result.status is PullStatus.OFFSET_ILLEGAL and queue_offset < result.min_offset:
                 raise ClientError(
                     f"{mq}: queue offset {queue_offset} is below the min offset {result.min_offset}; "

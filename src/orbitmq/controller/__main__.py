@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from orbitmq.conf import LOG_LEVELS
 from orbitmq.controller.app import ControllerApp
 from orbitmq.controller.config import load_controller_config
 from orbitmq.errors import ConfigError
@@ -22,7 +23,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="orbitmq controller", description="OrbitMQ controller")
     parser.add_argument("-c", "--config-file", help="a RocketMQ-style controller.conf (key=value lines)")
     parser.add_argument("--listen-port", type=int, help="remoting port (config key listenPort, default 9878)")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="logging level (INFO)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         stream=sys.stderr,
@@ -37,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"orbitmq controller: {exc}", file=sys.stderr)
         return 2
-    return run_app(ControllerApp(config))
+    return run_app(ControllerApp(config), {args.listen_port: "--listen-port"} if args.listen_port else None)
 
 
 if __name__ == "__main__":

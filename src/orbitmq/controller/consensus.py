@@ -27,6 +27,7 @@ from typing import Any
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
 from orbitmq.controller.state import ControllerState, Outcome
+from orbitmq.store.dir_lock import lock_store_dir
 
 __all__ = ["ConsensusError", "RaftLog"]
 
@@ -63,7 +64,8 @@ class RaftLog:
         store_dir: Path,
         election_timeout_ms: tuple[int, int] = (400, 1400),
     ) -> None:
-        store_dir.mkdir(parents=True, exist_ok=True)
+        # One controller per journal: a second one would write the same Raft log.
+        self._dir_lock = lock_store_dir(store_dir, "controller store")
         low_ms, high_ms = election_timeout_ms
         conf = SyncObjConf(
             journalFile=str(store_dir / "raft.journal"),
@@ -79,7 +81,11 @@ class RaftLog:
         )
         self.self_address = self_address
         self._replicated = _ReplicatedState()
-        self._node = SyncObj(self_address, peer_addresses, conf=conf, consumers=[self._replicated])
+        try:
+            self._node = SyncObj(self_address, peer_addresses, conf=conf, consumers=[self._replicated])
+        except BaseException:
+            self._dir_lock.release()
+            raise
 
     @property
     def state(self) -> ControllerState:
@@ -130,6 +136,7 @@ class RaftLog:
 
     def close(self) -> None:
         self._node.destroy_synchronous()
+        self._dir_lock.release()
 
 
 def _settle(future: asyncio.Future[Outcome], result: Any, error: int) -> None:

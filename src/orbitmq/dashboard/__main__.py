@@ -6,7 +6,10 @@ import argparse
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
+
+from orbitmq.conf import LOG_LEVELS
 
 DEFAULT_PORT = 8080
 
@@ -18,6 +21,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-n", "--namesrv", default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
         help="name servers host:port;host:port (default $NAMESRV_ADDR, else 127.0.0.1:9876)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--other-namesrv", action="append", default=[], metavar="HOST:PORT",
+        help="another cluster's name servers the ops page may switch to (repeatable)",
     )  # fmt: skip
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"HTTP port ({DEFAULT_PORT}; 0 = any free port)"
@@ -40,8 +47,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--sample-interval-s", type=float, default=10.0, help="seconds between chart samples (10)"
     )
-    parser.add_argument("--log-level", default="INFO", help="logging level (INFO)")
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="logging level (INFO)"
+    )
     return parser
+
+
+class _OncePerInterval(logging.Filter):
+    """Lets a record starting with ``prefix`` through at most once per ``interval_s``."""
+
+    def __init__(self, prefix: str, interval_s: float = 10.0) -> None:
+        super().__init__()
+        self.prefix, self.interval_s = prefix, interval_s
+        self._passed_at = -interval_s
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(self.prefix):
+            return True
+        now = time.monotonic()
+        if now - self._passed_at < self.interval_s:
+            return False
+        self._passed_at = now
+        return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,8 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         auth=args.auth,
         access_key=args.access_key,
         secret_key=args.secret_key,
+        other_namesrv_addrs=tuple(args.other_namesrv),
     )
     app = create_app(config)
+    # uvicorn logs every malformed request ("Invalid HTTP request received."): keep one a while.
+    logging.getLogger("uvicorn.error").addFilter(_OncePerInterval("Invalid HTTP request"))
     # uvicorn logs "Uvicorn running on http://HOST:PORT" with the bound port (also with --port 0).
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False)
     return 0

@@ -6,7 +6,10 @@ dead-letter resends), then a sampler task that records the last hour of TPS and 
 ``sample_interval_s``; stop them in reverse on shutdown.
 
 Pages and what they call are in ``data.py`` (cluster, topics, groups) and ``messages.py``
-(search, detail, trace, sends). Forms POST and redirect (no client-side state); the only
+(search, detail, trace, sends); the dead-letter pages in ``dlq_pages.py``, the broker, producer,
+ACL and name-server pages in ``ops_pages.py``; the clients and settings in ``state.py``; request
+parameters are checked in ``params.py`` (400 and 404 pages, never a traceback); CSRF checks and
+security headers in ``security.py``. Forms POST and redirect (no client-side state); the only
 script (``static/app.js``) draws the charts. With ``auth`` set every request needs HTTP basic
 credentials (rocketmq-dashboard's ``loginRequired``); with ACL credentials for the brokers
 (``access_key``/``secret_key``) the command line insists on it, since whoever reaches the pages
@@ -19,18 +22,18 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import datetime
 import logging
 import math
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -39,12 +42,25 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from orbitmq.client import Producer, PullConsumer
-from orbitmq.client.admin import TOOLS_CONSUMER_GROUP, AdminClient
-from orbitmq.dashboard.data import TOPIC_KINDS, ClusterData, describe_error, topic_kind
-from orbitmq.dashboard.history import History, Point
-from orbitmq.dashboard.messages import PAGE_MAX, TRACE_TOPIC_DEFAULT, MessageSearch, format_ms
-from orbitmq.errors import OrbitError
+from orbitmq.client.dead_letters import DeadLetters
+from orbitmq.dashboard.data import TOPIC_KINDS, describe_error, topic_kind
+from orbitmq.dashboard.dlq_pages import dlq_routes
+from orbitmq.dashboard.messages import PAGE_MAX, format_ms
+from orbitmq.dashboard.ops_pages import ops_routes
+from orbitmq.dashboard.pages import Pages
+from orbitmq.dashboard.params import (
+    BadRequest,
+    NotFound,
+    group_name,
+    int_param,
+    parse_time_ms,
+    time_input,
+    topic_name,
+)
+from orbitmq.dashboard.security import CSRF_FIELD, RateLimitedLog, SecurityMiddleware
+from orbitmq.dashboard.state import DashboardConfig, DashboardState
+from orbitmq.errors import OrbitError, SubscriptionGroupNotExistError, TopicNotExistError
+from orbitmq.protocol.names import shorten
 
 __all__ = ["DashboardConfig", "create_app"]
 
@@ -55,94 +71,16 @@ TOPICS_PER_PAGE = 200
 GROUPS_PER_PAGE = 50
 
 
-@dataclass(frozen=True, slots=True)
-class DashboardConfig:
-    """Settings of one dashboard."""
-
-    # Name servers, "host:port;host:port".
-    namesrv_addr: str
-    # Seconds between two samples of the TPS and lag charts.
-    sample_interval_s: float = 10.0
-    # "user:password" asked for every page (HTTP basic); None = no login.
-    auth: str | None = None
-    # Topic the message page reads traces from.
-    trace_topic: str = TRACE_TOPIC_DEFAULT
-    # ACL credentials the dashboard's clients sign requests with (brokers with aclEnable=true).
-    access_key: str | None = None
-    secret_key: str | None = field(default=None, repr=False)
-
-
-class _State:
-    def __init__(self, config: DashboardConfig) -> None:
-        self.config = config
-        keys: dict[str, Any] = (
-            {"access_key": config.access_key, "secret_key": config.secret_key} if config.access_key else {}
-        )
-        stamp = time.time_ns()
-        self.admin = AdminClient(config.namesrv_addr, instance_name=f"dashboard-{stamp}", **keys)
-        self.pull = PullConsumer(
-            TOOLS_CONSUMER_GROUP, config.namesrv_addr, instance_name=f"dashboard-pull-{stamp}", **keys
-        )
-        self.producer = Producer(
-            "DASHBOARD_PRODUCER", config.namesrv_addr, instance_name=f"dashboard-send-{stamp}", **keys
-        )
-        self.data = ClusterData(self.admin)
-        self.search = MessageSearch(self.admin, self.pull, self.producer, config.trace_topic)
-        self.history = History()
-        self.sample_error = ""
-
-    async def sample_forever(self) -> None:
-        while True:
-            try:
-                brokers = await self.data.brokers()
-                lag = await self.data.total_lag()
-                self.history.add(
-                    Point(
-                        int(time.time() * 1000),
-                        sum(row.produce_tps for row in brokers if row.broker_id == 0),
-                        sum(row.consume_tps for row in brokers),
-                        lag,
-                    )
-                )
-                self.sample_error = ""
-            except OrbitError as exc:
-                if not self.sample_error:
-                    logger.warning("chart sample failed: %s", exc)
-                self.sample_error = describe_error(exc)
-            await asyncio.sleep(self.config.sample_interval_s)
-
-
-def _parse_time_ms(text: str | None, default_ms: int) -> int:
-    """``YYYY-MM-DDTHH:MM[:SS]`` in UTC (an HTML datetime-local value), or epoch ms."""
-    if not text:
-        return default_ms
-    if text.isdigit():
-        return int(text)
-    moment = datetime.datetime.fromisoformat(text)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return int(moment.timestamp() * 1000)
-
-
-def _time_input(timestamp_ms: int) -> str:
-    return datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M")
-
-
 def create_app(config: DashboardConfig) -> Starlette:
     """The ASGI app of one dashboard (serve it with uvicorn)."""
     templates = Jinja2Templates(directory=str(_HERE / "templates"))
     templates.env.globals.update(format_ms=format_ms, quote=quote, kinds=TOPIC_KINDS)
     templates.env.filters["urlencode_params"] = _with_params
-    state = _State(config)
-
-    def page(request: Request, name: str, **context: Any) -> Response:
-        context.setdefault("notice", request.query_params.get("notice", ""))
-        context.setdefault("problem", request.query_params.get("problem", ""))
-        return templates.TemplateResponse(request, name, context)
-
-    def back(url: str, **params: str) -> RedirectResponse:
-        query = urlencode({key: value for key, value in params.items() if value})
-        return RedirectResponse(f"{url}?{query}" if query else url, status_code=303)
+    templates.env.globals["csrf_input"] = _csrf_input
+    state = DashboardState(config)
+    failures = RateLimitedLog(logger)
+    pages = Pages(templates)
+    page, back = pages.page, pages.back
 
     async def cluster(request: Request) -> Response:
         brokers = await state.data.brokers()
@@ -175,8 +113,13 @@ def create_app(config: DashboardConfig) -> Starlette:
         return back(f"/topics/{quote(name, safe='')}", notice=f"Topic {name} saved with {queues} queues.")
 
     async def topic_detail(request: Request) -> Response:
-        topic = request.path_params["topic"]
-        route = await state.admin.topic_route(topic)
+        topic = topic_name(request.path_params["topic"])
+        try:
+            route = await state.admin.topic_route(topic)
+        except TopicNotExistError:
+            raise NotFound(
+                "No such topic", f"Topic {topic} does not exist: the name server has no route for it."
+            ) from None
         status, consumers = await asyncio.gather(
             state.data.topic_status(topic), state.data.consumers_of(topic)
         )
@@ -209,16 +152,26 @@ def create_app(config: DashboardConfig) -> Starlette:
 
     async def groups(request: Request) -> Response:
         search = request.query_params.get("q", "").strip()
-        rows = [row for row in await state.data.groups() if search.lower() in row.name.lower()]
+        system = request.query_params.get("system") == "on"
+        rows = [row for row in await state.data.groups(system) if search.lower() in row.name.lower()]
         number, pages, shown = _paginate(request, rows, GROUPS_PER_PAGE)
         await state.data.fill_group_rows(shown)
         return page(
-            request, "groups.html", rows=shown, q=search, total=len(rows), page_number=number, pages=pages
-        )
+            request, "groups.html", rows=shown, q=search, total=len(rows), page_number=number, pages=pages,
+            system=system,
+        )  # fmt: skip
 
     async def group_detail(request: Request) -> Response:
-        group = request.path_params["group"]
+        group = group_name(request.path_params["group"])
         lags, members = await state.data.group_detail(group)
+        if not lags and not any(members.values()) and not await state.admin.broker_knows_group(group):
+            raise NotFound(
+                "No such consumer group",
+                f"Consumer group {group} does not exist: no broker has its subscription config, "
+                "an offset committed by it or an online member of it.",
+            )
+        dead = await DeadLetters(state.admin).page(group, page_size=1)
+        clients = await state.data.clients(group)
         now_ms = int(time.time() * 1000)
         return page(
             request,
@@ -226,7 +179,9 @@ def create_app(config: DashboardConfig) -> Starlette:
             group=group,
             lags=lags,
             members=members,
-            now_input=_time_input(now_ms - 3_600_000),
+            now_input=time_input(now_ms - 3_600_000),
+            dlq_total=dead.total,
+            clients=clients,
         )
 
     async def group_reset(request: Request) -> Response:
@@ -235,7 +190,7 @@ def create_app(config: DashboardConfig) -> Starlette:
         topic = str(form.get("topic", ""))
         skip = form.get("skip") == "on"
         try:
-            timestamp_ms = int(time.time() * 1000) if skip else _parse_time_ms(str(form.get("time", "")), 0)
+            timestamp_ms = int(time.time() * 1000) if skip else parse_time_ms(str(form.get("time", "")), 0)
             offsets = await state.data.reset_offsets(group, topic, timestamp_ms)
         except (OrbitError, ValueError) as exc:
             return back(f"/groups/{quote(group, safe='')}", problem=f"Reset failed: {describe_error(exc)}")
@@ -252,59 +207,68 @@ def create_app(config: DashboardConfig) -> Starlette:
         params = request.query_params
         mode = params.get("mode", "time")
         topic = params.get("topic", "").strip()
+        if topic:
+            topic_name(topic)
         now_ms = int(time.time() * 1000)
-        begin_ms = _parse_time_ms(params.get("begin"), now_ms - 3_600_000)
-        end_ms = _parse_time_ms(params.get("end"), now_ms + 60_000)
+        begin_ms = parse_time_ms(params.get("begin"), now_ms - 3_600_000, "begin")
+        end_ms = parse_time_ms(params.get("end"), now_ms + 60_000, "end")
+        number = int_param(params.get("page"), 1, "page")
+        if mode not in ("time", "key", "id"):
+            raise BadRequest(f"mode {mode[:20]!r} is not time, key or id")
+        if mode == "time" and topic.startswith("%DLQ%"):
+            query = urlencode({"begin": begin_ms, "end": end_ms})
+            return RedirectResponse(f"/dlq/{quote(topic[5:], safe='')}?{query}", status_code=303)
         result = None
-        if topic or params.get("id"):
+        if (mode == "id" and params.get("id", "").strip()) or (mode != "id" and topic):
             if mode == "key":
                 result = await state.search.by_key(topic, params.get("key", "").strip())
             elif mode == "id":
                 result = await state.search.by_id(topic, params.get("id", ""))
             else:
-                result = await state.search.by_time(topic, begin_ms, end_ms)
+                result = await state.search.by_time(topic, begin_ms, end_ms, number)
         return page(
             request, "messages.html", mode=mode, topic=topic, key=params.get("key", ""), msg_id=params.get("id", ""),
-            begin=_time_input(begin_ms), end=_time_input(end_ms), result=result, page_max=PAGE_MAX,
+            begin=time_input(begin_ms), end=time_input(end_ms), result=result, page_max=PAGE_MAX,
+            begin_ms=begin_ms, end_ms=end_ms,
         )  # fmt: skip
 
     async def message_detail(request: Request) -> Response:
-        topic, msg_id = request.path_params["topic"], request.path_params["msg_id"]
+        topic, msg_id = topic_name(request.path_params["topic"]), request.path_params["msg_id"]
         detail = await state.search.detail(topic, msg_id)
         if detail is None:
-            return page(
-                request, "error.html", title="No such message", text=f"No message {msg_id} in topic {topic}."
-            )
+            raise NotFound("No such message", f"No message {msg_id} in topic {topic}.")
         return page(request, "message.html", topic=topic, detail=detail, m=detail.message)
 
-    async def dlq(request: Request) -> Response:
-        rows = [row for row in await state.data.topics() if row.kind == "dlq"]
-        return page(request, "dlq.html", rows=rows)
-
-    async def dlq_resend(request: Request) -> Response:
-        form = await request.form()
-        topic, msg_id = str(form.get("topic", "")), str(form.get("msg_id", ""))
-        target = f"/messages/{quote(topic, safe='')}/{quote(msg_id, safe='')}"
-        try:
-            new_id = await state.search.resend_dead_letter(topic, msg_id)
-        except (OrbitError, LookupError) as exc:
-            return back(target, problem=f"Resend failed: {describe_error(exc)}")
-        return back(target, notice=f"Resent to its original topic as message {new_id}.")
+    error_page = pages.error
 
     async def on_error(request: Request, exc: Exception) -> Response:
-        logger.warning("%s %s failed: %s", request.method, request.url.path, exc)
-        return templates.TemplateResponse(
-            request,
-            "error.html",
-            {"title": "The cluster did not answer", "text": describe_error(exc), "notice": "", "problem": ""},
-            status_code=502,
-        )
+        if isinstance(exc, TopicNotExistError | SubscriptionGroupNotExistError):
+            return error_page(request, 404, "Not found", exc.remark or str(exc))
+        failures.note(f"{request.method} {shorten(request.url.path, 200)} failed: {shorten(exc, 300)}")
+        return error_page(
+            request, 502, "The cluster did not answer", describe_error(exc),
+            "Check that the name server address given to orbitmq dashboard --namesrv is reachable "
+            "and that its brokers are running.",
+        )  # fmt: skip
+
+    async def on_bad_request(request: Request, exc: Exception) -> Response:
+        return error_page(request, 400, "Bad request", str(exc))
+
+    async def on_not_found(request: Request, exc: Exception) -> Response:
+        title = exc.title if isinstance(exc, NotFound) else "Not found"
+        return error_page(request, 404, title, str(exc))
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        if status == 404:
+            return error_page(
+                request, 404, "Not found", f"The dashboard has no page {request.url.path[:200]}."
+            )
+        return PlainTextResponse(str(getattr(exc, "detail", "")) or "error", status_code=status)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await state.admin.start()
-        await state.pull.start()
-        await state.producer.start()
+        await state.start()
         sampler = asyncio.create_task(state.sample_forever(), name="dashboard-sampler")
         try:
             yield
@@ -312,9 +276,7 @@ def create_app(config: DashboardConfig) -> Starlette:
             sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sampler
-            await state.producer.shutdown()
-            await state.pull.shutdown()
-            await state.admin.close()
+            await state.stop()
 
     routes = [
         Route("/", cluster),
@@ -329,14 +291,26 @@ def create_app(config: DashboardConfig) -> Starlette:
         Route("/groups/{group}/reset", group_reset, methods=["POST"]),
         Route("/messages", messages),
         Route("/messages/{topic}/{msg_id}", message_detail),
-        Route("/dlq", dlq),
-        Route("/dlq/resend", dlq_resend, methods=["POST"]),
+        *dlq_routes(state, pages),
+        *ops_routes(state, pages),
         Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),
     ]
-    middleware = [Middleware(BaseHTTPMiddleware, dispatch=_basic_auth(config.auth))] if config.auth else []
-    return Starlette(
-        routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers={OrbitError: on_error}
-    )
+    middleware = [Middleware(SecurityMiddleware)]
+    if config.auth:
+        middleware.append(Middleware(BaseHTTPMiddleware, dispatch=_basic_auth(config.auth)))
+    handlers: dict[Any, Any] = {
+        OrbitError: on_error,
+        BadRequest: on_bad_request,
+        NotFound: on_not_found,
+        HTTPException: on_http_error,
+    }
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers=handlers)
+
+
+def _csrf_input(request: Request) -> Markup:
+    """The hidden field every POST form carries (see :mod:`orbitmq.dashboard.security`)."""
+    token = getattr(request.state, "csrf_token", "")
+    return Markup(f'<input type="hidden" name="{CSRF_FIELD}" value="{escape(token)}">')
 
 
 def _with_params(params: Any, **changes: object) -> str:

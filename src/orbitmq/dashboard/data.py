@@ -52,6 +52,11 @@ def topic_kind(topic: str) -> str:
     return "normal"
 
 
+def is_system_group(group: str) -> bool:
+    """RocketMQ's own groups: the tools', transactions', self test's and ``CID_RMQ_SYS_*``."""
+    return group in _SYSTEM_GROUPS or group.startswith(("CID_RMQ_SYS_", "CID_SYS_RMQ_"))
+
+
 def perm_text(perm: int) -> str:
     return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-")
 
@@ -106,6 +111,15 @@ class GroupRow:
     members: int = 0
     topics: list[str] = field(default_factory=list)
     lag: int | None = None
+
+
+@dataclass(slots=True)
+class ClientRow:
+    client_id: str
+    address: str
+    language: str
+    version: str
+    queues: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -221,8 +235,11 @@ class ClusterData:
 
     # -- groups ---------------------------------------------------------------------------------
 
-    async def groups(self) -> list[GroupRow]:
+    async def groups(self, include_system: bool = False) -> list[GroupRow]:
         """Every consumer group of every master: its subscription-group config, or committed offsets.
+
+        RocketMQ's own groups (tools, transactions, self test, ``CID_RMQ_SYS_*``) only with
+        ``include_system``.
 
         One subscription-group request and one consumer-offset request per master; a group
         that only committed offsets (no config was created for it) is listed too.
@@ -234,12 +251,13 @@ class ClusterData:
         )
         rows: dict[str, GroupRow] = {}
         configured: set[str] = set()
+        hidden = (lambda name: False) if include_system else is_system_group
         for broker_name, _, group in offsets:
-            if group not in _SYSTEM_GROUPS and group not in rows:
+            if not hidden(group) and group not in rows:
                 rows[group] = GroupRow(group, False, 16, True, [broker_name])
         for broker_name, table in zip(masters, tables, strict=True):
             for name, config in table.items():
-                if name in _SYSTEM_GROUPS:
+                if hidden(name):
                     continue
                 row = rows.get(name)
                 if row is None or name not in configured:
@@ -308,6 +326,25 @@ class ClusterData:
         masters = await self.admin.master_addresses()
         members = await bounded(self.admin.group_members(addr, group) for addr in masters.values())
         return lags, dict(zip(masters, members, strict=True))
+
+    async def clients(self, group: str) -> list[ClientRow]:
+        """The group's online members: address, language, version and the queues each holds."""
+        try:
+            connection = await self.admin.consumer_connection(group)
+        except OrbitError:
+            return []
+
+        async def one(client: Any) -> ClientRow:
+            row = ClientRow(client.client_id, client.client_addr, client.language, str(client.version))
+            try:
+                info = await self.admin.consumer_running_info(group, client.client_id)
+            except OrbitError as exc:
+                row.queues = [f"unknown ({exc})"]
+                return row
+            row.queues = [f"{mq.topic} {mq.broker_name} q{mq.queue_id}" for mq in sorted(info.mq_table)]
+            return row
+
+        return await bounded(one(client) for client in sorted(connection.connection_set))
 
     async def total_lag(self) -> int:
         """Messages behind summed over every group and queue (for the lag chart)."""

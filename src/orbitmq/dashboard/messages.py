@@ -1,8 +1,8 @@
 """Message search, detail, trace, test sends and dead-letter resends for the dashboard.
 
 Search (rocketmq-dashboard's three tabs): by topic and time range (per queue, the offsets at
-the range's ends by SEARCH_OFFSET_BY_TIMESTAMP, then the newest :data:`PAGE_MAX` messages
-between them through a pull consumer's ``pull_range``), by topic and key (QUERY_MESSAGE), by
+the range's ends by SEARCH_OFFSET_BY_TIMESTAMP, then :data:`PAGE_MAX` messages
+between them through a pull consumer's ``pull_range``, a page at a time), by topic and key (QUERY_MESSAGE), by
 id (an offsetMsgId is read from its broker with VIEW_MESSAGE_BY_ID; a client msgId is a
 QUERY_MESSAGE on its UNIQ_KEY). An empty result always comes with why: no such topic, no
 message at all, nothing in the range (with the range the topic does hold), or no key match.
@@ -19,6 +19,7 @@ A dead-lettered message is resent by producing a copy to its original topic (the
 from __future__ import annotations
 
 import datetime
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -32,7 +33,7 @@ from orbitmq.protocol.trace_data import TraceRecord
 __all__ = ["MessageDetail", "MessageSearch", "SearchResult"]
 
 PAGE_MAX = 64
-"""Messages a time-range search shows at most (the newest)."""
+"""Messages one page of a time-range search shows."""
 BODY_PREVIEW_BYTES = 4096
 TRACE_TOPIC_DEFAULT = "RMQ_SYS_TRACE_TOPIC"
 _OFFSET_MSG_ID = re.compile(r"^[0-9A-Fa-f]{32}$")
@@ -50,6 +51,30 @@ class SearchResult:
     messages: list[MessageExt] = field(default_factory=list)
     explanation: str = ""
     truncated: bool = False
+    page: int = 1
+    pages: int = 1
+    total: int | None = None
+    """Messages in the whole time range (a time search only)."""
+
+
+def _page_spans(
+    spans: list[tuple[MessageQueue, int, int]], skip: int, count: int
+) -> list[tuple[MessageQueue, int, int]]:
+    """Positions ``[skip, skip + count)`` of the spans numbered newest offset first, span by span."""
+    wanted = []
+    for mq, start, end in spans:
+        size = end - start
+        if skip >= size:
+            skip -= size
+            continue
+        stop = end - skip
+        first = max(start, stop - count)
+        wanted.append((mq, first, stop))
+        count -= stop - first
+        skip = 0
+        if count <= 0:
+            break
+    return wanted
 
 
 @dataclass(slots=True)
@@ -92,8 +117,13 @@ class MessageSearch:
         self.producer = producer
         self.trace_topic = trace_topic
 
-    async def by_time(self, topic: str, begin_ms: int, end_ms: int) -> SearchResult:
-        """The newest messages of ``topic`` stored in ``[begin_ms, end_ms)``, newest first."""
+    async def by_time(self, topic: str, begin_ms: int, end_ms: int, page: int = 1) -> SearchResult:
+        """Page ``page`` of the messages of ``topic`` stored in ``[begin_ms, end_ms)``, newest first.
+
+        The range's messages are numbered newest queue offset first, queue by queue (brokers and
+        queues in name order), and each page is one slice of :data:`PAGE_MAX` of that numbering,
+        so pages neither overlap nor skip; a page past the last gives the last.
+        """
         try:
             queues = await self.admin.fetch_queues(topic)
         except TopicNotExistError:
@@ -102,16 +132,16 @@ class MessageSearch:
             )
         starts = await bounded(self.admin.search_offset(mq, begin_ms) for mq in queues)
         ends = await bounded(self.admin.search_offset(mq, end_ms) for mq in queues)
+        spans = [(mq, start, end) for mq, start, end in zip(queues, starts, ends, strict=True) if end > start]
+        total = sum(end - start for _, start, end in spans)
+        pages = max(1, math.ceil(total / PAGE_MAX))
+        page = min(max(page, 1), pages)
         found: list[MessageExt] = []
-        truncated = False
-        for mq, start, end in zip(queues, starts, ends, strict=True):
-            if end - start > PAGE_MAX:
-                start, truncated = end - PAGE_MAX, True
-            if end > start:
-                async for batch in self.pull.pull_range(mq, start, end):
-                    found += [m for m in batch if begin_ms <= m.store_timestamp < end_ms]
-        found.sort(key=lambda message: message.store_timestamp, reverse=True)
-        result = SearchResult(found[:PAGE_MAX], truncated=truncated or len(found) > PAGE_MAX)
+        for mq, start, end in _page_spans(spans, (page - 1) * PAGE_MAX, PAGE_MAX):
+            async for batch in self.pull.pull_range(mq, start, end):
+                found += [m for m in batch if begin_ms <= m.store_timestamp < end_ms]
+        found.sort(key=lambda message: (message.store_timestamp, message.queue_offset), reverse=True)
+        result = SearchResult(found, truncated=pages > 1, page=page, pages=pages, total=total)
         if not found:
             result.explanation = await self._explain_range(topic, queues, begin_ms, end_ms)
         return result

@@ -6,30 +6,37 @@ library made for the job, and re-implementing an HTTP responder in ``transport/`
 it. The server runs on prometheus_client's own daemon thread and serves nothing but the
 exposition.
 
-Scrapes never read the broker's tables from that thread: :class:`LoopCollector` hands the
-``build`` function to the server's event loop and waits for its families (at most
-``timeout_s``), so the tables are read on the loop that writes them, between two requests.
+A scrape runs in two steps (:class:`LoopCollector`): ``capture`` on the server's event loop,
+which only copies references and C-level copies of the tables the loop writes (cheap even with
+tens of thousands of topics, so no request waits behind it), then ``render`` on the scrape
+thread, which reads those copies and the thread-safe tables, folds labels past the caps and
+builds the families. Scrapes run one at a time: a second waits for the first, so concurrent
+scrapers cannot multiply the memory a scrape takes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
+from typing import Generic, TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from orbitmq.errors import ConfigError
+from orbitmq.errors import ListenError
 
 __all__ = ["LoopCollector", "MetricsExporter", "MetricsExporterType", "serve_metrics"]
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 class MetricsExporterType(Enum):
@@ -39,15 +46,28 @@ class MetricsExporterType(Enum):
     PROM = "PROM"
 
 
-class LoopCollector(Collector):
-    """A collector whose families are built on ``loop`` (see the module docstring)."""
+class LoopCollector(Collector, Generic[_T]):
+    """A collector that captures on ``loop`` and renders on the scrape thread (module docstring).
+
+    Args:
+        loop: the event loop that owns the tables.
+        capture: runs on ``loop``; must be cheap (copies, no per-row work).
+        render: runs on the scrape thread with what ``capture`` returned.
+        timeout_s: the longest a scrape waits for the loop to run ``capture``.
+    """
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, build: Callable[[], Iterable[Metric]], timeout_s: float = 5.0
+        self,
+        loop: asyncio.AbstractEventLoop,
+        capture: Callable[[], _T],
+        render: Callable[[_T], Iterable[Metric]],
+        timeout_s: float = 5.0,
     ) -> None:
         self._loop = loop
-        self._build = build
+        self._capture = capture
+        self._render = render
         self._timeout_s = timeout_s
+        self._one_at_a_time = threading.Lock()
 
     def describe(self) -> Iterable[Metric]:
         # Registration must not call collect() (the loop may be the caller's own).
@@ -57,17 +77,29 @@ class LoopCollector(Collector):
         if self._loop.is_closed():
             return iter(())
         if _running_loop() is self._loop:
-            return iter(list(self._build()))
-        result: concurrent.futures.Future[list[Metric]] = concurrent.futures.Future()
+            return iter(list(self._render(self._capture())))
+        with self._one_at_a_time:
+            result: concurrent.futures.Future[_T] = concurrent.futures.Future()
 
-        def run() -> None:
+            def run() -> None:
+                try:
+                    result.set_result(self._capture())
+                except BaseException as exc:
+                    result.set_exception(exc)
+
+            self._loop.call_soon_threadsafe(run)
+            captured = result.result(self._timeout_s)
+            # A render allocates a great many short-lived objects; each of them could start a
+            # cyclic collection, which holds the GIL (so the event loop) for as long as it
+            # takes to walk every object of a broker with tens of thousands of topics. The
+            # collector waits until the scrape is rendered (what it frees is freed by counts).
+            collecting = gc.isenabled()
+            gc.disable()
             try:
-                result.set_result(list(self._build()))
-            except BaseException as exc:
-                result.set_exception(exc)
-
-        self._loop.call_soon_threadsafe(run)
-        return iter(result.result(self._timeout_s))
+                return iter(list(self._render(captured)))
+            finally:
+                if collecting:
+                    gc.enable()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -123,17 +155,20 @@ class MetricsExporter:
             self._thread.join(timeout=5)
 
 
-def serve_metrics(host: str, port: int, build: Callable[[], Iterable[Metric]]) -> MetricsExporter:
-    """Serve ``build()``'s families at ``http://host:port/metrics``, built on the running loop.
+def serve_metrics(
+    host: str,
+    port: int,
+    capture: Callable[[], _T],
+    render: Callable[[_T], Iterable[Metric]],
+) -> MetricsExporter:
+    """Serve ``render(capture())`` at ``http://host:port/metrics``, captured on the running loop.
 
     Raises:
-        ConfigError: the port cannot be bound (names ``metricsPromExporterPort``).
+        ListenError: the port cannot be bound (names ``metricsPromExporterPort``).
     """
-    exporter = MetricsExporter(host, port, LoopCollector(asyncio.get_running_loop(), build))
+    exporter = MetricsExporter(host, port, LoopCollector(asyncio.get_running_loop(), capture, render))
     try:
         exporter.start()
     except OSError as exc:
-        raise ConfigError(
-            f"config key 'metricsPromExporterPort': cannot serve /metrics on {host}:{port}: {exc}"
-        ) from exc
+        raise ListenError.from_os_error("metricsPromExporterPort", host, port, exc) from exc
     return exporter

@@ -68,6 +68,8 @@ class BrokerView:
     permission: int
     topic_max_offsets: dict[str, int] = field(default_factory=dict)
     """Sum of the max queue offsets per topic (rocketmq_producer_offset)."""
+    topic_number: int | None = None
+    """Topics on this broker (None: as many as ``topic_max_offsets`` has, before any folding)."""
     system_topics: frozenset[str] = frozenset()
     lags: list[LagRow] = field(default_factory=list)
     group_number: int = 0
@@ -242,7 +244,11 @@ def _broker_state(node: _Families, view: BrokerView) -> Iterator[Metric]:
         node.add(consumers, [group, language, version, mode, "remoting", _flag(is_system)], count)
     yield from (producers, consumers)
     for name, doc, value in (
-        ("rocketmq_topic_number", "Topics on this broker", len(view.topic_max_offsets)),
+        (
+            "rocketmq_topic_number",
+            "Topics on this broker",
+            len(view.topic_max_offsets) if view.topic_number is None else view.topic_number,
+        ),
         ("rocketmq_consumer_group_number", "Consumer groups on this broker", view.group_number),
         ("rocketmq_broker_permission", "Broker permission bits (2 write, 4 read)", view.permission),
     ):

@@ -13,9 +13,11 @@ call takes a lock and builds a child lookup; a send of one message would pay it 
 Here a send costs one dictionary lookup and a few integer additions per request (per batch,
 not per message); labels that derive from the topic (``is_system``) are worked out at scrape.
 
-Thread model: every ``count_*`` method runs on the server's event loop; :meth:`snapshot`
-copies the tables on the same loop (the exporter's scrape thread asks the loop for it), so
-nothing here needs a lock.
+Thread model: every ``count_*`` method runs on the server's event loop. A scrape calls
+:meth:`capture` on the same loop (C-level copies of the tables, no per-row work) and
+:meth:`snapshot_from` on its own thread: that one reads the counters captured by reference
+(integer reads, at worst one request behind) and does the per-row work, so tens of thousands
+of topics cost the loop a few list copies per scrape. Nothing here needs a lock.
 """
 
 from __future__ import annotations
@@ -120,6 +122,18 @@ class RecorderSnapshot:
 
 
 @dataclass(slots=True)
+class RecorderCapture:
+    """What :meth:`Recorder.capture` takes on the event loop for :meth:`Recorder.snapshot_from`."""
+
+    now_ms: int
+    traffic_in: list[tuple[tuple[str, str], _Traffic]]
+    send_to_dlq: dict[tuple[str, str, bool], int]
+    rpc_latency: list[tuple[RpcKey, LatencyHistogram]]
+    window_start: _Sample
+    """The sample the per-minute rates start from (samples are never changed once taken)."""
+
+
+@dataclass(slots=True)
 class _Sample:
     at_ms: int
     put: dict[str, int] = field(default_factory=dict)
@@ -131,12 +145,13 @@ class _Sample:
 class _Traffic:
     """Messages and bytes of one label set; ``sizes`` holds the message-size bucket counts."""
 
-    __slots__ = ("messages", "size_bytes", "sizes")
+    __slots__ = ("messages", "size_bytes", "sizes", "is_system")
 
-    def __init__(self) -> None:
+    def __init__(self, is_system: bool) -> None:
         self.messages = 0
         self.size_bytes = 0
         self.sizes = [0] * (len(MESSAGE_SIZE_BUCKETS_BYTES) + 1)
+        self.is_system = is_system
 
 
 class Recorder:
@@ -171,7 +186,7 @@ class Recorder:
         """
         traffic = self._in.get((topic, message_type))
         if traffic is None:
-            traffic = self._in[(topic, message_type)] = _Traffic()
+            traffic = self._in[(topic, message_type)] = _Traffic(self._is_system_topic(topic))
         traffic.messages += messages
         traffic.size_bytes += size_bytes
         average = size_bytes // messages if messages > 1 else size_bytes
@@ -207,17 +222,42 @@ class Recorder:
 
     def sample(self, now_ms: int) -> None:
         """Remember the totals at ``now_ms`` (called every few seconds) for the TPS gauges."""
+        self.add_sample(self.build_sample(now_ms, self.capture_sample()))
+
+    def capture_sample(self) -> list[tuple[tuple[str, str], _Traffic]]:
+        """The event loop's part of a sample: one list copy (see :meth:`build_sample`)."""
+        return list(self._in.items())
+
+    def build_sample(self, now_ms: int, traffic_in: list[tuple[tuple[str, str], _Traffic]]) -> _Sample:
+        """A sample of the totals from :meth:`capture_sample`'s copy (any thread: O(topics))."""
         sample = _Sample(now_ms)
-        for (topic, _), traffic in self._in.items():
-            sample.put[topic] = sample.put.get(topic, 0) + traffic.messages
-            sample.put_total += traffic.messages
+        put = sample.put
+        for (topic, _), traffic in traffic_in:
+            messages = traffic.messages
+            put[topic] = put.get(topic, 0) + messages
+            sample.put_total += messages
         for key, (messages, _) in self._out_totals().items():
             sample.get[key] = messages
             sample.get_total += messages
+        return sample
+
+    def add_sample(self, sample: _Sample) -> None:
+        """Keep ``sample`` (on the event loop; samples come in time order)."""
+        now_ms = sample.at_ms
         self._samples.append(sample)
         # Keep one sample at or beyond the window's far edge, so a rate always spans it.
         while len(self._samples) > 2 and self._samples[1].at_ms <= now_ms - RATE_HISTORY_MS:
             self._samples.popleft()
+        # Per-topic and per-group counts are read only from the sample a per-minute rate starts
+        # at; older samples keep their totals (the 10 s, 60 s and 600 s broker rates) and drop
+        # the rest, so thousands of topics do not cost ten minutes of per-topic copies.
+        start = self._oldest_within(now_ms, RATE_WINDOW_MS)
+        for older in self._samples:
+            if older is start:
+                break
+            if older.put or older.get:
+                older.put = {}
+                older.get = {}
 
     def _oldest_within(self, now_ms: int, window_ms: int) -> _Sample:
         """The newest sample at least ``window_ms`` old, else the oldest one kept."""
@@ -248,39 +288,71 @@ class Recorder:
         return put, got
 
     def snapshot(self, now_ms: int) -> RecorderSnapshot:
-        """Copy every table, with rates over the last minute as of ``now_ms``."""
-        self.sample(now_ms)
-        newest = self._samples[-1]
-        oldest = self._oldest_within(now_ms, RATE_WINDOW_MS)
-        span_s = (newest.at_ms - oldest.at_ms) / 1000
-        put_tps = _rates(newest.put, oldest.put, span_s)
-        get_tps = _rates(newest.get, oldest.get, span_s)
-        self._samples.pop()  # the scrape's own sample must not shift the periodic cadence
-        system = self._is_system_topic
+        """Copy every table, with rates over the last minute as of ``now_ms`` (one thread)."""
+        return self.snapshot_from(self.capture(now_ms))
+
+    def capture(self, now_ms: int) -> RecorderCapture:
+        """The event loop's part of a scrape: list copies and references, no per-row work."""
+        return RecorderCapture(
+            now_ms=now_ms,
+            traffic_in=list(self._in.items()),
+            send_to_dlq=self.send_to_dlq.copy(),
+            rpc_latency=list(self.rpc_latency.items()),
+            window_start=self._oldest_within(now_ms, RATE_WINDOW_MS) if self._samples else _Sample(now_ms),
+        )
+
+    def snapshot_from(
+        self, capture: RecorderCapture, topic_label: Callable[[str], str] | None = None
+    ) -> RecorderSnapshot:
+        """Every table as of ``capture``, with rates over the last minute (any thread).
+
+        ``topic_label`` maps a topic to the label it is counted under (``metrics.cardinality``
+        folds the less active ones into one): the produce-side tables are folded here, one
+        addition per topic, so the folded topics cost no series of their own.
+        """
+        oldest = capture.window_start
+        span_s = (capture.now_ms - oldest.at_ms) / 1000
         messages_in: dict[InKey, list[int]] = {}
         message_size: dict[InKey, Histogram] = {}
-        for (topic, message_type), traffic in self._in.items():
-            key = (topic, message_type, system(topic))
-            messages_in[key] = [traffic.messages, traffic.size_bytes]
-            sizes = message_size[key] = Histogram(MESSAGE_SIZE_BUCKETS_BYTES)
-            sizes.counts = list(traffic.sizes)
-            sizes.total = traffic.size_bytes
-            sizes.count = traffic.messages
+        put: dict[str, int] = {}
+        put_total = 0
+        for (topic, message_type), traffic in capture.traffic_in:
+            messages, size_bytes = traffic.messages, traffic.size_bytes
+            put[topic] = put.get(topic, 0) + messages
+            put_total += messages
+            label = topic if topic_label is None else topic_label(topic)
+            key = (label, message_type, traffic.is_system)
+            sizes = message_size.get(key)
+            if sizes is None:
+                messages_in[key] = [messages, size_bytes]
+                sizes = message_size[key] = Histogram(MESSAGE_SIZE_BUCKETS_BYTES)
+                sizes.counts = list(traffic.sizes)
+            else:
+                counts = messages_in[key]
+                counts[0] += messages
+                counts[1] += size_bytes
+                sizes.counts = [left + right for left, right in zip(sizes.counts, traffic.sizes, strict=True)]
+            sizes.total += size_bytes
+            sizes.count += messages
+        system = self._is_system_topic
+        out = self._out_totals()
+        get = {key: messages for key, (messages, _) in out.items()}
+        get_total = sum(get.values())
         return RecorderSnapshot(
             messages_in=messages_in,
             messages_out={
                 (topic, group, system(topic)): [messages, size_bytes]
-                for (topic, group), (messages, size_bytes) in self._out_totals().items()
+                for (topic, group), (messages, size_bytes) in out.items()
             },
             message_size=message_size,
-            send_to_dlq=dict(self.send_to_dlq),
-            rpc_latency={key: value.to_ms() for key, value in self.rpc_latency.items()},
-            put_tps=put_tps,
-            get_tps=get_tps,
-            broker_put_tps=_rate(newest.put_total, oldest.put_total, span_s),
-            broker_get_tps=_rate(newest.get_total, oldest.get_total, span_s),
-            put_total=newest.put_total,
-            get_total=newest.get_total,
+            send_to_dlq=capture.send_to_dlq,
+            rpc_latency={key: value.to_ms() for key, value in capture.rpc_latency},
+            put_tps=_rates(put, oldest.put, span_s),
+            get_tps=_rates(get, oldest.get, span_s),
+            broker_put_tps=_rate(put_total, oldest.put_total, span_s),
+            broker_get_tps=_rate(get_total, oldest.get_total, span_s),
+            put_total=put_total,
+            get_total=get_total,
         )
 
 

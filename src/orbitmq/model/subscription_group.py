@@ -39,6 +39,11 @@ class SubscriptionGroupConfig:
             "brokerId": self.broker_id,
             "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
             "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
+            # RocketMQ 5.x's fields, at its defaults: OrbitMQ applies none of them.
+            "consumeTimeoutMinute": 15,
+            "groupRetryPolicy": {"type": "CUSTOMIZED"},
+            "groupSysFlag": 0,
+            "attributes": {},
         }
 
     @classmethod

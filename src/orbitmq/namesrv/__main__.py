@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from orbitmq.conf import LOG_LEVELS
 from orbitmq.errors import ConfigError
 from orbitmq.namesrv.app import NamesrvApp
 from orbitmq.namesrv.config import load_namesrv_configs
@@ -22,7 +23,9 @@ def _parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
     parser.add_argument("-c", "--config-file", help="a RocketMQ-style namesrv.conf (key=value lines)")
     parser.add_argument("--listen-port", type=int, help="TCP port (config key listenPort, default 9876)")
     parser.add_argument("--bind-address", help="address to bind (config key bindAddress, default 0.0.0.0)")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="logging level (INFO)"
+    )
     return parser.parse_args(argv)
 
 
@@ -44,7 +47,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m orbitmq.names
     except ConfigError as exc:
         print(f"orbitmq namesrv: {exc}", file=sys.stderr)
         return 2
-    return run_app(NamesrvApp(config, controller=controller))
+    return run_app(
+        NamesrvApp(config, controller=controller),
+        {args.listen_port: "--listen-port"} if args.listen_port else None,
+    )
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from orbitmq.metrics import (
     rpc_timer,
     serve_metrics,
 )
+from orbitmq.namesrv.admin_handlers import NamesrvAdminHandlers
 from orbitmq.namesrv.config import NamesrvConfig
 from orbitmq.namesrv.handlers import NamesrvHandlers, monotonic_ms
 from orbitmq.namesrv.kv_config import KVConfigTable
@@ -82,6 +83,7 @@ class NamesrvApp:
             topics_per_broker_max=config.topics_per_broker_max,
             brokers_max=config.brokers_max,
         )
+        self._admin_handlers = NamesrvAdminHandlers(self.route_table, lambda: self.config, self._apply_config)
         self.acl: AclService | None = None
         if config.acl_enable and config.acl_file:
             self.acl = AclService(Path(config.acl_file), "namesrv", inner_accounts=inner_accounts)
@@ -90,6 +92,13 @@ class NamesrvApp:
         self._scan_task: asyncio.Task[None] | None = None
         self._recorder: Recorder | None = None
         self._metrics: MetricsExporter | None = None
+
+    def _apply_config(self, config: NamesrvConfig) -> None:
+        """UPDATE_NAMESRV_CONFIG's live keys: the scan reads ``self.config`` each round, the
+        registration limits live on the handlers."""
+        self.config = config
+        self._handlers.topics_per_broker_max = config.topics_per_broker_max
+        self._handlers.brokers_max = config.brokers_max
 
     def _load_kv_config(self) -> KVConfigTable:
         path = self.config.kv_config_path
@@ -132,7 +141,7 @@ class NamesrvApp:
             ConfigError: an accounts file or a TLS certificate cannot be used.
         """
         config = self.config
-        handlers = self._handlers.table()
+        handlers = self._handlers.table() | self._admin_handlers.table()
         if self.acl is not None:
             self.acl.load()
             handlers = self.acl.guard(handlers)
@@ -187,7 +196,7 @@ class NamesrvApp:
             return list(namesrv_families(recorder.snapshot(int(time.time() * 1000)), view, _CODE_NAMES))
 
         host = config.metrics_prom_exporter_host or config.bind_address
-        exporter = serve_metrics(host, config.metrics_prom_exporter_port, build)
+        exporter = serve_metrics(host, config.metrics_prom_exporter_port, build, list)
         self._metrics = exporter
         logger.info("name server metrics at %s", exporter.url)
 
@@ -225,9 +234,8 @@ class NamesrvApp:
         return expired
 
     async def _scan_inactive_brokers(self) -> None:
-        interval_s = self.config.scan_not_active_broker_interval_ms / 1000
         while True:
-            await asyncio.sleep(interval_s)
+            await asyncio.sleep(self.config.scan_not_active_broker_interval_ms / 1000)
             try:
                 self.scan_once()
             except Exception:

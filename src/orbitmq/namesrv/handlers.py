@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Callable
 from typing import Protocol, Self, TypeVar
 
-from orbitmq.errors import BrokerResponseError, RemoteProtocolError
+from orbitmq.errors import BadRequestError, BrokerResponseError, RemoteProtocolError
 from orbitmq.model.route import DataVersion, TopicConfig
 from orbitmq.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigTable
 from orbitmq.namesrv.route_table import RouteTable
@@ -46,7 +46,7 @@ from orbitmq.protocol.headers import (
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
-from orbitmq.protocol.names import shorten
+from orbitmq.protocol.names import address_problem, shorten
 from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server import Handler, RequestContext
 
@@ -121,6 +121,14 @@ class NamesrvHandlers:
     async def register_broker(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """REGISTER_BROKER (103): record the broker and, for a master, its topic table."""
         header = _header(RegisterBrokerRequestHeader, request)
+        for field, address in (("brokerAddr", header.broker_addr), ("haServerAddr", header.ha_server_addr)):
+            problem = address_problem(address) if address or field == "brokerAddr" else None
+            if problem is not None:
+                # Published, it would break every client that connects to it (one log line,
+                # rate-limited, by the server).
+                raise BadRequestError(
+                    f"register broker {header.broker_name}: {field}: {problem}", field=field
+                )
         body = request.body
         if header.body_crc32 != 0 and header.body_crc32 != zlib.crc32(body) & 0x7FFFFFFF:
             _log_limit.warning(

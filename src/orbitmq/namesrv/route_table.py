@@ -32,11 +32,13 @@ handlers' encoded route bodies) stay valid until it moves.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from orbitmq.model.route import (
     MASTER_BROKER_ID,
+    PERM_WRITE,
     BrokerData,
     ClusterInfo,
     DataVersion,
@@ -246,6 +248,26 @@ class RouteTable:
             self.version += 1
         if not by_broker:
             del self.topic_queue_table[topic]
+
+    def set_write_perm(self, broker_name: str, writable: bool) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER / ADD_WRITE_PERM_OF_BROKER: take write off (or give it back
+        to) every queue data of ``broker_name``; the number of topics it holds queue data of.
+
+        As in RocketMQ, the change lasts until the broker publishes its topics again (a new data
+        version: a topic created or changed there), which brings back the perm its config has.
+        """
+        count = 0
+        for by_broker in self.topic_queue_table.values():
+            queue_data = by_broker.get(broker_name)
+            if queue_data is None:
+                continue
+            perm = queue_data.perm | PERM_WRITE if writable else queue_data.perm & ~PERM_WRITE
+            if perm != queue_data.perm:
+                by_broker[broker_name] = dataclasses.replace(queue_data, perm=perm)
+            count += 1
+        if count:
+            self.version += 1
+        return count
 
     # -- lookups -----------------------------------------------------------------------------
 

@@ -40,6 +40,10 @@ from orbitmq.protocol.bodies import _subscription, _subscription_json
 from orbitmq.protocol.fastjson import ObjectKey, dumps, loads
 
 __all__ = [
+    "ConsumeQueueData",
+    "QueryConsumeQueueResponseBody",
+    "decode_query_consume_queue",
+    "encode_query_consume_queue",
     "BrokerStatsData",
     "BrokerStatsItem",
     "CheckClientRequestBody",
@@ -149,7 +153,8 @@ class TopicOffset:
     last_update_timestamp: int = 0
 
 
-def encode_topic_stats_table(table: Mapping[MessageQueue, TopicOffset]) -> bytes:
+def encode_topic_stats_table(table: Mapping[MessageQueue, TopicOffset], topic_put_tps: float = 0.0) -> bytes:
+    """TopicStatsTable; ``topicPutTps`` (RocketMQ 5.x) is the topic's puts per second."""
     return dumps(
         {
             "offsetTable": {
@@ -159,7 +164,8 @@ def encode_topic_stats_table(table: Mapping[MessageQueue, TopicOffset]) -> bytes
                     "minOffset": item.min_offset,
                 }
                 for mq, item in sorted(table.items())
-            }
+            },
+            "topicPutTps": float(topic_put_tps),
         }
     )
 
@@ -542,4 +548,103 @@ def decode_check_client_body(data: bytes | bytearray | memoryview | str) -> Chec
         str(obj.get("clientId") or ""),
         str(obj.get("group") or ""),
         _subscription(raw, f"{what}.subscriptionData"),
+    )
+
+
+# -- QUERY_CONSUME_QUEUE (321) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeQueueData:
+    """One consume queue entry as QUERY_CONSUME_QUEUE shows it (RocketMQ's ConsumeQueueData)."""
+
+    physic_offset: int
+    physic_size: int
+    tags_code: int
+    extend_data_json: str | None = None
+    bit_map: str | None = None
+    eval: bool = False
+    msg: str | None = None
+
+    def java_string(self) -> str:
+        """Java's ``ConsumeQueueData.toString()``, which ``mqadmin queryCq`` prints per entry."""
+
+        def text(value: str | None) -> str:
+            return "null" if value is None else value
+
+        return (
+            f"ConsumeQueueData{{physicOffset={self.physic_offset}, physicSize={self.physic_size}, "
+            f"tagsCode={self.tags_code}, extendDataJson='{text(self.extend_data_json)}', "
+            f"bitMap='{text(self.bit_map)}', eval={str(self.eval).lower()}, msg='{text(self.msg)}'}}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueryConsumeQueueResponseBody:
+    """QUERY_CONSUME_QUEUE's answer: entries from the asked index, the queue's bounds, and with a
+    consumer group its subscription (or why there is none, in ``filter_data``)."""
+
+    queue_data: list[ConsumeQueueData]
+    max_queue_index: int
+    min_queue_index: int
+    subscription_data: SubscriptionData | None = None
+    filter_data: str | None = None
+
+
+def encode_query_consume_queue(body: QueryConsumeQueueResponseBody) -> bytes:
+    document: dict[str, Any] = {
+        "maxQueueIndex": body.max_queue_index,
+        "minQueueIndex": body.min_queue_index,
+        "queueData": [
+            {
+                key: value
+                for key, value in (
+                    ("bitMap", entry.bit_map),
+                    ("eval", entry.eval),
+                    ("extendDataJson", entry.extend_data_json),
+                    ("msg", entry.msg),
+                    ("physicOffset", entry.physic_offset),
+                    ("physicSize", entry.physic_size),
+                    ("tagsCode", entry.tags_code),
+                )
+                if value is not None
+            }
+            for entry in body.queue_data
+        ],
+    }
+    if body.subscription_data is not None:
+        document["subscriptionData"] = _subscription_json(body.subscription_data)
+    if body.filter_data is not None:
+        document["filterData"] = body.filter_data
+    return dumps(document)
+
+
+def decode_query_consume_queue(data: bytes | bytearray | memoryview | str) -> QueryConsumeQueueResponseBody:
+    document = loads(data)
+    if not isinstance(document, dict):
+        raise RemoteProtocolError("QueryConsumeQueueResponseBody: not a JSON object")
+    entries = []
+    for item in document.get("queueData") or []:
+        if not isinstance(item, dict):
+            raise RemoteProtocolError("QueryConsumeQueueResponseBody: a queueData entry is not an object")
+        entries.append(
+            ConsumeQueueData(
+                physic_offset=int(item.get("physicOffset", 0)),
+                physic_size=int(item.get("physicSize", 0)),
+                tags_code=int(item.get("tagsCode", 0)),
+                extend_data_json=item.get("extendDataJson"),
+                bit_map=item.get("bitMap"),
+                eval=bool(item.get("eval", False)),
+                msg=item.get("msg"),
+            )
+        )
+    subscription = document.get("subscriptionData")
+    return QueryConsumeQueueResponseBody(
+        queue_data=entries,
+        max_queue_index=int(document.get("maxQueueIndex", 0)),
+        min_queue_index=int(document.get("minQueueIndex", 0)),
+        subscription_data=_subscription(subscription, "subscriptionData")
+        if isinstance(subscription, dict)
+        else None,
+        filter_data=document.get("filterData"),
     )

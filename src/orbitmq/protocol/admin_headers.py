@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from orbitmq.protocol.header_fields import Group, HeaderBase, Text, Topic, wire
 
 __all__ = [
+    "AddWritePermOfBrokerRequestHeader",
+    "AddWritePermOfBrokerResponseHeader",
     "CloneGroupOffsetRequestHeader",
     "ConsumeMessageDirectlyRequestHeader",
     "DeleteKVConfigRequestHeader",
@@ -25,9 +27,12 @@ __all__ = [
     "GetProducerConnectionListRequestHeader",
     "GetTopicStatsInfoRequestHeader",
     "PutKVConfigRequestHeader",
+    "QueryConsumeQueueRequestHeader",
     "QueryTopicConsumeByWhoRequestHeader",
     "ReplyMessageRequestHeader",
     "ViewBrokerStatsDataRequestHeader",
+    "WipeWritePermOfBrokerRequestHeader",
+    "WipeWritePermOfBrokerResponseHeader",
 ]
 
 
@@ -170,3 +175,42 @@ class ReplyMessageRequestHeader(HeaderBase):
     reconsume_times: int = 0
     unit_mode: bool = False
     broker_name: str | None = wire("bname", None)
+
+
+@dataclass(frozen=True, slots=True)
+class WipeWritePermOfBrokerRequestHeader(HeaderBase):
+    """WIPE_WRITE_PERM_OF_BROKER (205), to a name server: take write off a broker's queue data."""
+
+    broker_name: Text
+
+
+@dataclass(frozen=True, slots=True)
+class WipeWritePermOfBrokerResponseHeader(HeaderBase):
+    """Answer to WIPE_WRITE_PERM_OF_BROKER: how many topics' queue data changed."""
+
+    wipe_topic_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class AddWritePermOfBrokerRequestHeader(HeaderBase):
+    """ADD_WRITE_PERM_OF_BROKER (327), to a name server: give a broker's queue data write back."""
+
+    broker_name: Text
+
+
+@dataclass(frozen=True, slots=True)
+class AddWritePermOfBrokerResponseHeader(HeaderBase):
+    """Answer to ADD_WRITE_PERM_OF_BROKER: how many topics' queue data changed."""
+
+    add_topic_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueryConsumeQueueRequestHeader(HeaderBase):
+    """QUERY_CONSUME_QUEUE (321): ``count`` consume queue entries of one queue from ``index``."""
+
+    topic: Topic
+    queue_id: int
+    index: int
+    count: int
+    consumer_group: str | None = None

@@ -326,6 +326,8 @@ TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 
 def _topic_config_json(config: TopicConfig) -> dict[str, Any]:
     return {
+        # RocketMQ 5.x's topic attributes (message.type, queue.type ...): OrbitMQ sets none.
+        "attributes": {},
         "order": config.order,
         "perm": config.perm,
         "readQueueNums": config.read_queue_nums,

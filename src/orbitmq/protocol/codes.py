@@ -52,6 +52,7 @@ class RequestCode(IntEnum):
     GET_TOPIC_STATS_INFO = 202
     GET_CONSUMER_CONNECTION_LIST = 203
     GET_PRODUCER_CONNECTION_LIST = 204
+    WIPE_WRITE_PERM_OF_BROKER = 205
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     DELETE_SUBSCRIPTIONGROUP = 207
     GET_CONSUME_STATS = 208
@@ -70,11 +71,15 @@ class RequestCode(IntEnum):
     CLONE_GROUP_OFFSET = 314
     VIEW_BROKER_STATS_DATA = 315
     GET_BROKER_CONSUME_STATS = 317
+    UPDATE_NAMESRV_CONFIG = 318
+    GET_NAMESRV_CONFIG = 319
     SEND_BATCH_MESSAGE = 320
+    QUERY_CONSUME_QUEUE = 321
     QUERY_DATA_VERSION = 322
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
+    ADD_WRITE_PERM_OF_BROKER = 327
     BROKER_HEARTBEAT = 904
     GET_BROKER_HA_STATUS = 907
     CONTROLLER_ALTER_SYNC_STATE_SET = 1001
@@ -97,6 +102,9 @@ class RequestCode(IntEnum):
     # staged writes committed once per (write id, batch id) (protocol/staging.py).
     STAGE_MESSAGES = 40001
     COMMIT_STAGED = 40002
+    # A slave's consumer offsets that moved ahead while its master was away, merged into the
+    # returned master (the larger offset wins; body: consumerOffset.json's shape).
+    MERGE_CONSUMER_OFFSET = 40003
 
 
 class ResponseCode(IntEnum):

@@ -14,12 +14,15 @@ a short remark that names the rule broken and shows at most the start of the val
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 __all__ = [
+    "ADDRESS_MAX_CHARS",
     "GROUP_NAME_MAX_CHARS",
     "NAME_CHARSET",
     "TOPIC_NAME_MAX_CHARS",
+    "address_problem",
     "group_name_problem",
     "is_legal_name",
     "shorten",
@@ -31,7 +34,13 @@ TOPIC_NAME_MAX_CHARS = 127
 GROUP_NAME_MAX_CHARS = 120
 """127 minus ``len("%RETRY%")``: a group's retry topic must itself be a legal topic name."""
 
+ADDRESS_MAX_CHARS = 261
+"""A 255-character host name, ``:`` and a 5-digit port."""
+
 _NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
+# A DNS host name (labels of letters, digits, '-' and, as some hosts have them, '_').
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+_PORT = re.compile(r"[0-9]{1,5}")
 _SHOWN_MAX_CHARS = 48
 
 
@@ -72,3 +81,37 @@ def topic_name_problem(topic: str) -> str | None:
 def group_name_problem(group: str) -> str | None:
     """The group rule; None when ``group`` is legal, else the remark."""
     return _name_problem("group", group, GROUP_NAME_MAX_CHARS)
+
+
+def address_problem(address: str) -> str | None:
+    """None when ``address`` is ``host:port`` as RocketMQ splits it, else the remark.
+
+    The port follows the last ``:`` (RemotingHelper.string2SocketAddress), 1..65535; the
+    host is an IPv4 or IPv6 literal (bare, as Java prints it, or in brackets) or a DNS host
+    name. Nothing else is connectable, so a registration naming anything else is refused
+    rather than published to clients, the dashboard and ``orbitmq admin``.
+    """
+    if not address:
+        return "the address is blank"
+    if len(address) > ADDRESS_MAX_CHARS:
+        return f"the address '{shorten(address)}' is longer than {ADDRESS_MAX_CHARS} characters"
+    host, colon, port_text = address.rpartition(":")
+    if not colon or _PORT.fullmatch(port_text) is None or not 0 < int(port_text) < 65536:
+        return f"the address '{shorten(address)}' is not host:port (port 1..65535)"
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if _host_ok(host):
+        return None
+    return f"the address '{shorten(address)}' does not start with an IP address or host name"
+
+
+def _host_ok(host: str) -> bool:
+    if "%" in host:  # an IPv6 scope id names a local interface, not a peer
+        return False
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    labels = host[:-1].split(".") if host.endswith(".") else host.split(".")
+    return 0 < len(host) <= 255 and all(_HOST_LABEL.fullmatch(label) for label in labels)

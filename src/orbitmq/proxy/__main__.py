@@ -12,6 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from orbitmq.conf import LOG_LEVELS
 from orbitmq.errors import ConfigError
 from orbitmq.proxy.app import ProxyApp
 from orbitmq.proxy.config import load_proxy_configs
@@ -28,7 +29,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--bind-address", help="interface the gRPC port binds (grpcBindAddress, default 0.0.0.0)"
     )
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="logging level (INFO)"
+    )
     return parser.parse_args(argv)
 
 
@@ -50,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"orbitmq proxy: {exc}", file=sys.stderr)
         return 2
-    return run_app(ProxyApp(config, tls=tls))
+    return run_app(ProxyApp(config, tls=tls), {args.grpc_port: "--grpc-port"} if args.grpc_port else None)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,9 @@ import grpc
 from orbitmq.acl.signature import Credentials
 from orbitmq.broker.config import parse_credentials_json
 from orbitmq.broker.pop.renew import RenewTable
-from orbitmq.errors import ConfigError
+from orbitmq.errors import ConfigError, ListenError
 from orbitmq.model.message import MessageExt
 from orbitmq.protocol.headers import CheckTransactionStateRequestHeader
-from orbitmq.proxy._pb import service_pb2_grpc as spb_grpc
 from orbitmq.proxy.auth import GrpcGuard
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.core import ProxyCore
@@ -38,16 +37,16 @@ from orbitmq.proxy.gateway import BrokerGateway
 from orbitmq.proxy.service import MessagingService
 from orbitmq.proxy.sessions import SessionTable
 from orbitmq.proxy.tls import grpc_server_credentials
+from orbitmq.proxy.wire import add_messaging_service, max_receive_bytes
 from orbitmq.security import AclService
 from orbitmq.security.exposure import grpc_exposure_warning
+from orbitmq.transport.listen_probe import bind_failure_reason, cannot_bind
 from orbitmq.transport.tls import TlsConfig
 
 __all__ = ["ProxyApp"]
 
 logger = logging.getLogger(__name__)
 
-MAX_INBOUND_MESSAGE_BYTES = 130 * 1024 * 1024
-"""What one gRPC request may carry (the Java proxy's limit; bodies are checked separately)."""
 _EXPIRY_SCAN_S = 5.0
 
 
@@ -113,7 +112,8 @@ class ProxyApp:
         await gateway.start()
         server = grpc.aio.server(
             options=[
-                ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_BYTES),
+                # Past this grpc refuses a request from its length prefix, before buffering it.
+                ("grpc.max_receive_message_length", max_receive_bytes(config.max_message_size_bytes)),
                 ("grpc.max_send_message_length", -1),
                 ("grpc.so_reuseport", 0),
                 # Ping idle connections: a client that vanished without closing its Telemetry
@@ -122,15 +122,28 @@ class ProxyApp:
                 ("grpc.keepalive_timeout_ms", 20_000),
             ]
         )
-        spb_grpc.add_MessagingServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+        add_messaging_service(service, server, service.bad_request_log)
         address = f"{config.grpc_bind_address}:{config.grpc_server_port}"
-        if credentials is None:
-            self._port = server.add_insecure_port(address)
-        else:
-            self._port = server.add_secure_port(address, credentials)
+        # Checked first, so a port in use is refused in one line, without gRPC's own error log.
+        taken = config.grpc_server_port and cannot_bind(config.grpc_bind_address, config.grpc_server_port)
+        if taken:
+            await gateway.close()
+            raise ListenError("grpcServerPort", config.grpc_bind_address, config.grpc_server_port, taken)
+        try:
+            if credentials is None:
+                self._port = server.add_insecure_port(address)
+            else:
+                self._port = server.add_secure_port(address, credentials)
+        except RuntimeError:  # grpcio >= 1.61 raises where older ones returned port 0
+            self._port = 0
         if self._port == 0:
             await gateway.close()
-            raise OSError(f"cannot bind the gRPC port {config.grpc_bind_address}:{config.grpc_server_port}")
+            raise ListenError(
+                "grpcServerPort",
+                config.grpc_bind_address,
+                config.grpc_server_port,
+                bind_failure_reason(config.grpc_bind_address, config.grpc_server_port),
+            )
         await server.start()
         self._server, self._service, self._core = server, service, core
         self._tasks = [

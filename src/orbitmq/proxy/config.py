@@ -66,6 +66,8 @@ class ProxyConfig:
     client_idle_time_ms: int = field(default=120_000, metadata=_key("grpcClientIdleTimeMills"))
     # Timeout of one request from the proxy to a broker or name server.
     broker_request_timeout_ms: int = field(default=3_000, metadata=_key("brokerRequestTimeoutMillis"))
+    # Shortest time between two log lines of one kind of bad request (the remoting port's key).
+    bad_request_log_interval_ms: int = field(default=10_000, metadata=_key("badRequestLogIntervalMillis"))
     # Check every gRPC call against the accounts in aclFile (proxy.auth); the brokers' key.
     acl_enable: bool = field(default=False, metadata=_key("aclEnable"))
     # The main accounts file (plain_acl.yml, plus acl/*.yml beside it); OrbitMQ's own key.
@@ -98,6 +100,7 @@ class ProxyConfig:
             ("renewSchedulePeriodMillis", self.renew_schedule_period_ms),
             ("renewMaxTimeMillis", self.renew_max_time_ms),
             ("grpcClientIdleTimeMills", self.client_idle_time_ms),
+            ("badRequestLogIntervalMillis", self.bad_request_log_interval_ms),
         ):
             if value <= 0:
                 raise ConfigError(f"config key {key!r}: {value} must be positive")

@@ -45,7 +45,7 @@ from orbitmq.proxy._pb import service_pb2 as spb
 from orbitmq.proxy.codes import from_remoting, status
 from orbitmq.proxy.convert import resource_name, stored_to_grpc
 from orbitmq.proxy.core import CallMeta, ProxyCore
-from orbitmq.proxy.validation import check_group, check_topic
+from orbitmq.proxy.validation import check_group, check_topic, parse_receipt_handle
 
 __all__ = ["ConsumerActivity"]
 
@@ -81,7 +81,7 @@ class ConsumerActivity:
         config = core.config
         topic = resource_name(request.message_queue.topic)
         group = resource_name(request.group)
-        invalid = check_group(request.group.name) or check_topic(request.message_queue.topic.name)
+        invalid = check_group(request.group) or check_topic(request.message_queue.topic)
         if invalid is not None:
             yield spb.ReceiveMessageResponse(status=status(invalid.code, invalid.message))
             return
@@ -269,7 +269,7 @@ class ConsumerActivity:
     async def ack_message(self, meta: CallMeta, request: spb.AckMessageRequest) -> spb.AckMessageResponse:
         group = resource_name(request.group)
         topic = resource_name(request.topic)
-        invalid = check_group(request.group.name) or check_topic(request.topic.name)
+        invalid = check_group(request.group) or check_topic(request.topic)
         if invalid is not None:
             return spb.AckMessageResponse(status=status(invalid.code, invalid.message))
         entries = []
@@ -297,9 +297,11 @@ class ConsumerActivity:
         self, meta: CallMeta, group: str, topic: str, receipt_handle: str
     ) -> tuple[pb.Code, str]:
         try:
-            handle = ExtraInfo.decode(receipt_handle)
+            handle = parse_receipt_handle(receipt_handle)
         except RemoteProtocolError as exc:
             return pb.INVALID_RECEIPT_HANDLE, str(exc)
+        if not await self._core.gateway.knows_broker(handle.broker_name, topic):
+            return pb.INVALID_RECEIPT_HANDLE, _unknown_broker(handle)
         self._core.renewals.remove(
             meta.client_id, (handle.broker_name, group, topic, handle.queue_id, handle.queue_offset)
         )
@@ -320,7 +322,7 @@ class ConsumerActivity:
         group = resource_name(request.group)
         topic = resource_name(request.topic)
         old = request.receipt_handle
-        invalid = check_group(request.group.name) or check_topic(request.topic.name)
+        invalid = check_group(request.group) or check_topic(request.topic)
         if invalid is not None:
             return spb.ChangeInvisibleDurationResponse(
                 status=status(invalid.code, invalid.message), receipt_handle=old
@@ -332,10 +334,14 @@ class ConsumerActivity:
                 receipt_handle=old,
             )
         try:
-            handle = ExtraInfo.decode(old)
+            handle = parse_receipt_handle(old)
         except RemoteProtocolError as exc:
             return spb.ChangeInvisibleDurationResponse(
                 status=status(pb.INVALID_RECEIPT_HANDLE, str(exc)), receipt_handle=old
+            )
+        if not await self._core.gateway.knows_broker(handle.broker_name, topic):
+            return spb.ChangeInvisibleDurationResponse(
+                status=status(pb.INVALID_RECEIPT_HANDLE, _unknown_broker(handle)), receipt_handle=old
             )
         self._core.renewals.remove(
             meta.client_id, (handle.broker_name, group, topic, handle.queue_id, handle.queue_offset)
@@ -371,8 +377,11 @@ class ConsumerActivity:
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
         group = resource_name(request.group)
         topic = resource_name(request.topic)
+        invalid = check_group(request.group) or check_topic(request.topic)
+        if invalid is not None:
+            return spb.ForwardMessageToDeadLetterQueueResponse(status=status(invalid.code, invalid.message))
         try:
-            handle = ExtraInfo.decode(request.receipt_handle)
+            handle = parse_receipt_handle(request.receipt_handle)
         except RemoteProtocolError as exc:
             return spb.ForwardMessageToDeadLetterQueueResponse(
                 status=status(pb.INVALID_RECEIPT_HANDLE, str(exc))
@@ -380,6 +389,10 @@ class ConsumerActivity:
         if handle.commit_log_offset is None:
             return spb.ForwardMessageToDeadLetterQueueResponse(
                 status=status(pb.INVALID_RECEIPT_HANDLE, "receipt handle has no commit-log offset")
+            )
+        if not await self._core.gateway.knows_broker(handle.broker_name, topic):
+            return spb.ForwardMessageToDeadLetterQueueResponse(
+                status=status(pb.INVALID_RECEIPT_HANDLE, _unknown_broker(handle))
             )
         back = ConsumerSendMsgBackRequestHeader(
             commit_log_offset=handle.commit_log_offset,
@@ -446,3 +459,7 @@ class ConsumerActivity:
         for outcome in await asyncio.gather(*changes, return_exceptions=True):
             if isinstance(outcome, BaseException) or outcome[0] != pb.OK:
                 logger.info("releasing a delivery of client %s failed: %s", client_id, outcome)
+
+
+def _unknown_broker(handle: ExtraInfo) -> str:
+    return f"receipt handle names broker {handle.broker_name!r}, which no route of this cluster has"

@@ -207,6 +207,16 @@ class BrokerGateway:
             broker_name, request, timeout_ms or self._config.broker_request_timeout_ms, only_this=True
         )
 
+    async def knows_broker(self, broker_name: str, topic: str) -> bool:
+        """Whether a route named ``broker_name`` (``topic``'s route is fetched once if not yet)."""
+        if broker_name in self.instance.broker_names():
+            return True
+        try:
+            await self.route(topic)
+        except (NoRouteError, RemotingError):
+            return False
+        return broker_name in self.instance.broker_names()
+
     async def invoke_addr(self, addr: str, request: RemotingCommand) -> RemotingCommand:
         return await self.instance.remoting.invoke(addr, request, self._config.broker_request_timeout_ms)
 

@@ -24,7 +24,7 @@ import gzip
 import logging
 import zlib
 
-from orbitmq.errors import NoRouteError, RemoteProtocolError, RemotingError
+from orbitmq.errors import LocalProtocolError, NoRouteError, RemoteProtocolError, RemotingError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -115,11 +115,18 @@ class ProducerActivity:
                     status=status(pb.TOPIC_NOT_FOUND, f"topic {spec.topic} has no writable queue"),
                     message_id=system.message_id,
                 )
+            try:
+                request = _send_request(spec, queue[1])
+            except LocalProtocolError as exc:
+                # A property value the remoting encoding cannot carry (a separator character).
+                return spb.SendResultEntry(
+                    status=status(pb.BAD_REQUEST, str(exc)), message_id=system.message_id
+                )
             transactional = system.message_type == pb.TRANSACTION
             if transactional:
                 await core.gateway.publish_as(spec.topic)
                 core.remember_half(system.message_id, meta.client_id)
-            response = await core.gateway.invoke(queue[0], _send_request(spec, queue[1]))
+            response = await core.gateway.invoke(queue[0], request)
         except (NoRouteError, RemotingError) as exc:
             return spb.SendResultEntry(
                 status=status(pb.PROXY_TIMEOUT, str(exc)), message_id=system.message_id
@@ -163,7 +170,7 @@ class ProducerActivity:
         self, meta: CallMeta, request: spb.EndTransactionRequest
     ) -> spb.EndTransactionResponse:
         topic = resource_name(request.topic)
-        invalid = check_topic(request.topic.name)
+        invalid = check_topic(request.topic)
         if invalid is not None:
             return spb.EndTransactionResponse(status=status(invalid.code, invalid.message))
         decoded = decode_transaction_id(request.transaction_id)
@@ -203,6 +210,9 @@ class ProducerActivity:
         self, meta: CallMeta, request: spb.RecallMessageRequest
     ) -> spb.RecallMessageResponse:
         topic = resource_name(request.topic)
+        invalid = check_topic(request.topic)
+        if invalid is not None:
+            return spb.RecallMessageResponse(status=status(invalid.code, invalid.message))
         try:
             handle = RecallHandle.decode(request.recall_handle)
         except RemoteProtocolError as exc:

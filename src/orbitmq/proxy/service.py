@@ -30,19 +30,21 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-from orbitmq.errors import NoRouteError, RemotingError
+from orbitmq.errors import BrokerResponseError, NoRouteError, RemotingError
 from orbitmq.model.route import PERM_READ, PERM_WRITE
 from orbitmq.proxy._pb import definition_pb2 as pb
 from orbitmq.proxy._pb import service_pb2 as spb
 from orbitmq.proxy._pb import service_pb2_grpc as spb_grpc
 from orbitmq.proxy.auth import GrpcGuard, settings_resources
-from orbitmq.proxy.codes import status
+from orbitmq.proxy.codes import from_remoting, status
 from orbitmq.proxy.consuming import ConsumerActivity
 from orbitmq.proxy.convert import resource_name
 from orbitmq.proxy.core import CallMeta, ProxyCore, call_meta
 from orbitmq.proxy.producing import ProducerActivity
 from orbitmq.proxy.settings import CONSUMER_TYPES, answer_settings
 from orbitmq.proxy.validation import check_group, check_topic
+from orbitmq.proxy.wire import MalformedRequest, refuse_malformed
+from orbitmq.transport.log_limit import LogLimiter
 
 __all__ = ["MessagingService"]
 
@@ -66,13 +68,23 @@ def _permission(perm: int) -> pb.Permission:
 class MessagingService(spb_grpc.MessagingServiceServicer):
     """The servicer (see the module docstring)."""
 
-    def __init__(self, core: ProxyCore, guard: GrpcGuard | None = None) -> None:
+    def __init__(
+        self, core: ProxyCore, guard: GrpcGuard | None = None, log: LogLimiter | None = None
+    ) -> None:
         self._core = core
+        self._log = (
+            log if log is not None else LogLimiter(logger, core.config.bad_request_log_interval_ms / 1000)
+        )
         self.guard = guard if guard is not None else GrpcGuard(None)
         self.producer = ProducerActivity(core)
         self.consumer = ConsumerActivity(core)
         self._background: set[asyncio.Task[None]] = set()
         self._asked: dict[str, asyncio.Future[object]] = {}
+
+    @property
+    def bad_request_log(self) -> LogLimiter:
+        """The rate-limited log of refused and failed requests (shared with ``proxy.wire``)."""
+        return self._log
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -97,9 +109,22 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             return response_type(status=refused)
         try:
             return await handler(meta)
+        except BrokerResponseError as exc:
+            # A name server or broker refused what the client asked for: its code, one line.
+            name = getattr(response_type, "__name__", "RPC")
+            self._log.warning(
+                f"rpc-refused:{name}:{exc.code}", "%s from client %s refused: %s", name, meta.client_id, exc
+            )
+            return response_type(status=status(from_remoting(exc.code), str(exc)[:512]))
         except Exception as exc:
-            logger.exception(
-                "%s from client %s failed", getattr(response_type, "__name__", "RPC"), meta.client_id
+            # Rate-limited: a request that trips a defect must not be able to flood the log.
+            name = getattr(response_type, "__name__", "RPC")
+            self._log.error(
+                f"rpc-failed:{name}:{type(exc).__name__}",
+                "%s from client %s failed",
+                name,
+                meta.client_id,
+                exc_info=True,
             )
             return response_type(status=status(pb.INTERNAL_SERVER_ERROR, f"proxy error: {exc}"))
 
@@ -120,7 +145,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         )
 
     async def _query_route(self, request: spb.QueryRouteRequest) -> spb.QueryRouteResponse:
-        invalid = check_topic(request.topic.name)
+        invalid = check_topic(request.topic)
         if invalid is not None:
             return spb.QueryRouteResponse(status=status(invalid.code, invalid.message))
         topic = resource_name(request.topic)
@@ -176,7 +201,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         )
 
     async def _query_assignment(self, request: spb.QueryAssignmentRequest) -> spb.QueryAssignmentResponse:
-        invalid = check_topic(request.topic.name) or check_group(request.group.name)
+        invalid = check_topic(request.topic) or check_group(request.group)
         if invalid is not None:
             return spb.QueryAssignmentResponse(status=status(invalid.code, invalid.message))
         gateway = self._core.gateway
@@ -254,6 +279,10 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         try:
             async for command in request_iterator:
                 session = self._core.sessions.touch(meta.client_id, self._core.clock_ms())
+                if isinstance(command, MalformedRequest):
+                    remark = refuse_malformed(command, None, self._log)
+                    outbound.put_nowait(spb.TelemetryCommand(status=status(pb.BAD_REQUEST, remark)))
+                    continue
                 kind = command.WhichOneof("command")
                 if kind == "settings":
                     refused = self.guard.refusal("Telemetry", meta, settings_resources(command.settings))

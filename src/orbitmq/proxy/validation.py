@@ -11,10 +11,11 @@ limits from :class:`~orbitmq.proxy.config.ProxyConfig`:
 | key: blank or contains a control character | ILLEGAL_MESSAGE_KEY |
 | message group: blank, longer than ``maxMessageGroupSize`` bytes, control characters | ILLEGAL_MESSAGE_GROUP |
 | user property named like a system one, or all of them over ``maxUserPropertySize`` | ILLEGAL_MESSAGE_PROPERTY_KEY / MESSAGE_PROPERTIES_TOO_LARGE |
-| message id blank | ILLEGAL_MESSAGE_ID |
+| message id blank or with a control character | ILLEGAL_MESSAGE_ID |
 | body empty / over ``maxMessageSize`` | MESSAGE_BODY_EMPTY / MESSAGE_BODY_TOO_LARGE |
 | due time more than ``maxDelayTimeMills`` ahead | ILLEGAL_DELIVERY_TIME |
 | type and properties disagree (FIFO without group, DELAY without due time, ...) | MESSAGE_PROPERTY_CONFLICT_WITH_TYPE |
+| receipt handle: not eight fields, a number out of its field's range, a broker name outside ``[a-zA-Z0-9_.:-]`` | INVALID_RECEIPT_HANDLE |
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from orbitmq.errors import RemoteProtocolError
+from orbitmq.protocol.pop import ExtraInfo
 from orbitmq.proxy._pb import definition_pb2 as pb
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.convert import SYSTEM_PROPERTY_KEYS
 
-__all__ = ["Invalid", "check_group", "check_message", "check_topic"]
+__all__ = ["Invalid", "check_group", "check_message", "check_topic", "parse_receipt_handle"]
 
 _NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_CHARS = 127
@@ -65,7 +68,30 @@ def _has_control(text: str) -> bool:
     return any(ord(char) < 0x20 or ord(char) == 0x7F for char in text)
 
 
-def check_topic(topic: str) -> Invalid | None:
+_NAMESPACE = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+def _namespace_problem(resource: pb.Resource, max_chars: int) -> str | None:
+    """Why a resource's namespace cannot prefix its name on the broker (``<namespace>%<name>``)."""
+    namespace = resource.resource_namespace
+    if not namespace:
+        return None
+    if not _NAMESPACE.match(namespace):
+        return f"namespace {namespace[:48]!r} has characters outside [a-zA-Z0-9_-]"
+    if len(namespace) + 1 + len(resource.name) > max_chars:
+        return f"namespace and name {namespace[:40]}%{resource.name[:40]}... are longer than {max_chars}"
+    return None
+
+
+def check_topic(resource: str | pb.Resource) -> Invalid | None:
+    """A topic name, or a topic resource (its namespace too)."""
+    if isinstance(resource, pb.Resource):
+        problem = _namespace_problem(resource, TOPIC_MAX_CHARS)
+        if problem is not None:
+            return Invalid(pb.ILLEGAL_TOPIC, problem)
+        topic = resource.name
+    else:
+        topic = resource
     if not topic.strip():
         return Invalid(pb.ILLEGAL_TOPIC, "topic name is blank")
     if len(topic) > TOPIC_MAX_CHARS:
@@ -77,7 +103,15 @@ def check_topic(topic: str) -> Invalid | None:
     return None
 
 
-def check_group(group: str) -> Invalid | None:
+def check_group(resource: str | pb.Resource) -> Invalid | None:
+    """A consumer group name, or a group resource (its namespace too)."""
+    if isinstance(resource, pb.Resource):
+        problem = _namespace_problem(resource, GROUP_MAX_CHARS)
+        if problem is not None:
+            return Invalid(pb.ILLEGAL_CONSUMER_GROUP, problem)
+        group = resource.name
+    else:
+        group = resource
     if not group.strip():
         return Invalid(pb.ILLEGAL_CONSUMER_GROUP, "consumer group name is blank")
     if len(group) > GROUP_MAX_CHARS:
@@ -97,7 +131,7 @@ def check_message(message: pb.Message, config: ProxyConfig, now_ms: int) -> Inva
     """Every check of one message to send (the topic's name included)."""
     system = message.system_properties
     return (
-        check_topic(message.topic.name)
+        check_topic(message.topic)
         or _check_identity(system)
         or _check_body(message, config)
         or _check_properties(message, config)
@@ -108,6 +142,10 @@ def check_message(message: pb.Message, config: ProxyConfig, now_ms: int) -> Inva
 def _check_identity(system: pb.SystemProperties) -> Invalid | None:
     if not system.message_id.strip():
         return Invalid(pb.ILLEGAL_MESSAGE_ID, "message id is blank")
+    if _has_control(system.message_id):
+        return Invalid(
+            pb.ILLEGAL_MESSAGE_ID, f"message id {system.message_id[:48]!r} contains a control character"
+        )
     if system.HasField("tag") and (not system.tag.strip() or "|" in system.tag or _has_control(system.tag)):
         return Invalid(
             pb.ILLEGAL_MESSAGE_TAG, f"tag {system.tag!r} is blank or has '|' or control characters"
@@ -188,3 +226,33 @@ def _check_type(system: pb.SystemProperties, config: ProxyConfig, now_ms: int) -
     if kind in (pb.LITE, pb.PRIORITY):
         return Invalid(pb.UNSUPPORTED, f"message type {pb.MessageType.Name(kind)} is not supported")
     return None
+
+
+_BROKER_NAME = re.compile(r"^[a-zA-Z0-9_.:-]{1,127}$")
+_INT32_MAX = 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def parse_receipt_handle(text: str) -> ExtraInfo:
+    """A client's receipt handle, every field within what the broker's headers can carry.
+
+    Raises:
+        RemoteProtocolError: a malformed handle (INVALID_RECEIPT_HANDLE); the remark names the field.
+    """
+    handle = ExtraInfo.decode(text)
+    if not _BROKER_NAME.match(handle.broker_name) or handle.broker_name.strip(".") == "":
+        raise RemoteProtocolError(
+            f"receipt handle names broker {handle.broker_name[:48]!r}, not a broker name"
+        )
+    for name, value, low, high in (
+        ("queue id", handle.queue_id, 0, _INT32_MAX),
+        ("queue offset", handle.queue_offset, 0, _INT64_MAX),
+        ("revive queue id", handle.revive_qid, 0, _INT32_MAX),
+        ("checkpoint offset", handle.ck_queue_offset, _INT64_MIN, _INT64_MAX),
+        ("pop time", handle.pop_time_ms, _INT64_MIN, _INT64_MAX),
+        ("invisible time", handle.invisible_time_ms, _INT64_MIN, _INT64_MAX),
+        ("commit-log offset", handle.commit_log_offset, 0, _INT64_MAX),
+    ):
+        if value is not None and not low <= value <= high:
+            raise RemoteProtocolError(f"receipt handle {name} {str(value)[:48]} is out of range")
+    return handle

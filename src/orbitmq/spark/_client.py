@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from orbitmq.client.staging import CommitResult, StagedChunk
 from orbitmq.model.message import Message, MessageQueue
+from orbitmq.model.route import TopicRouteData
 from orbitmq.spark._options import NO_SECURITY, ClientSecurity
 
 READER_GROUP = "orbitmq-spark-reader"
@@ -46,7 +47,11 @@ class AdminPort(Protocol):
 
     def fetch_queues(self, topic: str) -> list[MessageQueue]: ...
 
-    def topic_status(self, topic: str) -> Mapping[MessageQueue, QueueBounds]: ...
+    def topic_route(self, topic: str) -> TopicRouteData: ...
+
+    def queue_statuses_of(
+        self, queues: Sequence[MessageQueue], broker_id: int
+    ) -> Mapping[MessageQueue, QueueBounds]: ...
 
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int: ...
 
@@ -67,11 +72,18 @@ class PullBody(Protocol):
     @property
     def body(self) -> bytes: ...
 
+    @property
+    def next_offset(self) -> int:
+        """Where the next pull starts: how far the range has been read (filtered runs included)."""
+        ...
+
 
 class RangePort(Protocol):
     """What a read task asks of OrbitMQ: the records of ``[start_offset, end_offset)``.
 
-    Bodies come in queue order; the last may hold records at or past ``end_offset``.
+    Bodies come in queue order; the last may hold records at or past ``end_offset``. A run
+    filtered out entirely comes as an empty body; iteration ends early when the queue (or the
+    member answering) ends before ``end_offset``.
     """
 
     def pull_range_raw(

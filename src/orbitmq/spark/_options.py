@@ -23,6 +23,7 @@ not start.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, field
@@ -59,20 +60,25 @@ _READ_KEYS = _COMMON_KEYS | {
     "maxrecordsperpartition",
     "fetchoffset.numretries",
     "fetchoffset.retryintervalms",
+    "failovertimeoutms",
 }
 _WRITE_KEYS = _COMMON_KEYS | {"topic", "producergroup", "writebatchsize", "exactlyonce", "committimeoutms"}
 _STREAM_ONLY_KEYS = frozenset({"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"})
 _BATCH_ONLY_KEYS = frozenset({"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"})
 _START_KEYS = ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp")
 _END_KEYS = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
-_OPTION_NAMES = {
-    "startingoffsets": "startingOffsets",
-    "startingtimestamp": "startingTimestamp",
-    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
-    "endingoffsets": "endingOffsets",
-    "endingtimestamp": "endingTimestamp",
-    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
-}
+_CANONICAL_NAMES = (
+    "namesrvAddr", "requestTimeoutMs", "accessKey", "secretKey", "tls", "tlsTrustCertPath",
+    "topic", "topicPattern", "assign", "subExpression", "startingOffsets", "startingTimestamp",
+    "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "endingOffsets",
+    "endingTimestamp", "endingOffsetsByTimestamp", "maxOffsetsPerTrigger", "minOffsetsPerTrigger",
+    "maxTriggerDelay", "failOnDataLoss", "consumerGroup", "pullBatchSize", "minPartitions",
+    "maxRecordsPerPartition", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
+    "failoverTimeoutMs", "producerGroup", "writeBatchSize", "exactlyOnce", "commitTimeoutMs",
+)  # fmt: skip
+_OPTION_NAMES = {name.lower(): name for name in _CANONICAL_NAMES}
+"""Spark lower-cases option names before a data source sees them; errors use these spellings."""
+_OFFSET_JSON_EXAMPLE = '{"Topic": {"0": 42, "1": -2}}'
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -205,6 +211,8 @@ class ReadOptions:
     max_records_per_partition: int | None = None
     fetch_offset_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
+    failover_timeout_ms: int = 30_000
+    """How long planning and read tasks wait for a broker group none of whose members answers."""
     security: ClientSecurity = field(default_factory=ClientSecurity)
 
     def timestamp_for(self, topic: str, broker_name: str, queue_id: int) -> int | None:
@@ -236,15 +244,21 @@ class WriteOptions:
     security: ClientSecurity = field(default_factory=ClientSecurity)
 
 
-def parse_read_options(options: dict[str, str], *, streaming: bool) -> ReadOptions:
+def parse_read_options(options: dict[str, str], *, streaming: bool | None) -> ReadOptions:
     """Validate a read's options (keys in any case).
+
+    ``streaming`` None: not known yet (the read is being defined); options of either kind
+    are accepted and checked, and the kind-specific rules wait for a second call.
 
     Raises:
         ConfigError: an unknown option, a missing or contradictory one, or a bad value;
             the message names the option.
     """
     opts = _lower(options)
-    _reject_unknown(opts, _READ_KEYS - (_BATCH_ONLY_KEYS if streaming else _STREAM_ONLY_KEYS), streaming)
+    if streaming is None:
+        _reject_unknown(opts, _READ_KEYS, streaming)
+    else:
+        _reject_unknown(opts, _READ_KEYS - (_BATCH_ONLY_KEYS if streaming else _STREAM_ONLY_KEYS), streaming)
     _at_most_one(opts, _START_KEYS)
     _at_most_one(opts, _END_KEYS)
     start_kind, start_spec, start_ts = _parse_start(opts, streaming)
@@ -283,6 +297,7 @@ def parse_read_options(options: dict[str, str], *, streaming: bool) -> ReadOptio
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
         fetch_offset_retries=_non_negative_int(opts, "fetchOffset.numRetries", 3),
         fetch_offset_retry_interval_ms=_non_negative_int(opts, "fetchOffset.retryIntervalMs", 10),
+        failover_timeout_ms=_non_negative_int(opts, "failoverTimeoutMs", 30_000),
         security=_security(opts),
     )
 
@@ -294,7 +309,7 @@ def parse_write_options(options: dict[str, str]) -> WriteOptions:
         ConfigError: an unknown option or a bad value; the message names the option.
     """
     opts = _lower(options)
-    _reject_unknown(opts, _WRITE_KEYS, streaming=None)
+    _reject_unknown(opts, _WRITE_KEYS, streaming=None, what="writes")
     topic = opts.get("topic", "").strip() or None
     if topic is not None and "," in topic:
         raise ConfigError(
@@ -329,15 +344,32 @@ def _lower(options: dict[str, str]) -> dict[str, str]:
     return {str(key).lower(): str(value) for key, value in options.items() if value is not None}
 
 
-def _reject_unknown(opts: dict[str, str], known: frozenset[str] | set[str], streaming: bool | None) -> None:
+def option_name(key: str) -> str:
+    """The documented spelling of an option (Spark hands them over lower-cased)."""
+    return _OPTION_NAMES.get(key.lower(), key)
+
+
+def _reject_unknown(
+    opts: dict[str, str], known: frozenset[str] | set[str], streaming: bool | None, what: str = "reads"
+) -> None:
     for key in sorted(opts):
         if key in known or key in _SPARK_INJECTED:
             continue
         if streaming is True and key in _BATCH_ONLY_KEYS:
-            raise ConfigError(f"option {key} applies to batch reads only")
+            raise ConfigError(
+                f"option {option_name(key)} applies to batch reads only (spark.read), not to spark.readStream"
+            )
         if streaming is False and key in _STREAM_ONLY_KEYS:
-            raise ConfigError(f"option {key} applies to streaming reads only")
-        raise ConfigError(f"unknown option {key!r} for format orbitmq")
+            raise ConfigError(
+                f"option {option_name(key)} applies to streaming reads only (spark.readStream), not to spark.read"
+            )
+        names = sorted(option_name(name) for name in known)
+        close = difflib.get_close_matches(key, [name.lower() for name in names], n=1, cutoff=0.75)
+        hint = f"did you mean {option_name(close[0])}? " if close else ""
+        raise ConfigError(
+            f"unknown option {key!r} for format orbitmq {what} ({hint}Spark passes option names "
+            f"lower-cased; known: {', '.join(names)})"
+        )
 
 
 def _namesrv(opts: dict[str, str]) -> str:
@@ -456,7 +488,9 @@ def _check_start_before_end(start: OffsetSpec | None, end: OffsetSpec | None) ->
                     )
 
 
-def _parse_start(opts: dict[str, str], streaming: bool) -> tuple[StartKind, OffsetSpec | None, int | None]:
+def _parse_start(
+    opts: dict[str, str], streaming: bool | None
+) -> tuple[StartKind, OffsetSpec | None, int | None]:
     timestamp_ms = _timestamp(opts, "startingTimestamp")
     if timestamp_ms is not None:
         return StartKind.TIMESTAMP, None, timestamp_ms
@@ -466,10 +500,28 @@ def _parse_start(opts: dict[str, str], streaming: bool) -> tuple[StartKind, Offs
     if raw.lower() == "earliest":
         return StartKind.EARLIEST, None, None
     if raw.lower() == "latest":
-        if not streaming:
-            raise ConfigError("option startingOffsets=latest is not allowed for a batch read")
+        if streaming is False:
+            raise ConfigError(
+                "option startingOffsets=latest is not allowed for a batch read (it would read nothing); "
+                "use earliest or offset JSON"
+            )
         return StartKind.LATEST, None, None
+    allowed = {
+        False: "earliest or offset JSON",
+        True: "earliest, latest or offset JSON",
+        None: "earliest, latest (streaming reads) or offset JSON",
+    }[streaming]
+    _check_json_like("startingOffsets", raw, allowed, ("earliest", "latest"))
     return StartKind.EXPLICIT, parse_offset_spec("startingOffsets", raw), None
+
+
+def _check_json_like(option: str, raw: str, allowed: str, words: tuple[str, ...]) -> None:
+    """A value that is neither a known word nor a JSON object: name what is allowed."""
+    if raw.startswith("{"):
+        return
+    close = difflib.get_close_matches(raw.lower(), words, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise ConfigError(f"option {option}={raw!r} must be {allowed} such as {_OFFSET_JSON_EXAMPLE}{hint}")
 
 
 def _parse_ending(opts: dict[str, str]) -> OffsetSpec | None:
@@ -477,7 +529,10 @@ def _parse_ending(opts: dict[str, str]) -> OffsetSpec | None:
     if raw.lower() == "latest":
         return None
     if raw.lower() == "earliest":
-        raise ConfigError("option endingOffsets=earliest is not allowed (use latest or JSON)")
+        raise ConfigError(
+            "option endingOffsets=earliest is not allowed (it would read nothing); use latest or JSON"
+        )
+    _check_json_like("endingOffsets", raw, "latest or offset JSON", ("latest",))
     spec = parse_offset_spec("endingOffsets", raw)
     for brokers in spec.offsets.values():
         for queues in brokers.values():
@@ -519,9 +574,9 @@ def _json_object(option: str, text: str) -> dict[str, Any]:
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        raise ConfigError(f"option {option} is not valid JSON: {exc}") from exc
+        raise ConfigError(f"option {option} is not valid JSON ({exc}): {text!r}") from exc
     if not isinstance(doc, dict):
-        raise ConfigError(f"option {option} must be a JSON object")
+        raise ConfigError(f"option {option} must be a JSON object, got {text!r}")
     return doc
 
 

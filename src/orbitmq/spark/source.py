@@ -23,6 +23,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from orbitmq.errors import ConfigError
+from orbitmq.spark._errors import plain_errors
 from orbitmq.spark._options import parse_read_options, parse_write_options
 from orbitmq.spark._reader import OrbitBatchReader, OrbitStreamReader
 from orbitmq.spark._schema import SOURCE_SCHEMA, check_write_schema
@@ -38,21 +39,30 @@ class OrbitDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT_NAME
 
+    @plain_errors
     def schema(self) -> StructType:
+        # Spark asks for the schema when a read is defined (load()), not for writes: a read's
+        # options are checked here, so a streaming read's mistakes surface at load() rather
+        # than when the query runs. What depends on batch or streaming is checked below.
+        parse_read_options(dict(self.options), streaming=None)
         return SOURCE_SCHEMA
 
+    @plain_errors
     def reader(self, schema: StructType) -> DataSourceReader:
         _check_read_schema(schema)
         return OrbitBatchReader(parse_read_options(dict(self.options), streaming=False))
 
+    @plain_errors
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         _check_read_schema(schema)
         return OrbitStreamReader(parse_read_options(dict(self.options), streaming=True))
 
+    @plain_errors
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         check_write_schema(schema.names)
         return OrbitBatchWriter(parse_write_options(dict(self.options)))
 
+    @plain_errors
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         check_write_schema(schema.names)
         return OrbitStreamWriter(parse_write_options(dict(self.options)))

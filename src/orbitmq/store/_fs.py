@@ -122,10 +122,19 @@ def write_file_durably(path: Path, data: bytes) -> None:
     temp_path = path.with_name(path.name + ".tmp")
     fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, data)
+        written = 0
+        while written < len(data):
+            # A short write (a full disk) must not replace the file with a cut copy.
+            count = os.write(fd, data[written:])
+            if not count:
+                raise OSError(errno.ENOSPC, f"no byte of {path.name} written at {written}")
+            written += count
         os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        temp_path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     os.replace(temp_path, path)
     fsync_directory(path.parent)
 
@@ -136,7 +145,6 @@ def write_file_durably(path: Path, data: bytes) -> None:
 
 MADV_POPULATE_WRITE = 23  # Linux 5.14+: fault pages in writable, as a write would, in one call
 MS_SYNC = 4
-FALLOC_FL_KEEP_SIZE = 1  # fallocate: allocate blocks without changing the file's size
 
 
 def _load_libc() -> ctypes.CDLL | None:
@@ -148,8 +156,6 @@ def _load_libc() -> ctypes.CDLL | None:
             function = getattr(libc, name)
             function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
             function.restype = ctypes.c_int
-        libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
-        libc.fallocate.restype = ctypes.c_int
     except (OSError, AttributeError):
         return None
     return libc
@@ -195,15 +201,67 @@ def populate_mapping(address: int, length: int) -> bool:
     raise OSError(code, f"madvise(MADV_POPULATE_WRITE) of {length} bytes failed: {os.strerror(code)}")
 
 
-def allocate_blocks(fd: int, offset: int, length: int) -> bool:
-    """Give ``length`` bytes of the file from ``offset`` their disk blocks now (fallocate).
+class DiskFullError(OSError):
+    """The file system has no block left for a write the store was about to make (ENOSPC).
 
-    The range still reads as zeros and the file keeps its size. A page of a sparse file
-    allocates its block when first written, inside the page fault; allocated ahead, that
-    fault is several times cheaper (measured on ext4: 2.1 against 0.27 us per KiB). False when
-    it was not done (no such call here, a file system without it, a full disk): the first
-    writes then allocate as they always did.
+    Raised before the write, never by it: the caller refuses the write and nothing changes.
+    An OSError, so callers that handle I/O errors in general handle this one too.
     """
-    if _LIBC is None:
+
+    def __init__(self, what: str) -> None:
+        super().__init__(errno.ENOSPC, f"no space left on the store's disk for {what}")
+
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def reserve_blocks(fd: int, offset: int, length: int, what: str = "a write") -> bool:
+    """Give ``length`` bytes of the file from ``offset`` their disk blocks before they are written.
+
+    A mapped file must never be written where no block stands behind the page: the write
+    faults, the kernel finds no space, and the process dies of SIGBUS. So the store allocates
+    (``posix_fallocate``, mode 0, inside the file's size) ahead of every write into a mapping,
+    and a full disk turns into :class:`DiskFullError`, a refusal, at this call. Allocated
+    ranges read as zeros and keep the file's size. Blocks already allocated cost nothing.
+
+    Returns False where no allocation call exists here (not Linux or BSD): writes then
+    allocate as they always did.
+
+    Raises:
+        DiskFullError: no space (ENOSPC, EDQUOT).
+        OSError: any other failure of the call.
+    """
+    if length <= 0:
+        return True
+    allocate = getattr(os, "posix_fallocate", None)
+    if allocate is None:
         return False
-    return bool(_LIBC.fallocate(fd, FALLOC_FL_KEEP_SIZE, offset, length) == 0)
+    try:
+        allocate(fd, offset, length)
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise DiskFullError(what) from exc
+        if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS):
+            return False
+        raise
+    return True
+
+
+def first_hole(fd: int, size_bytes: int) -> int:
+    """Where the file's first hole begins (its size when it has none; 0 when unknown).
+
+    Bytes before it have blocks: reading them through a mapping never allocates, which on
+    tmpfs a read fault on a hole does (and dies of SIGBUS when the file system is full).
+    """
+    try:
+        return min(os.lseek(fd, 0, os.SEEK_HOLE), size_bytes)
+    except (OSError, AttributeError):
+        return 0
+
+
+def allocate_blocks(fd: int, offset: int, length: int) -> bool:
+    """:func:`reserve_blocks` as a best effort: False instead of any error (a full disk too)."""
+    try:
+        return reserve_blocks(fd, offset, length)
+    except OSError:
+        return False

@@ -35,6 +35,7 @@ import functools
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,6 +54,8 @@ _log = logging.getLogger(__name__)
 WRITE_BATCH_ENTRIES = 64
 WRITE_DELAY_ROUNDS = 5
 SYNC_EACH_FILE_MAX = 256
+# A write-out that fails (a full disk fails every queue, every round) is logged this seldom.
+_FAILURE_LOG_INTERVAL_S = 60.0
 # Jobs per chunk a thread takes at once, and the fewest jobs worth starting threads for
 # (below it the thread start costs more than the overlap saves).
 CHUNK_JOBS = 64
@@ -86,6 +89,7 @@ class QueueWriter:
         self._unsynced_paths: set[str] = set()
         self._unsynced_directories: set[str] = set()
         self._round = 0  # write-outs so far
+        self._failures_logged_at = [-_FAILURE_LOG_INTERVAL_S]  # when a failed write-out was last logged
 
     def write_pending(self, dirty: set[ConsumeQueue], store_lock: threading.Lock, force: bool) -> int:
         """Write the buffered entries of the ``dirty`` queues that are due; return the entries written.
@@ -153,7 +157,7 @@ class QueueWriter:
             self._unsynced_paths.update(outcome.log.paths)
             self._unsynced_directories.update(outcome.log.directories)
             failures += outcome.failed
-        _report_failures(failures)
+        _report_failures(failures, self._failures_logged_at)
         for outcome in outcomes:
             if outcome.error is not None:
                 raise outcome.error
@@ -322,13 +326,20 @@ def _job_directory(job: Job) -> str:
     return job[0].directory
 
 
-def _report_failures(failures: list[tuple[ConsumeQueue, OSError]]) -> None:
-    """Log failed writes once per write-out (a full disk would fail every queue)."""
+def _report_failures(failures: list[tuple[ConsumeQueue, OSError]], logged_at: list[float]) -> None:
+    """Log failed writes in one line, at most once a minute (a full disk fails every queue, every round).
+
+    ``logged_at`` holds the writer's last such line (monotonic seconds).
+    """
     if not failures:
         return
+    now = time.monotonic()
+    if now - logged_at[0] < _FAILURE_LOG_INTERVAL_S:
+        return
+    logged_at[0] = now
     queue, error = failures[0]
     _log.error(
-        "writing %d consume queues failed (retried at the next write-out); first: %s/%d: %s",
+        "writing %d consume queues failed (retried at every write-out, logged once a minute); first: %s/%d: %s",
         len(failures),
         queue.topic,
         queue.queue_id,

@@ -13,12 +13,19 @@ Readers look only below ``wrote_position``, so they never see a half-copied reco
 The flush thread calls :meth:`flush`, which syncs the ranges written since the last
 flush; ``flushed_offset`` only moves forward.
 
+A full disk. :meth:`CommitLog.reserve` gives the records (and the blank that may follow
+them) their disk blocks before anything is copied (``MappedFile.allocate_to``), so ENOSPC
+raises :class:`~orbitmq.store._fs.DiskFullError` there and the put is refused; a page
+without its block is never written, which would kill the process with SIGBUS.
+
 Warming. The first write to each page of a fresh segment traps into the kernel, which
 allocates the page: on a virtual machine that costs more than copying the record. When
 ``warm_window_bytes`` is set, a :class:`CommitLogWarmer` thread keeps that many bytes past
 the write position faulted in ahead of time, in one madvise per chunk with the GIL
 released, so the put path, holding the store lock, only copies. It is RocketMQ's
 ``warmMapedFileEnable`` done a window at a time rather than a whole segment at creation.
+The warmer (``commit_log_warmer``) and the flush thread (``commit_log_flush``) have modules
+of their own.
 
 This module also checks records read back from disk (:func:`check_record`), for crash
 recovery and the offline verifier; a record fails unless its magic code, sizes, body CRC
@@ -31,11 +38,8 @@ import logging
 import mmap
 import os
 import struct
-import threading
-import time
 import zlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from enum import Enum
 from pathlib import Path
 
@@ -56,6 +60,11 @@ from orbitmq.protocol.message_codec import (
     pack_blank_into,
 )
 from orbitmq.store._fs import failpoints, list_segments
+
+# The flush thread and the warmer live in their own modules; importers may keep finding them here.
+from orbitmq.store.commit_log_flush import CommitLogFlusher as CommitLogFlusher
+from orbitmq.store.commit_log_flush import FlushFuture as FlushFuture
+from orbitmq.store.commit_log_warmer import CommitLogWarmer as CommitLogWarmer
 from orbitmq.store.mapped_file import NEVER, MappedFile, MappedFileQueue
 
 _log = logging.getLogger(__name__)
@@ -247,20 +256,40 @@ class CommitLog:
         """The segment whose tail can take ``record_bytes`` more (rolling over if needed).
 
         The caller checked that ``record_bytes + 8 <= segment_bytes`` and holds the put lock.
+        The returned segment has disk blocks for the records and the blank that may follow
+        them; a segment rolled over is closed by its blank only once the next one has them.
+
+        Raises:
+            DiskFullError: no room on the disk: nothing was written, the put is refused.
         """
         last = self.segments.last()
         if last is None:
-            return self._new_segment(0)
+            return self._new_segment(0, record_bytes + BLANK_RECORD_MIN_BYTES)
         remaining = last.remaining_bytes
         if record_bytes + BLANK_RECORD_MIN_BYTES <= remaining:
+            last.allocate_to(last.wrote_position + record_bytes + BLANK_RECORD_MIN_BYTES)
             return last
+        if remaining >= BLANK_RECORD_MIN_BYTES:
+            last.allocate_to(last.wrote_position + BLANK_RECORD_MIN_BYTES)
+        segment = self._new_segment(last.end_offset, record_bytes + BLANK_RECORD_MIN_BYTES)
         if remaining >= BLANK_RECORD_MIN_BYTES:
             pack_blank_into(last.buffer, last.wrote_position, remaining)
         last.wrote_position = last.size_bytes
-        return self._new_segment(last.end_offset)
+        return segment
 
-    def _new_segment(self, start_offset: int) -> MappedFile:
+    def _new_segment(self, start_offset: int, allocate_bytes: int) -> MappedFile:
+        """Create the segment at ``start_offset`` with blocks for its first ``allocate_bytes``.
+
+        Raises:
+            DiskFullError: no room for them (the new file is removed again).
+        """
         segment = self.segments.create(start_offset)
+        try:
+            segment.allocate_to(allocate_bytes)
+        except OSError:
+            self.segments.files.pop()
+            segment.delete()
+            raise
         if self.wake_warmer is not None:
             segment.warm_mark = 0  # its first write wakes the warmer
         return segment
@@ -291,19 +320,16 @@ class CommitLog:
         if not self.segments.files:
             if commit_log_offset % self.segment_bytes:
                 return False
-            self._new_segment(commit_log_offset)
+            self._new_segment(commit_log_offset, 0)
             self._flushed_offset = commit_log_offset
         if commit_log_offset != self.max_offset:
             return False
         view = memoryview(data)
+        pieces = self._allocate_raw(len(view))
         head_segment: MappedFile | None = None
         head_position = head_bytes = 0
         position = 0
-        while position < len(view):
-            last = self.segments.files[-1]
-            if last.remaining_bytes == 0:
-                last = self._new_segment(last.end_offset)
-            count = min(last.remaining_bytes, len(view) - position)
+        for last, count in pieces:
             start = last.wrote_position
             if head_segment is None:
                 head_segment, head_position, head_bytes = last, start, min(RAW_HEAD_BYTES, count)
@@ -319,6 +345,37 @@ class CommitLog:
             failpoints.hit("commit_log.before_raw_head")
             head_segment.buffer[head_position : head_position + head_bytes] = view[:head_bytes]
         return True
+
+    def _allocate_raw(self, size_bytes: int) -> list[tuple[MappedFile, int]]:
+        """Blocks for ``size_bytes`` appended at the end, segments created as needed: (segment, bytes).
+
+        Everything is allocated before a byte is copied, so a full disk appends nothing.
+
+        Raises:
+            DiskFullError: no room (segments created here are removed again).
+        """
+        pieces: list[tuple[MappedFile, int]] = []
+        created: list[MappedFile] = []
+        last = self.segments.files[-1]
+        start = last.wrote_position
+        left = size_bytes
+        try:
+            while left > 0:
+                if start == last.size_bytes:
+                    last = self._new_segment(last.end_offset, 0)
+                    created.append(last)
+                    start = 0
+                count = min(last.size_bytes - start, left)
+                last.allocate_to(start + count)
+                pieces.append((last, count))
+                left -= count
+                start += count
+        except OSError:
+            for segment in reversed(created):
+                self.segments.files.remove(segment)
+                segment.delete()
+            raise
+        return pieces
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -445,305 +502,3 @@ def iterate_commit_log(
                         return
                     yield start_offset + file_position, record_size, message
                     file_position += record_size
-
-
-class FlushFuture(Future[bool]):
-    """The future of a flush group, whose blocking :meth:`result` scales to many waiting threads.
-
-    ``Future.result`` sleeps on the future's one shared Condition, so when a group commit
-    resolves the future that 64 threads wait on, every woken thread must re-take that lock in
-    turn before it can return: a convoy that costs more than the fsync it waited for. Here
-    each waiting thread sleeps on a lock of its own, released by the resolution, and finds the
-    result already final when it wakes. Callbacks and ``asyncio.wrap_future`` work as for any
-    Future.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._sleepers: list[threading.Lock] = []
-        self._sleepers_lock = threading.Lock()
-
-    def result(self, timeout: float | None = None) -> bool:
-        if not self.done():
-            sleeper = threading.Lock()
-            sleeper.acquire()
-            with self._sleepers_lock:
-                # Checked again under the lock: a resolution that already woke the sleepers
-                # must not leave this one waiting.
-                sleeping = not self.done()
-                if sleeping:
-                    self._sleepers.append(sleeper)
-            if sleeping:
-                sleeper.acquire(timeout=-1 if timeout is None else timeout)
-        return super().result(timeout=0)
-
-    def set_result(self, result: bool) -> None:
-        super().set_result(result)
-        self._wake_sleepers()
-
-    def set_exception(self, exception: BaseException | None) -> None:
-        super().set_exception(exception)
-        self._wake_sleepers()
-
-    def _wake_sleepers(self) -> None:
-        with self._sleepers_lock:
-            sleepers, self._sleepers = self._sleepers, []
-        for sleeper in sleepers:
-            sleeper.release()
-
-
-class _FlushGroup:
-    """Puts waiting for one flush: the highest end offset among them, the first's deadline."""
-
-    __slots__ = ("deadline", "end_offset", "future", "woken")
-
-    def __init__(self, end_offset: int, deadline: float, future: Future[bool]) -> None:
-        self.end_offset = end_offset
-        self.deadline = deadline
-        self.future = future
-        self.woken = False  # the thread was told about this group
-
-
-class CommitLogFlusher:
-    """The flush thread: periodic fdatasync (ASYNC_FLUSH) or group commit (SYNC_FLUSH).
-
-    Under SYNC_FLUSH puts join the open *flush group*: (highest end offset, deadline,
-    future), the deadline and future being those of its first put. The thread takes every
-    group waiting at that moment, runs one flush, which covers them all (group commit), and
-    resolves each group's future True; a group still not covered by its deadline resolves
-    False (FLUSH_DISK_TIMEOUT). Sharing one future per group makes a put's cost one lock
-    round trip instead of a future, a wake-up and a resolution per put; the price is that a
-    put joining a group late may time out up to one flush round (normally about a
-    millisecond) before its own timeout would have passed. Under ASYNC_FLUSH the thread
-    flushes every ``interval_ms`` and puts get no future.
-
-    :meth:`flush_here` lets a caller that has nothing else to do flush in its own thread
-    instead, when the thread is not flushing at that moment: the broker's event loop does
-    so for a lone SYNC_FLUSH put, sparing the two thread hand-offs of the round trip. One
-    lock keeps the two from flushing at once; the groups a caller's flush covers are
-    resolved by it.
-    """
-
-    def __init__(self, commit_log: CommitLog, sync: bool, interval_ms: int, timeout_ms: int) -> None:
-        self._commit_log = commit_log
-        self._sync = sync
-        self._interval_s = interval_ms / 1000
-        self._timeout_s = timeout_ms / 1000
-        # Puts take the plain lock (a C-level context manager); the thread waits on the condition.
-        self._lock = threading.Lock()
-        self._condition = threading.Condition(self._lock)
-        self._flushing = threading.Lock()  # held by whoever runs a flush: the thread or flush_here
-        self._requests: list[_FlushGroup] = []
-        self._open_group: _FlushGroup | None = None  # the group new puts join (not yet taken)
-        self._stopping = False
-        self._stopped = False  # the thread has finished; requests resolve at once
-        self._thread = threading.Thread(target=self._run, name="orbitmq-commit-log-flush", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def request(self, end_offset: int, wake: bool = True) -> Future[bool]:
-        """A future resolved once ``end_offset`` is flushed (True) or the timeout passes (False).
-
-        Puts waiting for the same flush share one future (see the class docstring). With
-        ``wake`` False the thread is not told yet: the caller will call :meth:`flush_here`
-        or :meth:`wake` (until then the thread still looks every 10 ms).
-        """
-        with self._lock:
-            group = self._open_group
-            if group is not None:
-                if end_offset > group.end_offset:
-                    group.end_offset = end_offset
-            else:
-                future: Future[bool] = FlushFuture()
-                if self._stopped:
-                    # A put that raced with close(): the final flush already ran (or failed).
-                    future.set_result(end_offset <= self._commit_log.flushed_offset)
-                    return future
-                # Running futures cannot be cancelled: one waiter giving up (asyncio.wrap_future
-                # propagates a cancelled await) must not cancel the answer of the whole group.
-                future.set_running_or_notify_cancel()
-                group = self._open_group = _FlushGroup(end_offset, time.monotonic() + self._timeout_s, future)
-                self._requests.append(group)
-            if wake and not group.woken:
-                group.woken = True
-                self._condition.notify()
-            return group.future
-
-    def wake(self) -> None:
-        """Tell the thread about every group waiting (see ``wake`` of :meth:`request`)."""
-        with self._lock:
-            self._wake_locked()
-
-    def _wake_locked(self) -> None:
-        if any(not group.woken for group in self._requests):
-            for group in self._requests:
-                group.woken = True
-            self._condition.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._condition:
-                if not self._requests and not self._stopping:
-                    self._condition.wait(self._interval_s if not self._sync else 0.01)
-                stopping = self._stopping
-                requests, self._requests = self._requests, []
-                self._open_group = None
-            with self._flushing:
-                try:
-                    flushed = self._commit_log.flush()
-                except OSError:
-                    _log.exception("commit log flush failed")
-                    flushed = self._commit_log.flushed_offset
-            if self._resolve(requests, flushed):
-                # Some puts are still not covered (a failing disk): do not spin.
-                time.sleep(0.001)
-            if stopping:
-                with self._condition:
-                    self._stopped = True
-                    late, self._requests = self._requests, []
-                    self._open_group = None
-                self._resolve(late, self._commit_log.flushed_offset)
-                return
-
-    def flush_here(self, end_offset: int) -> bool:
-        """Flush in the calling thread, unless a flush is running; True once ``end_offset`` is durable.
-
-        False when the thread (or another caller) is flushing at that moment, when the flush
-        fails, or after :meth:`stop`: the caller then waits for its put's future as usual,
-        which the thread resolves (and which reports a failing disk as a timeout). Groups the
-        flush covers are resolved here, so no later put joins them: True, or False past their
-        deadline, as the thread answers.
-        """
-        if self._stopped or not self._flushing.acquire(blocking=False):
-            self.wake()
-            return False
-        try:
-            flushed = self._commit_log.flush()
-        except OSError:
-            _log.exception("commit log flush failed")
-            self.wake()
-            return False
-        finally:
-            self._flushing.release()
-        covered = []
-        with self._lock:
-            if self._requests:
-                covered = [group for group in self._requests if group.end_offset <= flushed]
-                if covered:
-                    self._requests = [group for group in self._requests if group.end_offset > flushed]
-                    if self._open_group is not None and self._open_group.end_offset <= flushed:
-                        self._open_group = None
-                self._wake_locked()  # groups this flush did not cover are the thread's
-        now = time.monotonic()
-        for group in covered:
-            if not group.future.done():
-                group.future.set_result(now < group.deadline)  # late is a timeout, as in _resolve
-        return end_offset <= flushed
-
-    def _resolve(self, requests: list[_FlushGroup], flushed: int) -> bool:
-        now = time.monotonic()
-        waiting = []
-        for group in requests:
-            if now >= group.deadline:
-                # Answer as RocketMQ does: late is a timeout even if the flush then succeeded.
-                group.future.set_result(False)
-            elif group.end_offset <= flushed:
-                group.future.set_result(True)
-            elif self._stopping:
-                group.future.set_result(False)
-            else:
-                waiting.append(group)
-        if waiting:
-            with self._condition:
-                self._requests[:0] = waiting
-        return bool(waiting)
-
-    def stop(self) -> None:
-        """Flush once more, resolve every waiting future and end the thread."""
-        with self._condition:
-            self._stopping = True
-            self._condition.notify()
-        if self._thread.is_alive():
-            self._thread.join()
-
-
-class CommitLogWarmer:
-    """Keeps ``window_bytes`` past the log's write position faulted in (see the module docstring).
-
-    The thread sleeps until a write reaches the last segment's ``warm_mark`` (half a window
-    before the populated end), then populates up to a window past the write position, one
-    ``chunk_bytes`` madvise at a time. Populated pages hold zeros until written; flushes
-    sync only written ranges, so they are not written back early. A kernel without
-    MADV_POPULATE_WRITE (before 5.14) ends the thread at its first attempt: writes then
-    fault pages in themselves, as they do without a warmer.
-    """
-
-    def __init__(self, commit_log: CommitLog, window_bytes: int, chunk_bytes: int = 2 << 20) -> None:
-        self._commit_log = commit_log
-        self._window = max(window_bytes, mmap.PAGESIZE) & ~(mmap.PAGESIZE - 1)
-        self._chunk = min(max(chunk_bytes, mmap.PAGESIZE) & ~(mmap.PAGESIZE - 1), self._window)
-        self._wake = threading.Event()
-        self._stopping = False
-        self.populated_bytes = 0  # in all, for tests and metrics
-        self._thread = threading.Thread(target=self._run, name="orbitmq-commit-log-warm", daemon=True)
-
-    def start(self) -> None:
-        """Attach to the log (new segments get a warm mark) and start the thread."""
-        last = self._commit_log.segments.last()
-        if last is not None:
-            last.warm_mark = 0
-        self._commit_log.wake_warmer = self._wake.set
-        self._thread.start()
-        self._wake.set()
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._stopping:
-                return
-            segment = self._commit_log.segments.last()
-            if segment is None:
-                continue
-            try:
-                if not self._warm(segment):
-                    _log.info("commit-log warming is not available here (MADV_POPULATE_WRITE)")
-                    self._commit_log.wake_warmer = None
-                    return
-            except OSError:
-                _log.exception("commit-log warming of %s failed; it stops", segment.path)
-                self._commit_log.wake_warmer = None
-                return
-
-    def _warm(self, segment: MappedFile) -> bool:
-        """Populate up to a window past ``segment``'s write position; False when unsupported."""
-        size = segment.size_bytes
-        position = max(segment.populated_position, segment.wrote_position & ~(mmap.PAGESIZE - 1))
-        segments = self._commit_log.segments
-        while not self._stopping and segments.last() is segment:
-            target = min(segment.wrote_position + self._window, size)
-            if position >= target:
-                break
-            page = mmap.PAGESIZE
-            step = min(self._chunk, (target - position + page - 1) // page * page, size - position)
-            if not segment.populate(position, step):
-                return segment.buffer.closed  # a segment closed meanwhile is no failure
-            position += step
-            segment.populated_position = position
-            self.populated_bytes += step
-        # Woken again once writes have used half of what is populated ahead of them.
-        mark = position - self._window // 2
-        if position < size:
-            segment.warm_mark = max(mark, segment.wrote_position + 1)
-            if segment.wrote_position >= segment.warm_mark:
-                self._wake.set()  # the writer passed it while this was being set
-        return True
-
-    def stop(self) -> None:
-        """End the thread (waits for the chunk in progress) and detach from the log."""
-        self._commit_log.wake_warmer = None
-        self._stopping = True
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join()

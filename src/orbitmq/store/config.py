@@ -55,8 +55,18 @@ class StoreConfig:
     file_reserved_time_hours: int = field(default=72, metadata=_key("fileReservedTime"))
     # Hours of the day ("04" or "04;05") at which expired segments are deleted.
     delete_when: str = field(default="04", metadata=_key("deleteWhen"))
-    # Disk usage above which expired-or-not segments are deleted at once.
+    # Disk usage above which expired segments are deleted at once, whatever deleteWhen says.
     disk_max_used_space_ratio_percent: int = field(default=75, metadata=_key("diskMaxUsedSpaceRatio"))
+    # Disk usage above which unexpired segments go too, oldest first (RocketMQ clamps it to 30..85).
+    disk_space_clean_forcibly_ratio_percent: int = field(
+        default=85, metadata=_key("diskSpaceCleanForciblyRatio")
+    )
+    # Whether segments younger than fileReservedTime may be deleted past the forcible ratio.
+    clean_file_forcibly_enable: bool = field(default=True, metadata=_key("cleanFileForciblyEnable"))
+    # Disk usage above which puts are refused as "disk full" (RocketMQ clamps it to 35..90).
+    disk_space_warning_level_ratio_percent: int = field(
+        default=90, metadata=_key("diskSpaceWarningLevelRatio")
+    )
     # Period of the retention thread.
     retention_interval_ms: int = field(default=10_000, metadata=_key("cleanResourceInterval"))
     # Hash slots per IndexFile.
@@ -97,6 +107,12 @@ class StoreConfig:
             raise ConfigError("maxOpenConsumeQueueFiles must be at least 1")
         if not 1 <= self.disk_max_used_space_ratio_percent <= 100:
             raise ConfigError(f"diskMaxUsedSpaceRatio={self.disk_max_used_space_ratio_percent} is not 1..100")
+        for key, value in (
+            ("diskSpaceCleanForciblyRatio", self.disk_space_clean_forcibly_ratio_percent),
+            ("diskSpaceWarningLevelRatio", self.disk_space_warning_level_ratio_percent),
+        ):
+            if not 1 <= value <= 100:
+                raise ConfigError(f"{key}={value} is not 1..100")
         delete_hours(self.delete_when)
         delay_levels_ms(self.message_delay_level)
 

@@ -56,6 +56,7 @@ after a commit-log offset are always a suffix of the file; :meth:`IndexFile.trun
 from __future__ import annotations
 
 import array
+import errno
 import mmap
 import os
 import struct
@@ -65,7 +66,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orbitmq.errors import CorruptRecordError
-from orbitmq.store._fs import failpoints
+from orbitmq.store._fs import DiskFullError, failpoints, reserve_blocks
 
 # The key hashes live with their vectorised form; importers may keep finding them here.
 from orbitmq.store._key_hash import index_key_hash as index_key_hash
@@ -84,6 +85,9 @@ DEFAULT_HASH_SLOT_NUM = 5_000_000
 DEFAULT_INDEX_NUM = 20_000_000
 
 _INT_MAX = 0x7FFFFFFF
+# Entry blocks are allocated this far ahead of the writes at a time.
+_ENTRY_ALLOCATE_BYTES = 256 << 10
+_PAGE_BYTES = mmap.PAGESIZE
 # An entry's stored time has whole-second granularity, so its real store time lies anywhere in
 # [reconstructed, reconstructed + this]; queries widen by it so that nothing in range is missed.
 _TIME_SLACK_MS = 999
@@ -165,8 +169,9 @@ class IndexFile:
     Use :meth:`create` for a new file and :meth:`open` for an existing one.
     """
 
-    def __init__(self, path: Path, mapped: mmap.mmap, hash_slot_num: int, index_num: int) -> None:
+    def __init__(self, path: Path, fd: int, mapped: mmap.mmap, hash_slot_num: int, index_num: int) -> None:
         self.path = path
+        self._fd = fd
         self._mapped = mapped
         self._hash_slot_num = hash_slot_num
         self._index_num = index_num
@@ -180,23 +185,36 @@ class IndexFile:
         self.end_commit_log_offset = header.end_commit_log_offset
         self.hash_slot_count = header.hash_slot_count
         self.index_count = header.index_count
+        # Blocks behind the mapping (see create): pages of the header and slot table known to
+        # have theirs, and the entries below this file position.
+        self._slot_pages = bytearray(-(-self._entries_base // _PAGE_BYTES))
+        self._entries_allocated_end = self._entry_position(max(self.index_count, 1))
 
     @classmethod
     def create(cls, path: Path, hash_slot_num: int, index_num: int) -> IndexFile:
         """Create a new, empty file at ``path`` (which must not exist).
 
         The file is sized with ``ftruncate``, so it is sparse: a default-size file takes no disk
-        space until entries are written.
+        space until entries are written. No page of the mapping is written before it has its
+        disk block, though: each run of keys first allocates the slot-table pages it touches
+        and its entries (a chunk ahead), so a full disk is a DiskFullError, never SIGBUS.
+
+        Raises:
+            DiskFullError: no room for the header (the file is removed again).
         """
         size_bytes = index_file_size_bytes(hash_slot_num, index_num)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.ftruncate(fd, size_bytes)
+            reserve_blocks(fd, 0, min(_PAGE_BYTES, size_bytes), f"index file {path.name}")
             mapped = mmap.mmap(fd, size_bytes)
-        finally:
+        except BaseException:
             os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
         _HEADER.pack_into(mapped, 0, 0, 0, 0, 0, 0, 1)
-        index_file = cls(path, mapped, hash_slot_num, index_num)
+        index_file = cls(path, fd, mapped, hash_slot_num, index_num)
+        index_file._slot_pages[0] = 1
         index_file.dirty = True
         return index_file
 
@@ -213,9 +231,12 @@ class IndexFile:
                     f"for {hash_slot_num} slots and {index_num} entries"
                 )
             mapped = mmap.mmap(fd, size_bytes)
-        finally:
+        except BaseException:
             os.close(fd)
-        return cls(path, mapped, hash_slot_num, index_num)
+            raise
+        index_file = cls(path, fd, mapped, hash_slot_num, index_num)
+        index_file._find_slot_pages()
+        return index_file
 
     # -- state -------------------------------------------------------------------------------
 
@@ -247,7 +268,17 @@ class IndexFile:
 
     def slot(self, key_hash: int) -> int:
         """The raw slot value of the bucket of ``key_hash``."""
-        return int(_SLOT.unpack_from(self._mapped, self._slot_position(key_hash))[0])
+        return self._slot_at(self._slot_position(key_hash))
+
+    def _slot_at(self, slot_position: int) -> int:
+        """The slot at ``slot_position``: 0 in a page without its disk block, never read there.
+
+        Such a page is a hole, which reads as zeros; on tmpfs even a read fault on a hole
+        allocates a page, and on a full file system that is SIGBUS.
+        """
+        if not self._slot_pages[slot_position // _PAGE_BYTES]:
+            return 0
+        return int(_SLOT.unpack_from(self._mapped, slot_position)[0])
 
     def time_matches(self, begin_timestamp_ms: int, end_timestamp_ms: int) -> bool:
         """Whether this file may hold entries stored within [begin, end] (False when empty)."""
@@ -296,6 +327,8 @@ class IndexFile:
             return start
         stop = start + count
         hashes = key_hashes[start:stop]
+        self._reserve_slot_pages(hashes % self._hash_slot_num)
+        self._reserve_entries(self._entry_position(self.index_count + count))
         offsets = commit_log_offsets[start:stop]
         times_ms = store_timestamps_ms[start:stop]
         first_entry = self.index_count
@@ -337,6 +370,70 @@ class IndexFile:
         self.dirty = True
         return stop
 
+    def _find_slot_pages(self) -> None:
+        """Mark the header and slot-table pages that have their blocks (SEEK_DATA), for a file just opened."""
+        fd, end = self._fd, self._entries_base
+        position = 0
+        while position < end:
+            try:
+                start = os.lseek(fd, position, os.SEEK_DATA)
+                stop = min(os.lseek(fd, start, os.SEEK_HOLE), end)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:  # no SEEK_DATA here: all of it counts as written
+                    self._slot_pages[:] = b"\x01" * len(self._slot_pages)
+                return
+            if start >= end:
+                return
+            first, last = start // _PAGE_BYTES, -(-stop // _PAGE_BYTES)
+            self._slot_pages[first:last] = b"\x01" * (last - first)
+            position = stop
+
+    def _read_slot_table(self) -> bytes:
+        """A copy of the slot table read from the file (pread: a hole reads as zeros, never faults)."""
+        size_bytes = self._hash_slot_num * SLOT_SIZE_BYTES
+        data = os.pread(self._fd, size_bytes, HEADER_SIZE_BYTES)
+        return data if len(data) == size_bytes else data + bytes(size_bytes - len(data))
+
+    def _reserve_slot_pages(self, buckets: npt.NDArray[np.int64]) -> None:
+        """Blocks for the header page and the slot-table pages of ``buckets`` (each page once).
+
+        Raises:
+            DiskFullError: no room for them: nothing was written.
+        """
+        import numpy as np
+
+        known = np.frombuffer(self._slot_pages, dtype=np.uint8)
+        pages = np.unique((HEADER_SIZE_BYTES + buckets * SLOT_SIZE_BYTES) // _PAGE_BYTES)
+        pages = np.concatenate((np.zeros(1, dtype=pages.dtype), pages))
+        new = pages[known[pages] == 0]
+        if not new.size:
+            return
+        new = np.unique(new)
+        for run in np.split(new, np.flatnonzero(np.diff(new) != 1) + 1):
+            first, last = int(run[0]), int(run[-1])
+            start, end = first * _PAGE_BYTES, min((last + 1) * _PAGE_BYTES, self._entries_base)
+            reserve_blocks(self._fd, start, end - start, f"index file {self.path.name}")
+            known[first : last + 1] = 1
+
+    def _reserve_entries(self, file_position_end: int) -> None:
+        """Blocks for the entries below ``file_position_end``, a chunk ahead when there is room.
+
+        Raises:
+            DiskFullError: no room for them: nothing was written.
+        """
+        start = self._entries_allocated_end
+        if file_position_end <= start:
+            return
+        size_bytes = len(self._mapped)
+        end = min(size_bytes, file_position_end + _ENTRY_ALLOCATE_BYTES)
+        what = f"index file {self.path.name}"
+        try:
+            reserve_blocks(self._fd, start, end - start, what)
+        except DiskFullError:
+            end = file_position_end
+            reserve_blocks(self._fd, start, end - start, what)
+        self._entries_allocated_end = end
+
     def _slot_table(self) -> npt.NDArray[np.int32]:
         """A writable big-endian view of the slot table (release it before the file closes)."""
         import numpy as np
@@ -352,6 +449,11 @@ class IndexFile:
         would have written, except that ``end_timestamp_ms`` is rebuilt from the last kept entry's
         seconds delta (rounded up, never later than before).
         """
+        import numpy as np
+
+        # Slots it rewrites were written before (they hold the entries it drops); the header
+        # page may not have its block in a file from before blocks were allocated ahead.
+        self._reserve_slot_pages(np.zeros(0, dtype=np.int64))
         mapped = self._mapped
         entry_number = self.index_count - 1
         while entry_number >= 1:
@@ -362,7 +464,7 @@ class IndexFile:
             if entry_commit_log_offset < commit_log_offset:
                 break
             slot_position = self._slot_position(key_hash)
-            if _SLOT.unpack_from(mapped, slot_position)[0] == entry_number:
+            if self._slot_at(slot_position) == entry_number:
                 _SLOT.pack_into(mapped, slot_position, prev_entry_number)
                 if prev_entry_number == 0:
                     self.hash_slot_count -= 1
@@ -418,7 +520,7 @@ class IndexFile:
         """
         mapped = self._mapped
         index_count = self.index_count
-        entry_number = _SLOT.unpack_from(mapped, self._slot_position(key_hash))[0]
+        entry_number = self._slot_at(self._slot_position(key_hash))
         earliest_ms = begin_timestamp_ms - _TIME_SLACK_MS
         while 0 < entry_number < index_count and len(found) < max_num:
             entry_hash, commit_log_offset, time_delta_s, prev_entry_number = _ENTRY.unpack_from(
@@ -485,9 +587,8 @@ class IndexFile:
         return None
 
     def _slot_table_problem(self) -> str | None:
-        slots_end = HEADER_SIZE_BYTES + self._hash_slot_num * SLOT_SIZE_BYTES
         # One copy into an int array and C-level min/max: about 0.2 s for 5,000,000 slots.
-        values = array.array("i", self._mapped[HEADER_SIZE_BYTES:slots_end])
+        values = array.array("i", self._read_slot_table())
         if sys.byteorder == "little":
             values.byteswap()
         lowest, highest = min(values), max(values)
@@ -509,15 +610,15 @@ class IndexFile:
 
         if not 1 <= self.index_count <= self._index_num:
             return 0  # a damaged header: find_problem reports it
-        slot_table = self._slot_table()
-        stale = np.flatnonzero(slot_table >= self.index_count)
+        copied = np.frombuffer(self._read_slot_table(), dtype=">i4")
+        stale = np.flatnonzero(copied >= self.index_count)
         if not stale.size:
             return 0
         entries = np.frombuffer(
             self._mapped, dtype=_ENTRY_FIELDS, count=self._index_num, offset=self._entries_base
         )
         previous = entries["prev_entry_number"]
-        values = slot_table[stale].astype(np.int64)
+        values = copied[stale].astype(np.int64)
         while True:
             ahead = np.flatnonzero(values >= self.index_count)
             if not ahead.size:
@@ -529,6 +630,7 @@ class IndexFile:
             # Chains only ever point at older entries: anything else ends the chain.
             following[(following >= current) | (following < 0)] = 0
             values[ahead] = following
+        slot_table = self._slot_table()  # the stale slots were written: their pages have blocks
         slot_table[stale] = values
         del slot_table, entries, previous
         self.dirty = True
@@ -544,8 +646,11 @@ class IndexFile:
         last_entry_number = self.index_count - 1
         last = self.entry(last_entry_number)
         slot_position = self._slot_position(last.key_hash)
-        if _SLOT.unpack_from(self._mapped, slot_position)[0] == last_entry_number:
+        if self._slot_at(slot_position) == last_entry_number:
             return False
+        import numpy as np
+
+        self._reserve_slot_pages(np.array([last.key_hash % self._hash_slot_num], dtype=np.int64))
         _SLOT.pack_into(self._mapped, slot_position, last_entry_number)
         self.dirty = True
         return True
@@ -563,12 +668,19 @@ class IndexFile:
         if not self._mapped.closed:
             self.flush()
             self._mapped.close()
+        self._close_fd()
 
     def delete(self) -> None:
         """Unmap without flushing and remove the file."""
         if not self._mapped.closed:
             self._mapped.close()
+        self._close_fd()
         self.path.unlink(missing_ok=True)
+
+    def _close_fd(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def _slot_position(self, key_hash: int) -> int:
         return HEADER_SIZE_BYTES + (key_hash % self._hash_slot_num) * SLOT_SIZE_BYTES

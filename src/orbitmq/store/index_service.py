@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orbitmq.errors import CorruptRecordError, StoreClosedError
+from orbitmq.store._fs import DiskFullError
 from orbitmq.store._key_hash import (
     index_key_hash,
     index_key_hashes_prefixed,
@@ -56,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 # Queued keys are written out in one run once this many wait (bounds the memory they hold).
 PENDING_KEYS_MAX = 8192
+_NO_SPACE_LOG_INTERVAL_S = 60.0
 
 _FILE_NAME = re.compile(r"\d{17}")
 _KEY_SEPARATOR = " "
@@ -102,6 +104,9 @@ class IndexService:
         # (topic prefix hash, tokens, their commit-log offsets, store time).
         self._pending: list[tuple[int, list[str], list[int], int]] = []
         self._pending_keys = 0
+        # Keys a full disk kept out of the files, hashed, oldest first: written before new ones.
+        self._held: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
+        self._no_space_logged_at = -_NO_SPACE_LOG_INTERVAL_S
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -115,7 +120,7 @@ class IndexService:
         with self._lock:
             self._index_dir.mkdir(parents=True, exist_ok=True)
             self._close_files()
-            self._pending, self._pending_keys = [], 0
+            self._pending, self._pending_keys, self._held = [], 0, None
             paths = sorted(
                 p for p in self._index_dir.iterdir() if p.is_file() and _FILE_NAME.fullmatch(p.name)
             )
@@ -268,14 +273,21 @@ class IndexService:
             self._drain()
 
     def _drain(self) -> None:
-        """Write every queued key to the files (lock held)."""
+        """Write every queued key to the files (lock held).
+
+        On a full disk the keys not written are held (in order) for the next drain, and the
+        files end before them: a put never fails for its index, and a restart re-indexes the
+        log from the files' end anyway.
+        """
         import numpy as np
 
         pending = self._pending
-        if not pending:
+        held = self._held
+        if not pending and held is None:
             return
         self._pending = []
         self._pending_keys = 0
+        self._held = None
         tokens: list[str] = []
         offsets: list[int] = []
         for _, put_tokens, put_offsets, _ in pending:
@@ -284,26 +296,45 @@ class IndexService:
         counts = [len(put[1]) for put in pending]
         prefixes = np.repeat(np.array([put[0] for put in pending], dtype=np.uint64), counts)
         times_ms = np.repeat(np.array([put[3] for put in pending], dtype=np.int64), counts)
-        self._put_hashed(index_key_hashes_prefixed(prefixes, tokens), offsets, times_ms)
+        key_hashes = index_key_hashes_prefixed(prefixes, tokens) if tokens else np.empty(0, dtype=np.int64)
+        commit_log_offsets = np.asarray(offsets, dtype=np.int64)
+        if held is not None:
+            key_hashes = np.concatenate((held[0], key_hashes))
+            commit_log_offsets = np.concatenate((held[1], commit_log_offsets))
+            times_ms = np.concatenate((held[2], times_ms))
+        written = self._put_hashed(key_hashes, commit_log_offsets, times_ms)
+        if written < len(key_hashes):
+            self._held = (key_hashes[written:], commit_log_offsets[written:], times_ms[written:])
 
     def _put_hashed(
         self,
         key_hashes: npt.NDArray[np.int64],
-        offsets: list[int],
+        commit_log_offsets: npt.NDArray[np.int64],
         store_timestamps_ms: npt.NDArray[np.int64],
-    ) -> None:
-        """Append (key hash, commit-log offset, store time) entries, rolling to new files as they fill."""
-        import numpy as np
+    ) -> int:
+        """Append (key hash, commit-log offset, store time) entries, rolling to new files as they fill.
 
-        commit_log_offsets = np.asarray(offsets, dtype=np.int64)
+        Returns how many were written: all of them unless the disk is full.
+        """
         files = self._files
-        position = (
-            files[-1].put_hashes(key_hashes, commit_log_offsets, store_timestamps_ms, 0) if files else 0
-        )
-        while position < len(key_hashes):
-            # Either no file yet or the newest one is full; a fresh file always has room.
-            files.append(self._create_file())
-            position = files[-1].put_hashes(key_hashes, commit_log_offsets, store_timestamps_ms, position)
+        position = 0
+        try:
+            if files:
+                position = files[-1].put_hashes(key_hashes, commit_log_offsets, store_timestamps_ms, 0)
+            while position < len(key_hashes):
+                # Either no file yet or the newest one is full; a fresh file always has room.
+                files.append(self._create_file())
+                position = files[-1].put_hashes(key_hashes, commit_log_offsets, store_timestamps_ms, position)
+        except DiskFullError as exc:
+            now = time.monotonic()
+            if now - self._no_space_logged_at >= _NO_SPACE_LOG_INTERVAL_S:
+                self._no_space_logged_at = now
+                logger.error(
+                    "%s: %d keys wait to be indexed until space is freed (queries miss them meanwhile)",
+                    exc.strerror,
+                    len(key_hashes) - position,
+                )
+        return position
 
     def _create_file(self) -> IndexFile:
         timestamp_ms = time.time_ns() // 1_000_000
@@ -325,6 +356,11 @@ class IndexService:
         with self._lock:
             self._require_loaded()
             self._drain()
+            if self._held is not None:
+                keep = self._held[1] < commit_log_offset
+                self._held = (
+                    (self._held[0][keep], self._held[1][keep], self._held[2][keep]) if keep.any() else None
+                )
             for index_file in reversed(list(self._files)):
                 if index_file.entry_count == 0:
                     continue

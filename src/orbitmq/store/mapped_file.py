@@ -4,6 +4,14 @@ A :class:`MappedFile` is one segment: a sparse file of ``size_bytes`` named by t
 offset of its first byte, mapped read-write with MAP_SHARED. Writers copy into the
 mapping and then advance ``wrote_position``; a reader never looks past it.
 
+Blocks before writes. A page of the mapping is written only once the file has blocks
+behind it: :meth:`MappedFile.allocate_to` allocates ahead of the write position (in
+``ALLOCATE_CHUNK_BYTES`` steps) and turns a full disk into
+:class:`~orbitmq.store._fs.DiskFullError` before anything is copied. A write fault on a
+page without a block would otherwise kill the process with SIGBUS; on tmpfs even a read
+fault on a hole allocates, so a reader of a loaded segment stays below
+``allocated_position`` too (set from the file's first hole when the segment is loaded).
+
 Durability is ``msync(MS_SYNC)`` of the range written since the last flush, which writes
 back those pages only and commits the metadata they need, as ``fdatasync`` does. Only the
 range, because pages ahead of the write position may have been faulted in early
@@ -30,12 +38,13 @@ from pathlib import Path
 
 from orbitmq.errors import StoreError
 from orbitmq.store._fs import (
-    allocate_blocks,
     create_sized_file,
+    first_hole,
     fsync_directory,
     list_segments,
     mapping_calls_available,
     populate_mapping,
+    reserve_blocks,
     segment_name,
     sync_mapping_range,
 )
@@ -43,6 +52,8 @@ from orbitmq.store._fs import (
 _PAGE_MASK = ~(mmap.PAGESIZE - 1)
 # warm_mark of a segment nobody warms: no write position ever reaches it.
 NEVER = sys.maxsize
+# Blocks are allocated this far ahead of a write at a time (one fallocate per chunk).
+ALLOCATE_CHUNK_BYTES = 1 << 20
 
 
 class MappedFile:
@@ -56,6 +67,7 @@ class MappedFile:
         "wrote_position",
         "flushed_position",
         "populated_position",
+        "allocated_position",
         "warm_mark",
         "_fd",
         "_pin",
@@ -85,6 +97,8 @@ class MappedFile:
         self.flushed_position = 0
         # Faulted in up to here (populate); a write reaching warm_mark wakes the warmer.
         self.populated_position = 0
+        # Every byte below it has its disk block (see allocate_to); a loaded segment sets it.
+        self.allocated_position = 0
         self.warm_mark = NEVER
 
     def _map(self) -> None:
@@ -152,16 +166,52 @@ class MappedFile:
         self.flushed_position = target
         return target
 
+    def find_allocated_end(self) -> None:
+        """Set ``allocated_position`` from the file: its first hole (a segment just loaded).
+
+        Data lies before it, so recovery reads no further (see the module docstring).
+        """
+        self.allocated_position = first_hole(self._fd, self.size_bytes)
+
+    def allocate_to(self, file_position_end: int) -> None:
+        """Make sure every byte below ``file_position_end`` has its disk block before it is written.
+
+        Allocates up to a chunk ahead (fewer calls); when the chunk does not fit, exactly what
+        was asked. Safe to call from two threads (the writer, the warmer): each one only ever
+        raises ``allocated_position`` to a point it allocated itself.
+
+        Raises:
+            DiskFullError: the disk has no room for the range: nothing was written.
+            ValueError: the segment is closed.
+        """
+        start = self.allocated_position
+        if file_position_end <= start:
+            return
+        if self._fd < 0:
+            raise ValueError(f"segment {self.path} is closed")
+        end = min(self.size_bytes, -(-file_position_end // ALLOCATE_CHUNK_BYTES) * ALLOCATE_CHUNK_BYTES)
+        what = f"commit-log segment {self.path.name}"
+        try:
+            reserve_blocks(self._fd, start, end - start, what)
+        except OSError:
+            if end == file_position_end:
+                raise
+            end = file_position_end
+            reserve_blocks(self._fd, start, end - start, what)
+        if end > self.allocated_position:
+            self.allocated_position = end
+
     def populate(self, file_position: int, size_bytes: int) -> bool:
         """Fault ``size_bytes`` from ``file_position`` (page-aligned) in, writable, without the GIL.
 
-        The range's disk blocks are allocated first where the file system can (see
-        :func:`~orbitmq.store._fs.allocate_blocks`), so neither this nor a later write
-        allocates them page by page. Returns False when the pages cannot be faulted in here (no
-        mapping calls, a kernel before 5.14, or the segment is closed); they then fault in on
-        first write as usual.
+        The range's disk blocks are allocated first (:meth:`allocate_to`), so neither this nor
+        a later write allocates them page by page, and a full disk is an error here, never a
+        fault. Returns False when the pages cannot be faulted in here (no mapping calls, a
+        kernel before 5.14, or the segment is closed); they then fault in on first write as
+        usual.
 
         Raises:
+            DiskFullError: no room for the range's blocks.
             OSError: the kernel refused for another reason.
         """
         if self._pin is None:
@@ -170,7 +220,7 @@ class MappedFile:
         if not address:
             return False
         try:
-            allocate_blocks(self._fd, file_position, size_bytes)
+            self.allocate_to(file_position + size_bytes)
             return populate_mapping(address + file_position, size_bytes)
         finally:
             self._release_address()
@@ -181,6 +231,16 @@ class MappedFile:
         if file_position < 0 or end <= file_position:
             return b""
         return self.buffer[file_position:end]
+
+    def read_file(self, file_position: int, size_bytes: int) -> bytes:
+        """``size_bytes`` from ``file_position`` read from the file, not the mapping (pread).
+
+        For bytes past ``allocated_position`` of a loaded segment: a read never faults, and
+        a hole reads as zeros without allocating (on tmpfs a read fault on a hole does).
+        """
+        if self._fd < 0:
+            raise ValueError(f"segment {self.path} is closed")
+        return os.pread(self._fd, size_bytes, file_position)
 
     def zero_from(self, file_position: int) -> None:
         """Discard everything from ``file_position`` on (a torn tail), durably.
@@ -196,6 +256,7 @@ class MappedFile:
         self.wrote_position = min(self.wrote_position, file_position)
         self.flushed_position = min(self.flushed_position, file_position)
         self.populated_position = min(self.populated_position, file_position & _PAGE_MASK)
+        self.allocated_position = min(self.allocated_position, file_position)
 
     def modified_time_ms(self) -> int:
         return int(os.fstat(self._fd).st_mtime * 1000)
@@ -246,6 +307,7 @@ class MappedFileQueue:
                 )
             mapped = MappedFile(path, start, self.size_bytes)
             mapped.wrote_position = mapped.flushed_position = self.size_bytes
+            mapped.find_allocated_end()
             self.files.append(mapped)
             expected_start = start + self.size_bytes
 

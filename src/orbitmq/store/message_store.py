@@ -28,14 +28,18 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from orbitmq.errors import StoreClosedError
+from orbitmq.errors import StoreClosedError, StoreError
 from orbitmq.protocol.message_codec import BLANK_RECORD_MIN_BYTES
-from orbitmq.store._fs import failpoints
+from orbitmq.store._fs import DiskFullError, failpoints
 from orbitmq.store.batch_put import BatchPut, PreparedBatch, prepare_batch
 from orbitmq.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
-from orbitmq.store.commit_log import CommitLog, CommitLogFlusher, CommitLogWarmer
+from orbitmq.store.commit_log import CommitLog
+from orbitmq.store.commit_log_flush import CommitLogFlusher
+from orbitmq.store.commit_log_warmer import CommitLogWarmer
 from orbitmq.store.config import FlushDiskType, StoreConfig, delay_levels_ms
 from orbitmq.store.consume_queue import ConsumeQueueTable
+from orbitmq.store.dir_lock import StoreDirLock, lock_store_dir
+from orbitmq.store.disk_space import DiskLevel, DiskSpaceMonitor
 from orbitmq.store.dispatch import Dispatcher, record_has_key
 from orbitmq.store.index_service import IndexService
 from orbitmq.store.put_path import PreparedRequests, RecordBuilder, dispatch_new, pack_one
@@ -129,6 +133,8 @@ class MessageStore:
         self._checkpoint = Checkpoint()
         self._manifest = ManifestKeeper(Path(config.store_path_root_dir))
         self.recovery_report: RecoveryReport | None = None
+        self._dir_lock: StoreDirLock | None = None
+        self.disk = DiskSpaceMonitor(Path(config.store_path_root_dir), config)
 
     def _queue_load_bounds(self) -> tuple[int, int]:
         end = self._recovered_end_offset
@@ -141,7 +147,17 @@ class MessageStore:
         if self._open:
             return
         root = Path(self.config.store_path_root_dir)
-        root.mkdir(parents=True, exist_ok=True)
+        # First of all: a second process on this directory must not recover it, nor later
+        # remove the abort marker of the one running.
+        self._dir_lock = lock_store_dir(root)
+        try:
+            self._open_locked()
+        except BaseException:
+            self._dir_lock.release()
+            raise
+
+    def _open_locked(self) -> None:
+        self.disk.check()  # a store opened on a full disk refuses puts from the first one
         clean_shutdown = not self.config.abort_path.exists()
         self.config.abort_path.touch()
         checkpoint = read_checkpoint(self.config.checkpoint_path)
@@ -203,13 +219,24 @@ class MessageStore:
         if self._flusher is not None:
             self._flusher.stop()
         # Every buffered ConsumeQueue entry to disk, then the checkpoint and the exact manifest.
-        self.flush_consume_queues(thorough=True, final=True)
+        try:
+            self.flush_consume_queues(thorough=True, final=True)
+            complete = True
+        except (OSError, StoreError) as exc:
+            # A full disk, say: the commit log is flushed, and the next open recovers what
+            # could not be written from it, as after a crash (the abort marker stays).
+            _log.error("closing %s: %s; the next start recovers from the commit log", self.store_path, exc)
+            complete = False
         with self._lock:
             self._commit_log.close()
             self._queues.close()
         if self._index is not None:
             self._index.close()
-        self.config.abort_path.unlink(missing_ok=True)
+        if complete:
+            self.config.abort_path.unlink(missing_ok=True)
+        if self._dir_lock is not None:
+            self._dir_lock.release()
+            self._dir_lock = None
 
     @property
     def is_open(self) -> bool:
@@ -227,7 +254,7 @@ class MessageStore:
 
     def put_message(self, request: PutMessageRequest, wake_flusher: bool = True) -> PutResult:
         """Append one message (see :meth:`put_messages`; this is its one-message fast path)."""
-        if not self._open or self._puts_refused is not None:
+        if not self._open or self._puts_refused is not None or self.disk.refusal is not None:
             return self._refused_put()
         prepared = self._builder.prepare((request,))
         if isinstance(prepared, PutResult):
@@ -254,6 +281,8 @@ class MessageStore:
                 self._queues.dirty.add(queue)
                 self._dispatched_offset = commit_log_offset + size
                 max_queue_offset = queue.max_queue_offset
+        except DiskFullError as exc:
+            return self._no_space(exc)
         except OSError as exc:
             _log.exception("put to %s/%d failed", request.topic, request.queue_id)
             return failed_put(
@@ -298,7 +327,7 @@ class MessageStore:
         disk. With ``wake_flusher`` False the flush thread is not told at once: the caller
         then calls :meth:`flush_here` or :meth:`wake_flusher` (every put method takes it).
         """
-        if not self._open or self._puts_refused is not None:
+        if not self._open or self._puts_refused is not None or self.disk.refusal is not None:
             return self._refused_put()
         if not requests:
             return failed_put(PutStatus.MESSAGE_ILLEGAL, "empty batch")
@@ -314,7 +343,7 @@ class MessageStore:
         The same records, checks and answers as ``put_messages(batch.requests())``, without
         an object per message.
         """
-        if not self._open or self._puts_refused is not None:
+        if not self._open or self._puts_refused is not None or self.disk.refusal is not None:
             return self._refused_put()
         prepared = prepare_batch(self._builder, batch)
         if isinstance(prepared, PutResult):
@@ -335,6 +364,8 @@ class MessageStore:
                 if not self._open:
                     return failed_put(PutStatus.SERVICE_NOT_AVAILABLE, f"store {self.store_path} is closing")
                 result, max_queue_offset = self._append(topic, queue_id, prepared)
+        except DiskFullError as exc:
+            return self._no_space(exc)
         except OSError as exc:
             _log.exception("put to %s/%d failed", topic, queue_id)
             return failed_put(PutStatus.CREATE_MAPPED_FILE_FAILED, f"{topic}/{queue_id}: {exc}")
@@ -348,7 +379,18 @@ class MessageStore:
     def _refused_put(self) -> PutResult:
         if self._puts_refused is not None:
             return failed_put(PutStatus.SERVICE_NOT_AVAILABLE, self._puts_refused)
+        refusal = self.disk.refusal
+        if refusal is not None and self._open:
+            return failed_put(PutStatus.SERVICE_NOT_AVAILABLE, refusal)
         return failed_put(PutStatus.SERVICE_NOT_AVAILABLE, f"store {self.store_path} is not open")
+
+    def _no_space(self, error: DiskFullError) -> PutResult:
+        """A put refused before a byte was written: the disk has no block for it."""
+        self.disk.note_no_space("a put")
+        return failed_put(
+            PutStatus.SERVICE_NOT_AVAILABLE,
+            f"disk full: {error.strerror}; sends are accepted again once space is freed",
+        )
 
     def _append(
         self, topic: str, queue_id: int, prepared: PreparedRequests | PreparedBatch
@@ -445,6 +487,20 @@ class MessageStore:
             self._require_open()
             queue = self._queues.get(topic, queue_id)
             return queue.max_queue_offset if queue is not None else 0
+
+    def consume_queue_entries(
+        self, topic: str, queue_id: int, queue_offset: int, count_max: int
+    ) -> list[tuple[int, int, int]] | None:
+        """Up to ``count_max`` consume queue entries (commit-log offset, size, tags code) from
+        ``queue_offset`` on, within the readable range; None for a queue the store does not have."""
+        with self._lock:
+            self._require_open()
+            queue = self._queues.get(topic, queue_id)
+            if queue is None:
+                return None
+            start = max(queue_offset, queue.min_queue_offset)
+            end = min(queue_offset + max(count_max, 0), queue.max_queue_offset)
+            return [queue.entry(offset) for offset in range(start, end)]
 
     def get_min_queue_offset(self, topic: str, queue_id: int) -> int:
         """The oldest queue offset still readable (0 for an unknown queue)."""
@@ -598,7 +654,11 @@ class MessageStore:
             found = split_whole_records(data, commit_log_offset, self._segment_bytes)
             touched: dict[tuple[str, int], int] = {}
             if found.whole_bytes:
-                log.append_raw(commit_log_offset, memoryview(data)[: found.whole_bytes])
+                try:
+                    log.append_raw(commit_log_offset, memoryview(data)[: found.whole_bytes])
+                except DiskFullError as exc:
+                    self.disk.note_no_space("replicated bytes")
+                    return AppendResult(AppendStatus.DISK_FULL, 0, exc.strerror or "disk full")
                 for offset, size, message in found.records:
                     self._dispatcher.redispatch(message, offset, size)
                     queue = self._queues.get(message.topic, message.queue_id)
@@ -683,6 +743,10 @@ class MessageStore:
             self._manifest.save(
                 self._queues, self._index, self._commit_log, self._lock, final=final, exact=final
             )
+
+    def check_disk_space(self) -> DiskLevel:
+        """Measure the disk and refuse or accept puts by its level (module ``disk_space``)."""
+        return self.disk.check()
 
     def run_retention(self, now_ms: int, force: bool = False) -> int:
         """Delete expired CommitLog segments (module retention); return how many were deleted.

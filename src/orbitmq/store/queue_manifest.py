@@ -58,6 +58,7 @@ open only, since that open writes a manifest.
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import os
@@ -401,8 +402,11 @@ class ManifestKeeper:
         manifest = QueueManifest(queues, index_has_entries, end_offset, exact, min_offset)
         try:
             write_file_durably(self.path, manifest.encode())
-        except OSError:
-            _log.exception("writing queue manifest %s failed; retrying at the next save", self.path)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                _log.error("writing queue manifest %s failed (%s); retrying at the next save", self.path, exc)
+            else:
+                _log.exception("writing queue manifest %s failed; retrying at the next save", self.path)
             self._stale = True
             return False
         self._written = manifest

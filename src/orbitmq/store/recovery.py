@@ -28,19 +28,24 @@ steps, and differ only in how much they trust the bytes:
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from orbitmq.model.message import MessageExt
+from orbitmq.protocol.message_codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
 from orbitmq.store.checkpoint import Checkpoint
 from orbitmq.store.commit_log import CommitLog, RecordCheck, check_record, check_record_header, skim_records
 from orbitmq.store.consume_queue import ConsumeQueueTable
 from orbitmq.store.dispatch import Dispatcher, Redispatch
 from orbitmq.store.index_service import IndexService
+from orbitmq.store.mapped_file import MappedFile
 from orbitmq.store.queue_manifest import QueueManifest, missing_queues, short_queues
 
 _log = logging.getLogger(__name__)
+
+_HEAD = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 
 
 @dataclass(slots=True)
@@ -174,16 +179,21 @@ def _walk(
     position = 0
     while segment is not None:
         message = None
-        if segment.start_offset + position < skim_below:
+        # The mapping is read only where the file has blocks (see mapped_file); past them,
+        # records are read from the file itself.
+        readable = segment.allocated_position
+        if not _mapped_record(segment, position, readable):
+            found, size, message = _check_unmapped(segment, position, verify_crc)
+        elif segment.start_offset + position < skim_below:
             # The tail segment's bodies are CRC-checked even here: a clean start still
             # refuses to serve a record damaged after shutdown.
             in_tail = segment is segments.files[-1]
             skimmed = skim_records(
                 segment.buffer,
                 position,
-                skim_below - segment.start_offset,
+                min(skim_below - segment.start_offset, readable),
                 segment.start_offset,
-                segment.size_bytes,
+                readable,
                 in_tail,
             )
             if skimmed != position:
@@ -220,6 +230,32 @@ def _walk(
             )
         return segment.start_offset + position
     return start_offset
+
+
+def _mapped_record(segment: MappedFile, position: int, readable: int) -> bool:
+    """Whether the record (or blank, or end) at ``position`` lies wholly below ``readable``."""
+    if position + _HEAD.size > readable:
+        return False
+    total_size: int
+    magic: int
+    total_size, magic = _HEAD.unpack_from(segment.buffer, position)
+    if magic == BLANK_MAGIC_CODE:
+        return True  # only its header is read
+    return total_size > 0 and position + total_size <= readable
+
+
+def _check_unmapped(
+    segment: MappedFile, position: int, verify_crc: bool
+) -> tuple[RecordCheck, int, MessageExt | None]:
+    """:func:`check_record` at ``position`` on bytes read from the file rather than the mapping."""
+    remaining = segment.size_bytes - position
+    head = segment.read_file(position, _HEAD.size)
+    if len(head) < _HEAD.size:
+        return RecordCheck.CORRUPT, 0, None
+    total_size, magic = _HEAD.unpack(head)
+    if magic == MESSAGE_MAGIC_CODE and _HEAD.size < total_size <= remaining:
+        head = segment.read_file(position, total_size)
+    return check_record(head, 0, segment.start_offset + position, remaining, verify_crc)
 
 
 def _recover_lost_files(
@@ -369,7 +405,12 @@ def _restore_empty(
             continue
         table.restore_empty(topic, queue_id, bounds.max_queue_offset)
         restored.add((topic, queue_id))
-        _log.warning(
+        # A queue the manifest lists as empty (its topic deleted, or retention took every
+        # record) is the expected state, not news: a restart after deleting topics stays
+        # quiet. A queue the manifest says held entries that the log no longer has is worth
+        # a warning.
+        _log.log(
+            logging.WARNING if bounds.holds_entries else logging.DEBUG,
             "consume queue %s/%d has no record left in the commit log; restored empty at queue offset %d",
             topic,
             queue_id,

@@ -110,6 +110,7 @@ class AppendStatus(Enum):
     APPENDED = "APPENDED"  # the whole records at the start were appended (maybe none yet)
     NOT_AT_END = "NOT_AT_END"  # the bytes do not start at the log's end: nothing appended
     CORRUPT = "CORRUPT"  # the whole records before a bad one were appended, the rest never can be
+    DISK_FULL = "DISK_FULL"  # no room on the disk: nothing appended, the same bytes may come again
 
 
 @dataclass(frozen=True, slots=True)

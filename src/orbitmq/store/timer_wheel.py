@@ -46,6 +46,7 @@ from pathlib import Path
 import orjson
 
 from orbitmq.errors import CorruptRecordError
+from orbitmq.store._fs import reserve_blocks
 from orbitmq.store.timer_log import NO_POSITION, TimerLog, TimerRecord
 
 _log = logging.getLogger(__name__)
@@ -72,11 +73,18 @@ class TimerWheel:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         size = self.slot_count * SLOT_BYTES
-        if os.fstat(fd).st_size != size:
-            os.ftruncate(fd, 0)  # another geometry: start empty
-            os.ftruncate(fd, size)
+        try:
+            if os.fstat(fd).st_size != size:
+                os.ftruncate(fd, 0)  # another geometry: start empty
+                os.ftruncate(fd, size)
+            # Slots are written anywhere: every one gets its block now, so that no write
+            # into the mapping can fault on a full disk (SIGBUS); a full disk fails here.
+            reserve_blocks(fd, 0, size, f"timer wheel {self.path.name}")
+            self._map = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
         self._file = fd
-        self._map = mmap.mmap(fd, size)
 
     def close(self) -> None:
         if self._map is not None:

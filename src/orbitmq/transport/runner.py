@@ -15,10 +15,10 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
-from orbitmq.errors import ConfigError
+from orbitmq.errors import ConfigError, ListenError, StoreLockedError
 
 __all__ = ["App", "new_event_loop", "run_app", "run_apps", "serve", "serve_apps"]
 
@@ -46,24 +46,48 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def run_app(app: App) -> int:
+def run_app(app: App, port_flags: Mapping[int, str] | None = None) -> int:
     """Run one app until SIGINT/SIGTERM; returns the process exit code."""
-    return run_apps([app])
+    return run_apps([app], port_flags)
 
 
-def run_apps(apps: Sequence[App]) -> int:
-    """Start ``apps`` in order, serve until a signal, shut them down in reverse; exit code."""
+def run_apps(apps: Sequence[App], port_flags: Mapping[int, str] | None = None) -> int:
+    """Start ``apps`` in order, serve until a signal, shut them down in reverse; exit code.
+
+    A start refused for an everyday reason (a port in use, a store directory another process
+    holds or that cannot be created, a bad accounts file or certificate) is one logged line,
+    no traceback. ``port_flags`` names the command-line flag that chose each port, so a port in
+    use is reported against the flag that moves it rather than a config key.
+    """
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         try:
             runner.run(serve_apps(apps))
         except KeyboardInterrupt:
             return _FORCED_EXIT_CODE
-        except ConfigError as exc:
+        except ListenError as exc:
+            flag = (port_flags or {}).get(exc.port)
+            if flag is None:
+                logger.error("cannot start: %s", exc)
+            else:
+                logger.error(
+                    "cannot start: cannot listen on %s:%d: %s (pass %s to choose another port)",
+                    exc.host,
+                    exc.port,
+                    exc.reason,
+                    flag,
+                )
+            return _CONFIG_ERROR_CODE
+        except (ConfigError, StoreLockedError) as exc:
             # A bad accounts file or certificate: the operator needs the reason, not a traceback.
             logger.error("cannot start: %s", exc)
             return _CONFIG_ERROR_CODE
+        except OSError as exc:
+            # A directory that cannot be made or written, an address not of this host: the
+            # system's own words name the file or the address.
+            logger.error("cannot start: %s", exc)
+            return 1
         except Exception:
-            # A failed startup (port in use, bad store directory): say why, exit non-zero.
+            # Anything else is a fault of the server: the traceback is for its developers.
             logger.exception("server failed")
             return 1
     return 0

@@ -62,6 +62,7 @@ from typing import Any
 from orbitmq.errors import (
     BadRequestError,
     BrokerResponseError,
+    ListenError,
     ProtocolError,
     RemoteProtocolError,
 )
@@ -418,15 +419,22 @@ class RemotingServer:
     async def start(self) -> None:
         """Bind and start accepting connections."""
         loop = asyncio.get_running_loop()
-        if self.tls_mode is TlsMode.PERMISSIVE and self._ssl_context is not None:
-            self._server = await start_sniffing_server(
-                lambda: _ServerProtocol(self), self.host, self._requested_port, self._ssl_context
-            )
-        else:
-            tls = self._ssl_context if self.tls_mode is TlsMode.ENFORCING else None
-            self._server = await loop.create_server(
-                lambda: _ServerProtocol(self), self.host, self._requested_port, reuse_address=True, ssl=tls
-            )
+        try:
+            if self.tls_mode is TlsMode.PERMISSIVE and self._ssl_context is not None:
+                self._server = await start_sniffing_server(
+                    lambda: _ServerProtocol(self), self.host, self._requested_port, self._ssl_context
+                )
+            else:
+                tls = self._ssl_context if self.tls_mode is TlsMode.ENFORCING else None
+                self._server = await loop.create_server(
+                    lambda: _ServerProtocol(self),
+                    self.host,
+                    self._requested_port,
+                    reuse_address=True,
+                    ssl=tls,
+                )
+        except OSError as exc:
+            raise ListenError.from_os_error("listenPort", self.host, self._requested_port, exc) from exc
         sockets = getattr(self._server, "sockets", None) or ()
         if sockets:
             self._bound_port = int(sockets[0].getsockname()[1])

@@ -73,6 +73,7 @@ def test_cluster_command_runs_a_replicated_group_until_interrupted(
         assert rows[1][-2:] == ["yes", "STREAMING"]
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
+        assert "stopped 3 processes; data, broker.conf files and logs are kept under" in out_path.read_text()
         for port in (namesrv_port, base_port, base_port + 2):
             with pytest.raises(OSError):
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()

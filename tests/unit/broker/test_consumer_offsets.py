@@ -85,3 +85,40 @@ def test_offset_table_holds_only_what_its_loader_accepts() -> None:
     assert not table.commit("G", "a/b", 0, 1)
     assert table.commit("G", "T", 0, 1)
     assert sorted(ConsumerOffsetTable.decode(table.encode())) == [("G", "T", 0, 1)]
+
+
+def test_offset_table_local_commits_ahead_of_master_are_kept_until_merged() -> None:
+    slave = ConsumerOffsetTable()
+    slave.track_local_commits()
+    slave.merge(_table({("T", "G"): {0: 10, 1: 10}}))  # copied from the master: not local
+    slave.commit_unless_reset("G", "T", 0, 50)  # a consumer, master away
+    slave.commit_unless_reset("G", "T", 1, 5)
+    slave.commit_unless_reset("G2", "T", 0, 7)
+    master = _table({("T", "G"): {0: 10, 1: 20}})
+    ahead = slave.local_commits_ahead_of(master)
+    assert ahead == {("T", "G"): {0: 50}, ("T", "G2"): {0: 7}}  # queue 1: the master is ahead
+    slave.commit_unless_reset("G", "T", 0, 60)  # committed while the merge was on its way
+    slave.forget_local_commits(ahead)
+    assert slave.local_commits_ahead_of(master) == {("T", "G"): {0: 60}}
+
+
+def test_offset_table_merge_max_keeps_the_larger_and_pending_resets() -> None:
+    master = _table({("T", "G"): {0: 30, 1: 30}})
+    master.assign_reset("G", "T", 2, 3)
+    moved = master.merge_max(_table({("T", "G"): {0: 50, 1: 10, 2: 99, 3: 4}}))
+    assert moved == 2
+    assert [master.query("G", "T", queue_id) for queue_id in range(4)] == [50, 30, 3, 4]
+
+
+def test_offset_table_without_tracking_reports_no_local_commits() -> None:
+    table = ConsumerOffsetTable()
+    table.commit_unless_reset("G", "T", 0, 5)
+    assert table.local_commits_ahead_of(ConsumerOffsetTable()) == {}
+
+
+def _table(entries: dict[tuple[str, str], dict[int, int]]) -> ConsumerOffsetTable:
+    table = ConsumerOffsetTable()
+    for (topic, group), queues in entries.items():
+        for queue_id, queue_offset in queues.items():
+            table.commit(group, topic, queue_id, queue_offset)
+    return table

@@ -133,6 +133,44 @@ async def test_namesrv_register_without_required_header_names_it(
     assert "brokerAddr" in (response.remark or "")
 
 
+@pytest.mark.parametrize(
+    ("field", "address"),
+    [
+        ("brokerAddr", "not-an-address"),
+        ("brokerAddr", "127.0.0.1"),
+        ("brokerAddr", "127.0.0.1:99999"),
+        ("brokerAddr", "../../x:10911"),
+        ("brokerAddr", "evil host:10911"),
+        ("brokerAddr", ""),
+        ("haServerAddr", "ha:"),
+    ],
+)
+async def test_namesrv_register_refuses_address_not_host_port(
+    namesrv: NamesrvApp, client: RemotingClient, field: str, address: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    request = register_request(TOPICS)
+    request.ext_fields[field] = address
+    response = await client.invoke(namesrv.address, request)
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert f"{field}: the address" in (response.remark or ""), response.remark
+    info = await client.invoke(namesrv.address, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+    assert decode_cluster_info(info.body).broker_addr_table == {}
+    assert namesrv.route_table.all_topics() == []
+    assert len([r for r in caplog.records if "refused request code 103" in r.getMessage()]) == 1
+
+
+async def test_namesrv_register_accepts_host_names_and_ipv6(
+    namesrv: NamesrvApp, client: RemotingClient
+) -> None:
+    for broker_id, address in enumerate(
+        ("broker-a.example.com:10911", "[::1]:10911", "0:0:0:0:0:0:0:1:10915")
+    ):
+        response = await client.invoke(
+            namesrv.address, register_request(TOPICS, broker_addr=address, broker_id=broker_id)
+        )
+        assert response.code == ResponseCode.SUCCESS, (address, response.remark)
+
+
 async def test_namesrv_slave_registration_answers_master_address(
     namesrv: NamesrvApp, client: RemotingClient
 ) -> None:

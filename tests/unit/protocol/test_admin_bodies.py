@@ -14,16 +14,28 @@ from hypothesis import strategies as st
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.message import MessageQueue
 from orbitmq.protocol.admin_bodies import (
+    ConsumeQueueData,
     ConsumeStats,
     OffsetWrapper,
+    QueryConsumeQueueResponseBody,
     TopicOffset,
     decode_consume_stats,
+    decode_query_consume_queue,
     decode_reset_offset_body,
     decode_topic_stats_table,
     encode_consume_stats,
+    encode_query_consume_queue,
     encode_reset_offset_body,
     encode_topic_stats_table,
 )
+from orbitmq.protocol.admin_headers import (
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
+    QueryConsumeQueueRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
+)
+from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.fastjson import ObjectKey, dumps, loads
 
 JAVA_CONSUME_STATS = (
@@ -44,7 +56,8 @@ def test_fastjson_writes_object_keys_in_alphabetical_order() -> None:
     body = encode_topic_stats_table({MessageQueue("T", "b", 3): TopicOffset(1, 9, 77)})
     assert (
         body
-        == b'{"offsetTable":{{"brokerName":"b","queueId":3,"topic":"T"}:{"lastUpdateTimestamp":77,"maxOffset":9,"minOffset":1}}}'
+        == b'{"offsetTable":{{"brokerName":"b","queueId":3,"topic":"T"}:{"lastUpdateTimestamp":77,"maxOffset":9,"minOffset":1}},'
+        b'"topicPutTps":0.0}'
     )
     assert decode_topic_stats_table(body) == {MessageQueue("T", "b", 3): TopicOffset(1, 9, 77)}
 
@@ -85,3 +98,42 @@ def test_reset_offset_array_form_is_what_the_cpp_client_parses() -> None:
 def test_malformed_admin_bodies_raise_remote_protocol_error(body: bytes) -> None:
     with pytest.raises(RemoteProtocolError):
         decode_reset_offset_body(body)
+
+
+def test_admin_bodies_mqadmin_operations_requests_use_rocketmq_codes_and_field_names() -> None:
+    # The codes and names of RocketMQ's RequestCode, WipeWritePermOfBroker*/AddWritePermOfBroker*
+    # headers, QueryConsumeQueueRequestHeader and QueryConsumeQueueResponseBody: mqadmin itself
+    # sends and reads these, so a name spelt alike on both sides of OrbitMQ is not enough.
+
+    assert (
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.UPDATE_NAMESRV_CONFIG,
+        RequestCode.GET_NAMESRV_CONFIG,
+        RequestCode.QUERY_CONSUME_QUEUE,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,
+        RequestCode.GET_BROKER_CONSUME_STATS,
+    ) == (205, 318, 319, 321, 327, 317)
+    assert WipeWritePermOfBrokerRequestHeader("broker-a").to_ext() == {"brokerName": "broker-a"}
+    assert AddWritePermOfBrokerRequestHeader("broker-a").to_ext() == {"brokerName": "broker-a"}
+    assert WipeWritePermOfBrokerResponseHeader(3).to_ext() == {"wipeTopicCount": "3"}
+    assert AddWritePermOfBrokerResponseHeader(3).to_ext() == {"addTopicCount": "3"}
+    assert QueryConsumeQueueRequestHeader("T", 1, 5, 10, "G").to_ext() == {
+        "topic": "T",
+        "queueId": "1",
+        "index": "5",
+        "count": "10",
+        "consumerGroup": "G",
+    }
+    body = QueryConsumeQueueResponseBody([ConsumeQueueData(100, 220, 7)], 9, 2, None, "G@T is not online!")
+    document = loads(encode_query_consume_queue(body))
+    assert document == {
+        "maxQueueIndex": 9,
+        "minQueueIndex": 2,
+        "filterData": "G@T is not online!",
+        "queueData": [{"physicOffset": 100, "physicSize": 220, "tagsCode": 7, "eval": False}],
+    }
+    assert decode_query_consume_queue(encode_query_consume_queue(body)) == body
+    assert body.queue_data[0].java_string() == (
+        "ConsumeQueueData{physicOffset=100, physicSize=220, tagsCode=7, extendDataJson='null', "
+        "bitMap='null', eval=false, msg='null'}"
+    )

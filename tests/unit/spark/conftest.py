@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from orbitmq.client.staging import CommitResult, StagedChunk
-from orbitmq.errors import RequestTimeoutError
+from orbitmq.errors import ConnectError, RequestTimeoutError
 from orbitmq.model.message import Message, MessageConst, MessageExt, MessageQueue
+from orbitmq.model.route import BrokerData, QueueData, TopicRouteData
 from orbitmq.protocol.message_codec import encode_stored_message
 from orbitmq.protocol.tags import TagFilter, tags_code
 
@@ -38,7 +39,13 @@ class FakeBroker:
     group_offsets: dict[tuple[str, MessageQueue], int] = field(default_factory=dict)
     sent: list[tuple[str, Message, str | None]] = field(default_factory=list)
     admin_calls: int = 0
-    failures_left: int = 0  # admin calls that fail with a request timeout before any succeeds
+    failures_left: int = 0  # route lookups that fail with a request timeout before any succeeds
+    away: set[int] = field(default_factory=set)  # member ids (0 master, 1 slave) not in the route
+    unreachable: set[int] = field(default_factory=set)  # member ids in the route that do not answer
+    # What the next pulls meet, one entry per pull: "ok", "down" (ConnectError: the member was
+    # killed) or "behind" (the queue ends there: a slave that has not caught up).
+    pull_faults: list[str] = field(default_factory=list)
+    pulls: int = 0
     staged: list[tuple[str, int, StagedChunk, list[Message]]] = field(default_factory=list)
     committed: dict[tuple[str, int], list[StagedChunk]] = field(default_factory=dict)
 
@@ -75,15 +82,32 @@ class FakeAdmin:
     def fetch_queues(self, topic: str) -> list[MessageQueue]:
         return sorted(mq for mq in self.broker.queues if mq.topic == topic)
 
-    def topic_status(self, topic: str) -> dict[MessageQueue, FakeStatus]:
+    def topic_route(self, topic: str) -> TopicRouteData:
+        """Every broker of ``topic`` with a master (id 0) and, if ``slaves``, slave id 1."""
         self.broker.admin_calls += 1
         if self.broker.failures_left > 0:
             self.broker.failures_left -= 1
-            raise RequestTimeoutError(f"topic_status({topic}) timed out")
+            raise RequestTimeoutError(f"topic_route({topic}) timed out")
+        counts: dict[str, int] = {}
+        for mq in self.broker.queues:
+            if mq.topic == topic:
+                counts[mq.broker_name] = max(counts.get(mq.broker_name, 0), mq.queue_id + 1)
+        members = {0: "127.0.0.1:10911", 1: "127.0.0.1:10921"}
+        return TopicRouteData(
+            [QueueData(name, n, n) for name, n in sorted(counts.items())],
+            [
+                BrokerData("c", name, {i: a for i, a in members.items() if i not in self.broker.away})
+                for name in sorted(counts)
+            ],
+        )
+
+    def queue_statuses_of(
+        self, queues: Sequence[MessageQueue], broker_id: int
+    ) -> dict[MessageQueue, FakeStatus]:
+        if broker_id in self.broker.unreachable:
+            raise ConnectError(f"cannot connect to member {broker_id}")
         return {
-            mq: FakeStatus(self.broker.min_offsets.get(mq, 0), len(msgs))
-            for mq, msgs in self.broker.queues.items()
-            if mq.topic == topic
+            mq: FakeStatus(self.broker.min_offsets.get(mq, 0), len(self.broker.queues[mq])) for mq in queues
         }
 
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
@@ -113,6 +137,7 @@ class FakeAdmin:
 @dataclass
 class FakeRawBatch:
     body: bytes
+    next_offset: int
 
 
 class FakePuller:
@@ -134,9 +159,15 @@ class FakePuller:
         tag_filter = TagFilter.parse(expression)
         queue = self.broker.queues[mq]
         for first in range(start_offset, min(end_offset, len(queue)), max_msg_nums):
+            self.broker.pulls += 1
+            fault = self.broker.pull_faults.pop(0) if self.broker.pull_faults else "ok"
+            if fault == "down":
+                raise ConnectError(f"cannot connect to the member serving {mq}")
+            if fault == "behind":
+                return
             chunk = queue[first : first + max_msg_nums]
             kept = [m for m in chunk if tag_filter.matches_code(tags_code(m.tags))]
-            yield FakeRawBatch(b"".join(encode_stored_message(m) for m in kept))
+            yield FakeRawBatch(b"".join(encode_stored_message(m) for m in kept), first + len(chunk))
 
     def pull_range(
         self,

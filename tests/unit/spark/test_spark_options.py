@@ -62,14 +62,14 @@ def test_read_options_keys_are_case_insensitive_and_lists_split() -> None:
         ({"topic": "A", "minPartitions": "0"}, "minPartitions"),
         ({"topic": "A", "maxRecordsPerPartition": "-3"}, "maxRecordsPerPartition"),
         ({"topic": "A", "fetchOffset.numRetries": "-1"}, "fetchOffset.numRetries"),
-        ({"topic": "A", "endingTimestamp": "5"}, "endingtimestamp applies to batch reads only"),
+        ({"topic": "A", "endingTimestamp": "5"}, "endingTimestamp applies to batch reads only"),
         ({"topic": "A", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
         ({"topic": "A", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"}, "minOffsetsPerTrigger"),
         ({"topic": "A", "maxTriggerDelay": "5s"}, "maxTriggerDelay"),
         ({"topic": "A", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
         ({"topicPattern": "("}, "topicPattern"),
         ({"assign": '{"A": [-1]}'}, "assign"),
-        ({"topic": "A", "endingOffsets": "latest"}, "endingoffsets"),
+        ({"topic": "A", "endingOffsets": "latest"}, "option endingOffsets applies to batch reads only"),
     ],
 )
 def test_read_options_rejects_bad_input_naming_the_option(options: dict[str, str], named: str) -> None:
@@ -81,7 +81,7 @@ def test_read_options_rejects_bad_input_naming_the_option(options: dict[str, str
 
 
 def test_read_options_batch_rejects_stream_only_and_latest_start() -> None:
-    with pytest.raises(ConfigError, match="maxoffsetspertrigger"):
+    with pytest.raises(ConfigError, match="^option maxOffsetsPerTrigger applies to streaming reads only"):
         parse_read_options({**NS, "topic": "A", "maxOffsetsPerTrigger": "5"}, streaming=False)
     with pytest.raises(ConfigError, match="startingOffsets=latest"):
         parse_read_options({**NS, "topic": "A", "startingOffsets": "latest"}, streaming=False)
@@ -150,7 +150,7 @@ def test_write_options_validate_topic_and_unknown_keys() -> None:
             "startingOffsets and endingOffsets contradict each other: topic 'A' queue 0 starts at 9",
         ),
         ({"endingTimestamp": "soon"}, "endingTimestamp"),
-        ({"maxOffsetsPerTrigger": "5"}, "maxoffsetspertrigger applies to streaming reads only"),
+        ({"maxOffsetsPerTrigger": "5"}, "maxOffsetsPerTrigger applies to streaming reads only"),
     ],
 )
 def test_batch_read_options_reject_each_contradiction_naming_both(

@@ -14,7 +14,14 @@ from orbitmq.errors import ClientError, RequestTimeoutError
 from orbitmq.model.message import MessageQueue
 from orbitmq.spark._offsets import DataLossError, from_offset_json
 from orbitmq.spark._options import parse_read_options
-from orbitmq.spark._reader import OrbitBatchReader, OrbitStreamReader, QueueRange, read_range
+from orbitmq.spark._reader import (
+    OrbitBatchReader,
+    OrbitStreamReader,
+    QueueRange,
+    QueueReadError,
+    QueueUnavailableError,
+    read_range,
+)
 from orbitmq.spark._schema import source_arrow_schema
 
 if TYPE_CHECKING:
@@ -259,3 +266,66 @@ def test_stream_reports_latest_offset_and_offsets_behind(broker: FakeBroker, fac
     assert sum(from_offset_json(end).values()) == 8
     assert (report["minOffsetsBehindLatest"], report["maxOffsetsBehindLatest"]) == ("8", "8")
     assert report["avgOffsetsBehindLatest"] == "8.0"
+
+
+def test_planner_reads_offsets_from_the_slave_while_the_master_is_away(
+    broker: FakeBroker, factory: FakeFactory
+) -> None:
+    _fill(broker, 30)
+    broker.unreachable = {0}  # killed, still in the route
+    reader = _batch(factory)
+    assert sorted((p.queue_id, p.start_offset, p.end_offset) for p in reader.partitions()) == [
+        (q, 0, 30) for q in range(4)
+    ]
+    broker.away = {0}  # the name server dropped it
+    stream = _stream(factory, startingOffsets="earliest")
+    start = {"Orders": {"broker-a": {str(q): 10 for q in range(4)}}}
+    parts = stream.partitions(start, stream.latestOffset(start, ReadAllAvailable()))
+    assert sorted((p.queue_id, p.start_offset, p.end_offset) for p in parts) == [
+        (q, 10, 30) for q in range(4)
+    ]
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_planner_reports_a_group_that_does_not_answer_as_unavailable_never_as_lost(
+    broker: FakeBroker, factory: FakeFactory, fail_on_data_loss: str
+) -> None:
+    _fill(broker, 30)
+    broker.unreachable = {0, 1}
+    stream = _stream(factory, failOnDataLoss=fail_on_data_loss, failoverTimeoutMs="300")
+    start = {"Orders": {"broker-a": {str(q): 10 for q in range(4)}}}
+    # An idle trigger does not wait and does not move: nothing is planned, nothing skipped.
+    assert stream.latestOffset(start, ReadAllAvailable()) == start
+    end = {"Orders": {"broker-a": {str(q): 20 for q in range(4)}}}
+    with pytest.raises(QueueUnavailableError) as failed:
+        stream.partitions(start, end)
+    text = str(failed.value)
+    assert text.startswith("offsets unavailable for topic Orders broker broker-a queue(s) 0, 1, 2, 3")
+    assert "master 127.0.0.1:10911" in text and "slave 1 127.0.0.1:10921" in text
+    broker.unreachable = set()
+    broker.away = {0, 1}  # the whole group left the route
+    with pytest.raises(QueueUnavailableError, match="queue\\(s\\) 0, 1, 2, 3"):
+        stream.partitions(start, end)
+    with pytest.raises(QueueUnavailableError):
+        _batch(factory, failoverTimeoutMs="200").partitions()
+
+
+def test_read_range_resumes_where_a_failed_member_stopped(broker: FakeBroker, factory: FakeFactory) -> None:
+    broker.append(_mq(0), 100)
+    broker.pull_faults = ["ok", "down", "down", "ok", "behind", "ok", "ok"]
+    part = QueueRange("Orders", "broker-a", 0, 5, 95, "ns:1", "*", 20, 1000, failover_timeout_ms=5000)
+    rows = [row for batch in read_range(part, factory) for row in batch.to_pylist()]
+    assert [r["queue_offset"] for r in rows] == list(range(5, 95))
+
+
+def test_read_range_fails_naming_queue_range_and_attempts_after_the_failover_timeout(
+    broker: FakeBroker, factory: FakeFactory
+) -> None:
+    broker.append(_mq(2), 100)
+    broker.pull_faults = ["ok"] + ["down"] * 1000
+    part = QueueRange("Orders", "broker-a", 2, 0, 100, "ns:1", "*", 20, 1000, failover_timeout_ms=400)
+    with pytest.raises(QueueReadError) as failed:
+        list(read_range(part, factory))
+    text = str(failed.value)
+    assert text.startswith("cannot read topic Orders broker broker-a queue 2 offsets [0, 100): stopped at 20")
+    assert "ConnectError: cannot connect" in text

@@ -8,9 +8,10 @@ import zlib
 import pytest
 
 from orbitmq.errors import RemoteProtocolError
-from orbitmq.model.message import MessageExt, SysFlag
+from orbitmq.model.message import MessageConst, MessageExt, SysFlag
 from orbitmq.protocol.message_codec import decode_stored_messages, encode_stored_message
 from orbitmq.protocol.tags import TagFilter
+from orbitmq.spark._arrow_records import records_batch
 from orbitmq.spark._schema import ColumnBuilder, messages_to_batch, source_arrow_schema
 
 
@@ -72,3 +73,45 @@ def test_flushed_batches_have_the_declared_schema_and_reset() -> None:
     first = builder.flush()
     assert first.schema.equals(source_arrow_schema()) and first.num_rows == 2
     assert len(builder) == 0 and builder.flush().num_rows == 0
+
+
+def _mixed_records(count: int) -> list[MessageExt]:
+    """Long and short bodies, with and without UNIQ_KEY, tags, keys, or any property."""
+    records = []
+    for index in range(count):
+        props = {"WAIT": "true", "note": f"n{index}"}
+        if index % 3:
+            props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = f"7F00000100002A9F{index:016X}"
+        if index % 2:
+            props[MessageConst.TAGS] = "odd"
+            props[MessageConst.KEYS] = f"k{index} j{index}"
+        if index % 5 == 0:
+            props = {}
+        body = bytes(range(256)) * 4 if index % 7 else f"short{index}".encode()
+        records.append(
+            MessageExt(
+                topic="Orders", body=body, properties=props, queue_id=3, queue_offset=100 + index,
+                born_timestamp=1_700_000_000_000 + index, store_timestamp=1_700_000_000_100 + index,
+                commit_log_offset=4096 * index, reconsume_times=index % 4,
+            )
+        )  # fmt: skip
+    return records
+
+
+@pytest.mark.parametrize(("expression", "end_offset"), [("*", 2**62), ("odd", 150)])
+def test_records_batch_gives_the_rows_of_the_record_at_a_time_path(expression: str, end_offset: int) -> None:
+    body = b"".join(encode_stored_message(m) for m in _mixed_records(70))
+    builder = ColumnBuilder("broker-a", TagFilter.parse(expression), end_offset)
+    builder.add_pull_body(body)
+    fast = records_batch(body, "broker-a", TagFilter.parse(expression), end_offset)
+    assert fast is not None and fast.schema.equals(source_arrow_schema())
+    assert fast.to_pylist() == builder.flush().to_pylist()
+
+
+def test_records_batch_leaves_compressed_and_malformed_bodies_to_the_slow_path() -> None:
+    compressed = MessageExt(
+        topic="T", body=zlib.compress(b"x" * 300), queue_offset=1, sys_flag=SysFlag.COMPRESSED
+    )
+    body = encode_stored_message(compressed)
+    assert records_batch(body, "b", TagFilter.parse("*"), 10) is None
+    assert records_batch(body[:-3], "b", TagFilter.parse("*"), 10) is None

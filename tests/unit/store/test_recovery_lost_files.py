@@ -13,6 +13,7 @@ was rebuilt, and the offline verifier passes at teardown (the ``open_store`` fix
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from collections.abc import Callable
@@ -214,6 +215,25 @@ def test_recovery_lost_files_deleted_topic_stays_deleted(open_store: OpenStore) 
     assert again.get_messages("TopicB", 0, 0, 32).buffers == []
     assert _put(again, "TopicB", 0, b"re-created") == 50
     assert _bodies(again, "TopicA", 0) == [f"message-{i}".encode() * 20 for i in range(0, 300, 6)]
+
+
+def test_recovery_lost_files_restart_after_deleting_a_topic_is_quiet(
+    open_store: OpenStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every restart after a topic was deleted logged a WARNING per queue of it ("has no record
+    left in the commit log"): an empty queue the manifest lists is the expected state."""
+    store = open_store()
+    _fill(store, 300)
+    store.delete_topic("TopicB")
+    store.close()
+    for _ in range(2):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="orbitmq.store"):
+            again = open_store()
+        assert again.get_max_queue_offset("TopicB", 0) == 50
+        noisy = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert noisy == [], noisy
+        again.close()
 
 
 def test_recovery_lost_files_topic_deleted_just_before_a_crash_keeps_its_numbering(

@@ -72,11 +72,57 @@ def test_retention_waits_for_delete_hour_unless_forced(open_store: OpenStore) ->
     assert store.run_retention(later_ms, force=True) > 0
 
 
+def _other_hour(now_ms: int) -> str:
+    return f"{(time.localtime(now_ms / 1000).tm_hour + 12) % 24:02d}"
+
+
+def _disk_used(monkeypatch: pytest.MonkeyPatch, percent: int) -> None:
+    """Every statvfs answers a disk ``percent`` full (of 1,000 blocks)."""
+    blocks = os.statvfs_result((4096, 4096, 1000, 1000 - 10 * percent, 1000 - 10 * percent, 0, 0, 0, 0, 255))
+    monkeypatch.setattr(os, "statvfs", lambda path: blocks)
+
+
 def test_retention_deletes_at_once_when_disk_is_full(open_store: OpenStore) -> None:
-    store = open_store(disk_max_used_space_ratio_percent=1)  # any real disk is fuller than 1%
+    """Past diskMaxUsedSpaceRatio expired segments go at once, whatever deleteWhen says (RocketMQ)."""
+    later_ms = time.time_ns() // 1_000_000 + 73 * HOUR_MS
+    store = open_store(disk_max_used_space_ratio_percent=1, delete_when=_other_hour(later_ms))
     _fill(store, 60)
     _wait_flushed(store)
-    assert store.run_retention(time.time_ns() // 1_000_000) > 0
+    assert store.run_retention(later_ms) > 0
+
+
+def test_retention_past_max_ratio_keeps_segments_younger_than_reserved_time(
+    open_store: OpenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """75 < used <= 85: RocketMQ deletes expired files early, never unexpired ones."""
+    now_ms = time.time_ns() // 1_000_000
+    store = open_store(delete_when=_other_hour(now_ms))
+    _fill(store, 60)
+    _wait_flushed(store)
+    _disk_used(monkeypatch, 80)
+    assert store.run_retention(now_ms) == 0
+    assert store.min_commit_log_offset == 0
+
+
+def test_retention_past_clean_forcibly_ratio_deletes_young_segments_unless_disabled(
+    open_store: OpenStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Past diskSpaceCleanForciblyRatio the oldest segments go whatever their age, unless
+    cleanFileForciblyEnable is false."""
+    now_ms = time.time_ns() // 1_000_000
+    kept = open_store(
+        root=tmp_path / "kept", clean_file_forcibly_enable=False, delete_when=_other_hour(now_ms)
+    )
+    _fill(kept, 60)
+    _wait_flushed(kept)
+    forced = open_store(root=tmp_path / "forced", delete_when=_other_hour(now_ms))
+    _fill(forced, 60)
+    _wait_flushed(forced)
+    _disk_used(monkeypatch, 88)
+    assert kept.run_retention(now_ms) == 0
+    assert kept.min_commit_log_offset == 0
+    forced.run_retention(now_ms)  # (the store's own housekeeping may have run it first)
+    assert forced.min_commit_log_offset > 0
 
 
 def test_retention_drops_consume_queue_files_below_minimum(open_store: OpenStore, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from orbitmq.store.config import StoreConfig
 from orbitmq.store.message_store import MessageStore, PutMessageRequest, PutStatus
+from tests.support.crash_copy import copy_as_crashed
 
 
 def _store(path: Path) -> MessageStore:
@@ -23,7 +24,7 @@ def _put(store: MessageStore, body: bytes) -> int:
 
 
 def test_store_truncate_to_drops_the_tail_and_survives_a_crash(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+    store = _store(tmp_path / "store")
     for index in range(10):
         _put(store, f"keep-{index}".encode())
     cut = store.max_commit_log_offset
@@ -36,7 +37,9 @@ def test_store_truncate_to_drops_the_tail_and_survives_a_crash(tmp_path: Path) -
     _put(store, b"after")
     assert store.get_max_queue_offset("T", 0) == 11
     # A crash now (no close): recovery finds the log as it is, nothing of the dropped tail.
-    reopened = _store(tmp_path)
+    copy_as_crashed(tmp_path / "store", tmp_path / "crashed")
+    store.close()
+    reopened = _store(tmp_path / "crashed")
     bodies = [bytes(buffer) for buffer in reopened.get_messages("T", 0, 0, 32).buffers]
     assert len(bodies) == 11
     assert not any(b"drop-" in body for body in bodies) and b"after" in bodies[-1]

@@ -3,7 +3,7 @@
 Method: a small hand-built store (records encoded with the stored-message codec, consume-queue
 entries and one index file packed with struct) is first shown to verify clean, then damaged one
 way per test; the report must name the damage. Stores written by the real MessageStore must
-verify clean, and the command line must exit 0 / 1 / 2. A smoke run of the store benchmark's
+verify clean, and the command line must exit 0 / 1 / 2 (3 for a store left as a kill leaves it). A smoke run of the store benchmark's
 quick mode lives here too (marked slow).
 """
 
@@ -21,6 +21,7 @@ import pytest
 from orbitmq.model.message import MessageExt, SysFlag
 from orbitmq.protocol.message_codec import BLANK_MAGIC_CODE, PHYSICALOFFSET_POSITION, encode_stored_message
 from orbitmq.protocol.tags import java_string_hash, tags_code
+from orbitmq.store.checkpoint import Checkpoint, write_checkpoint
 from orbitmq.store.verify import main, verify_store
 
 SEGMENT_BYTES = 4096
@@ -404,3 +405,105 @@ def test_verify_store_bench_quick_mode_prints_every_figure(
         assert label in out
     assert out.count("target >=") == 9
     assert list(tmp_path.iterdir()) == [], "the benchmark must delete its directory"
+
+
+def _index_keys(built: BuiltStore, count: int) -> list[tuple[int, int, int]]:
+    """The index keys build_store wrote for its first ``count`` records."""
+    keys = []
+    for index in range(count):
+        topic, queue_id, _ = built.queue_of[index]
+        message = _message(index, topic, queue_id)
+        for key in [message.properties["UNIQ_KEY"], *message.keys]:
+            keys.append(
+                (abs(java_string_hash(f"{topic}#{key}")), built.offsets[index], message.store_timestamp)
+            )
+    return keys
+
+
+def _as_if_killed(built: BuiltStore, kept: int) -> None:
+    """What a SIGKILL leaves: consume-queue entries and index keys only for the first ``kept``
+    records (the checkpoint says so), the abort marker, and a torn record after the last one."""
+    root = built.root
+    for index in range(kept, len(built.offsets)):
+        topic, queue_id, queue_offset = built.queue_of[index]
+        file_start = queue_offset // ENTRIES_PER_FILE * ENTRIES_PER_FILE * 20
+        _patch(
+            root / "consumequeue" / topic / str(queue_id) / f"{file_start:020d}",
+            queue_offset % ENTRIES_PER_FILE * 20,
+            bytes(20),
+        )
+    shutil.rmtree(root / "index")
+    _write_index(root / "index" / "20240101000000000", _index_keys(built, kept))
+    cut = built.offsets[kept]
+    write_checkpoint(
+        root / "checkpoint",
+        Checkpoint(
+            commit_log_flushed_offset=cut, consume_queue_dispatched_offset=cut, index_dispatched_offset=cut
+        ),
+    )
+    path, position = _segment_of(built, len(built.offsets) - 1)
+    _patch(path, position + built.sizes[-1], struct.pack(">ii", 500, 0x0DAA320A))  # a torn next record
+    (root / "abort").touch()
+
+
+def test_verify_store_after_kill_says_it_needs_recovery_and_checks_what_recovery_keeps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    built = build_store(tmp_path)
+    _as_if_killed(built, kept=20)
+    report = verify_store(tmp_path)
+    assert report.ok, report.render()
+    assert report.needs_recovery
+    # The newest indexed record is indexed again: a kill may have cut its keys halfway.
+    assert report.recovery_redispatch_from == built.offsets[19]
+    assert report.left_to_recovery == {
+        "consume-queue entries (written)": 10,
+        "index keys (indexed)": 30,
+        "torn commit-log tails (cut)": 1,
+    }
+    assert main([str(tmp_path)]) == 3
+    out = capsys.readouterr().out
+    assert "needs recovery: abort marker present" in out
+    assert "to be re-dispatched by recovery: 30 index keys (indexed)" in out
+    assert "is not indexed" not in out and "OK once recovered (exit status 3)" in out
+
+
+def test_verify_store_after_kill_still_reports_damage_recovery_keeps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Below the re-dispatch point a missing entry is the store's problem, abort marker or not."""
+    built = build_store(tmp_path)
+    _as_if_killed(built, kept=20)
+    topic, queue_id, queue_offset = built.queue_of[5]
+    _patch(tmp_path / "consumequeue" / topic / str(queue_id) / f"{0:020d}", queue_offset * 20, bytes(20))
+    assert main([str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert f"consumequeue: entry for topic {topic!r} queue {queue_id} queue offset {queue_offset}" in out
+
+
+def test_verify_store_after_kill_without_checkpoint_leaves_the_whole_log_to_recovery(tmp_path: Path) -> None:
+    """Without a checkpoint recovery re-dispatches the whole log: nothing missing is a problem."""
+    built = build_store(tmp_path)
+    _as_if_killed(built, kept=20)
+    (tmp_path / "checkpoint").unlink()
+    report = verify_store(tmp_path)
+    assert report.ok and report.recovery_redispatch_from == 0, report.render()
+
+
+def test_verify_reads_sparse_and_short_segments_as_they_are(tmp_path: Path) -> None:
+    """The last segment holed after its records (as the store leaves it) verifies clean; cut short
+    inside a record, it is reported, not read past its end."""
+    built = build_store(tmp_path)
+    path, file_offset = _segment_of(built, 29)
+    end = file_offset + built.sizes[29]
+    data = path.read_bytes()[:end]
+    path.unlink()
+    with open(path, "wb") as handle:
+        handle.write(data)
+        handle.truncate(SEGMENT_BYTES)  # the rest is a hole
+    assert verify_store(tmp_path).ok
+    with open(path, "r+b") as handle:
+        handle.truncate(end - 10)
+    problems = _problems(tmp_path)
+    assert f"file {path.name} is {end - 10} bytes, expected {SEGMENT_BYTES}" in problems
+    assert f"record at commit-log offset {built.offsets[29]}: total size" in problems

@@ -8,6 +8,12 @@ names (TBW102 and the system topics) cannot be created or deleted.
 Consumer groups: GET_SUBSCRIPTIONGROUP_CONFIG (352; header ``group``). The gRPC proxy reads a
 group's ``consumeMessageOrderly`` and ``retryMaxTimes`` this way (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
 and the other group codes are in :mod:`orbitmq.broker.handlers.group_admin`).
+
+QUERY_CONSUME_QUEUE (321, ``mqadmin queryCq``): ``count`` consume queue entries of one queue
+from ``index`` (commit-log offset, size, tags code), the queue's min and max index, and with a
+``consumerGroup`` the group's subscription of the topic and whether each entry's tags code
+passes it (``eval``), or ``<group>@<topic> is not online!`` in ``filterData``. A queue the broker
+does not have answers SYSTEM_ERROR ``<queueId>@<topic> is not exist!``, as RocketMQ's does.
 """
 
 from __future__ import annotations
@@ -17,6 +23,12 @@ import orjson
 from orbitmq.broker.handlers import BrokerState
 from orbitmq.broker.validation import check_admin_topic
 from orbitmq.model.route import TopicConfig
+from orbitmq.protocol.admin_bodies import (
+    ConsumeQueueData,
+    QueryConsumeQueueResponseBody,
+    encode_query_consume_queue,
+)
+from orbitmq.protocol.admin_headers import QueryConsumeQueueRequestHeader
 from orbitmq.protocol.bodies import encode_topic_config, encode_topic_config_wrapper
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -71,8 +83,11 @@ class AdminHandlers:
         return request.response(ResponseCode.SUCCESS, None, {})
 
     async def get_all_topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        body = encode_topic_config_wrapper(self._state.topics.snapshot())
-        return request.response(ResponseCode.SUCCESS, None, {}, body)
+        snapshot = self._state.topics.snapshot()
+        body = encode_topic_config_wrapper(snapshot)
+        # RocketMQ 5.x answers the count (its admin tools page through large tables with it).
+        ext = {"totalTopicNum": str(len(snapshot.topic_config_table))}
+        return request.response(ResponseCode.SUCCESS, None, ext, body)
 
     async def get_topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         topic = GetTopicConfigRequestHeader.from_ext(request.ext_fields).topic
@@ -92,3 +107,39 @@ class AdminHandlers:
             )
         body = orjson.dumps({"groupName": config.group_name, **config.to_json()})
         return request.response(ResponseCode.SUCCESS, None, {}, body)
+
+    async def query_consume_queue(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = QueryConsumeQueueRequestHeader.from_ext(request.ext_fields)
+        store = self._state.store
+        entries = store.consume_queue_entries(
+            header.topic, header.queue_id, header.index, min(header.count, 1000)
+        )
+        if entries is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"{header.queue_id}@{header.topic} is not exist!"
+            )
+        subscription_data = filter_data = message_filter = None
+        if header.consumer_group:
+            subscription = self._state.consumers.subscription(header.consumer_group, header.topic)
+            if subscription is None:
+                filter_data = f"{header.consumer_group}@{header.topic} is not online!"
+            else:
+                subscription_data = subscription.subscription_data()
+                message_filter = subscription.message_filter
+        queue_data = [
+            ConsumeQueueData(
+                physic_offset=commit_log_offset,
+                physic_size=size,
+                tags_code=tags_code,
+                eval=message_filter is not None and message_filter.matches_tags_code(tags_code),
+            )
+            for commit_log_offset, size, tags_code in entries
+        ]
+        body = QueryConsumeQueueResponseBody(
+            queue_data=queue_data,
+            max_queue_index=store.get_max_queue_offset(header.topic, header.queue_id),
+            min_queue_index=store.get_min_queue_offset(header.topic, header.queue_id),
+            subscription_data=subscription_data,
+            filter_data=filter_data,
+        )
+        return request.response(ResponseCode.SUCCESS, None, {}, encode_query_consume_queue(body))

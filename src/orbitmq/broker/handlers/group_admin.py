@@ -26,7 +26,7 @@ Offsets below zero and missing store times answer 0, as RocketMQ's tools expect.
 from __future__ import annotations
 
 from orbitmq.broker.handlers import BrokerState, now_ms
-from orbitmq.broker.stats import GROUP_GET_NUMS
+from orbitmq.broker.stats import GROUP_GET_NUMS, TOPIC_PUT_NUMS
 from orbitmq.broker.validation import check_group_name
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.message import MessageQueue
@@ -83,7 +83,8 @@ class GroupAdminHandlers:
             table[MessageQueue(header.topic, state.config.broker_name, queue_id)] = TopicOffset(
                 max(store.get_min_queue_offset(header.topic, queue_id), 0), max_offset, max(last, 0)
             )
-        return request.response(ResponseCode.SUCCESS, None, {}, encode_topic_stats_table(table))
+        put_tps = state.stats.minute_tps(TOPIC_PUT_NUMS, header.topic, now_ms())
+        return request.response(ResponseCode.SUCCESS, None, {}, encode_topic_stats_table(table, put_tps))
 
     def consume_stats(self, group: str, topic: str | None) -> ConsumeStats:
         """GET_CONSUME_STATS for one group (``topic`` None: every topic it has offsets on)."""
@@ -197,8 +198,10 @@ class GroupAdminHandlers:
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand:
         groups, version = self._state.groups.configs()
+        # RocketMQ 5.x answers the count (its admin tools page through large tables with it).
+        ext = {"totalGroupNum": str(len(groups))}
         return request.response(
-            ResponseCode.SUCCESS, None, {}, encode_subscription_group_wrapper(groups, version)
+            ResponseCode.SUCCESS, None, ext, encode_subscription_group_wrapper(groups, version)
         )
 
     async def update_and_create_subscription_group(

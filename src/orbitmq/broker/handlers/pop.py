@@ -16,8 +16,8 @@ formats are in ``protocol.pop``.
 | malformed receipt handle (``extraInfo``) | MESSAGE_ILLEGAL |
 | receipt handle expired, or of a delivery already finished or replaced | NO_MESSAGE |
 
-A pop that finds nothing answers POLLING_TIMEOUT after waiting its poll time, PULL_NOT_FOUND
-when it asked not to wait.
+A pop that finds nothing answers POLLING_TIMEOUT, after waiting its poll time if it asked to
+wait, as RocketMQ does.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from orbitmq.broker.pop import (
     PopStatus,
     build_filter,
 )
-from orbitmq.broker.validation import Rejection, check_group_name
+from orbitmq.broker.pop.service import PoppedMessage
+from orbitmq.broker.validation import RETRY_GROUP_TOPIC_PREFIX, Rejection, check_group_name
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.route import PERM_READ
 from orbitmq.protocol.codes import ResponseCode
@@ -132,11 +133,25 @@ class PopHandlers:
         )
         if result.status is PopStatus.FOUND:
             body = b"".join(message.record for message in result.messages)
-            # Counted like a pull (RocketMQ's PopMessageProcessor: incGroupGetNums/Size).
-            self._state.stats.on_get(header.consumer_group, header.topic, len(result.messages), len(body))
+            if not result.repeated:
+                self._count_gets(header.consumer_group, header.topic, result.messages)
             return request.response(ResponseCode.SUCCESS, None, response_header.to_ext(), body)
-        code = ResponseCode.POLLING_TIMEOUT if poll_ms > 0 else ResponseCode.PULL_NOT_FOUND
-        return request.response(code, "no new message", response_header.to_ext())
+        # RocketMQ answers POLLING_TIMEOUT whether or not the pop asked to wait, with both
+        # offset infos present (empty when nothing was read).
+        ext = {"startOffsetInfo": "", "msgOffsetInfo": "", **response_header.to_ext()}
+        return request.response(ResponseCode.POLLING_TIMEOUT, "no new message", ext)
+
+    def _count_gets(self, group: str, topic: str, messages: list[PoppedMessage]) -> None:
+        """Counted like a pull (RocketMQ's PopMessageProcessor: incGroupGetNums/Size), first
+        deliveries under ``topic``; a redelivery under the group's pop retry topic
+        ``%RETRY%<group>_<topic>``, where RocketMQ pops it from, so ``statsAll``'s messages out of
+        ``topic`` count each message once however often it comes back."""
+        first = [message for message in messages if message.attempt <= 1]
+        again = [message for message in messages if message.attempt > 1]
+        for counted_topic, batch in ((topic, first), (f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}", again)):
+            if batch:
+                size_bytes = sum(len(message.record) for message in batch)
+                self._state.stats.on_get(group, counted_topic, len(batch), size_bytes)
 
     async def ack_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = AckMessageRequestHeader.from_ext(request.ext_fields)

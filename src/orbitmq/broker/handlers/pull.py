@@ -278,11 +278,15 @@ class PullHandlers:
             next_begin_offset = header.queue_offset
             group = self._state.groups.get(header.consumer_group)
             suggested = group.broker_id if group is not None else 0
+        topic_config = self._state.topics.get(header.topic)
         ext = {
             "nextBeginOffset": str(next_begin_offset),
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
             "suggestWhichBrokerId": str(suggested),
+            # RocketMQ 5.x answers both; OrbitMQ's groups carry no sys flag (RocketMQ's default 0).
+            "topicSysFlag": str(topic_config.topic_sys_flag if topic_config is not None else 0),
+            "groupSysFlag": "0",
         }
         body = result.body() if code is ResponseCode.SUCCESS else b""
         if body:

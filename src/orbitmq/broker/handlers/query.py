@@ -48,15 +48,16 @@ class QueryHandlers:
         records = self._state.store.query_messages_by_key(
             header.topic, header.key, max_num, header.begin_timestamp, header.end_timestamp
         )
+        # The store does not expose its index's last update point; clients only log these fields.
+        # RocketMQ answers them whether or not anything was found.
+        ext = QueryMessageResponseHeader(
+            index_last_update_timestamp=0, index_last_update_phyoffset=0
+        ).to_ext()
         if not records:
             return request.response(
                 ResponseCode.QUERY_NOT_FOUND,
                 f"can not find message by key [{header.key}] of topic [{header.topic}], "
                 "maybe time range not correct",
-                {},
+                ext,
             )
-        # The store does not expose its index's last update point; clients only log these fields.
-        ext = QueryMessageResponseHeader(
-            index_last_update_timestamp=0, index_last_update_phyoffset=0
-        ).to_ext()
         return request.response(ResponseCode.SUCCESS, None, ext, b"".join(records))

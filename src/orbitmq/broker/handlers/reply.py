@@ -56,6 +56,8 @@ class ReplyHandlers:
             stored.opaque = request.opaque
             response = await self._send.send_message(ctx, stored)
             response.opaque = request.opaque
+            # A send answers the message's UNIQ_KEY as transactionId; RocketMQ's reply answer does not.
+            response.ext_fields.pop("transactionId", None)
             if response.code != ResponseCode.SUCCESS or pushed:
                 return response
             return request.response(ResponseCode.SYSTEM_ERROR, remark, dict(response.ext_fields))

@@ -36,6 +36,7 @@ import random
 from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.handlers.replicated import replicated_status
+from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.schedule import delay_level_of, to_schedule
 from orbitmq.broker.status_map import put_response_code
 from orbitmq.broker.sync_flush import SyncFlushWaits
@@ -49,6 +50,7 @@ from orbitmq.broker.validation import (
     check_send_topic,
     dlq_topic,
     retry_topic,
+    stamps_that_fit,
 )
 from orbitmq.errors import BadRequestError, RemoteProtocolError
 from orbitmq.metrics import message_type_of
@@ -59,9 +61,9 @@ from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import INT32_MAX, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from orbitmq.protocol.message_codec import decode_stored_message
-from orbitmq.protocol.message_id import join_offset_msg_ids
+from orbitmq.protocol.message_id import UniqKeyGenerator, join_offset_msg_ids
 from orbitmq.protocol.names import group_name_problem
-from orbitmq.protocol.properties import decode_properties
+from orbitmq.protocol.properties import decode_properties, encode_properties
 from orbitmq.store.batch_put import BatchPut
 from orbitmq.store.config import FlushDiskType
 from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
@@ -97,6 +99,19 @@ class SendHandlers:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
         self._flush_waits = SyncFlushWaits()
+        self._reput_targets: ReputTargets | None = None
+        # For messages sent without a UNIQ_KEY: RocketMQ 5.x's broker gives each one.
+        try:
+            self._uniq_keys = UniqKeyGenerator(state.store_host[0])
+        except ValueError:  # brokerIP1 is a host name
+            self._uniq_keys = UniqKeyGenerator()
+
+    @property
+    def _targets(self) -> ReputTargets:
+        """The DLQ re-put checks (made on first use: the table is built before some states)."""
+        if self._reput_targets is None:
+            self._reput_targets = ReputTargets(self._state.topics)
+        return self._reput_targets
 
     # -- send ----------------------------------------------------------------------------------
 
@@ -178,20 +193,30 @@ class SendHandlers:
             redirected = self._dlq_if_exhausted(topic, header.reconsume_times, header.max_reconsume_times)
             if redirected is not None:
                 topic, queue_id = redirected, 0
-        properties_text = header.properties or ""
+                # The DLQ topic gets the checks the retry topic got (it may be read-only).
+                rejection = self._targets.check("retry-dlq", properties.get("UNIQ_KEY", ""), topic, 0)
+                if rejection is not None:
+                    return rejection.response(request)
+        properties_bytes = len((header.properties or "").encode())
         rejection = check_message_size(
-            topic,
-            len(request.body),
-            len(properties_text.encode()),
-            self._state.store_config.max_message_size_bytes,
+            topic, len(request.body), properties_bytes, self._state.store_config.max_message_size_bytes
         )
         if rejection is not None:
             return rejection.response(request)
         config = self._state.config
-        properties[MessageConst.CLUSTER] = config.broker_cluster_name
-        # Trace stamps (operations-features §1.2): consumers' trace hooks read them.
-        properties[MessageConst.MSG_REGION] = config.region_id
-        properties[MessageConst.TRACE_SWITCH] = "true" if config.trace_on else "false"
+        uniq_key = properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if not uniq_key:
+            uniq_key = self._uniq_keys.next_key()
+            properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq_key
+            properties_bytes += len(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) + len(uniq_key) + 2
+        # Trace stamps (operations-features §1.2): consumers' trace hooks read them; a string
+        # at the client's limit leaves no room for them (stamps_that_fit).
+        stamps = {
+            MessageConst.CLUSTER: config.broker_cluster_name,
+            MessageConst.MSG_REGION: config.region_id,
+            MessageConst.TRACE_SWITCH: "true" if config.trace_on else "false",
+        }
+        properties.update(stamps_that_fit(stamps, properties_bytes))
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= SysFlag.MULTI_TAGS
@@ -218,7 +243,9 @@ class SendHandlers:
             recorder.count_in(header.topic, message_type, len(request.body))
             if topic != header.topic:
                 recorder.count_dlq(header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :], header.topic)
-        return await self._answer_put(request, result, queue_id, _wait_store_ok(properties), topic)
+        return await self._answer_put(
+            request, result, queue_id, _wait_store_ok(properties), topic, transaction_id=uniq_key
+        )
 
     def _route(self, put: PutMessageRequest) -> Rejection | None:
         """Rewrite a transactional, timed or delayed message for its holding topic (see module doc)."""
@@ -341,6 +368,7 @@ class SendHandlers:
             MessageConst.MSG_REGION: config.region_id,
             MessageConst.TRACE_SWITCH: "true" if config.trace_on else "false",
         }
+        stamps = stamps_that_fit(stamps, _longest_properties_bytes(properties_column, encoded_column))
         batch = BatchPut(
             topic, queue_id, flags, bodies, properties_column, encoded_column, header.sys_flag,
             header.born_timestamp, (ctx.peer_host, ctx.peer_port), self._state.store_host, stamps,
@@ -384,7 +412,13 @@ class SendHandlers:
         return None
 
     async def _answer_put(
-        self, request: RemotingCommand, result: PutResult, queue_id: int, wait_store_ok: bool, topic: str
+        self,
+        request: RemotingCommand,
+        result: PutResult,
+        queue_id: int,
+        wait_store_ok: bool,
+        topic: str,
+        transaction_id: str | None = None,
     ) -> RemotingCommand:
         status = result.status
         sync_flush = self._state.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
@@ -415,6 +449,9 @@ class SendHandlers:
             MessageConst.MSG_REGION: self._state.config.region_id,
             MessageConst.TRACE_SWITCH: "true" if self._state.config.trace_on else "false",
         }
+        if transaction_id is not None:
+            # A single message's UNIQ_KEY, as RocketMQ answers it (SendResult.transactionId).
+            ext["transactionId"] = transaction_id
         return request.response(code, remark, ext)
 
     # -- send back -----------------------------------------------------------------------------
@@ -456,10 +493,9 @@ class SendHandlers:
             topic_config = self._ensure_topic(target, group_config.retry_queue_nums, PERM_READ_WRITE)
             queue_id = random.randrange(max(topic_config.write_queue_nums, 1))
             delay_level = header.delay_level or 3 + original.reconsume_times
-        if not topic_config.perm & PERM_WRITE:
-            return request.response(
-                ResponseCode.NO_PERMISSION, f"the topic[{target}] sending message is forbidden"
-            )
+        rejection = self._targets.check("send-back", original.msg_id, target, queue_id)
+        if rejection is not None:
+            return rejection.response(request)
         properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, header.origin_msg_id or original.offset_msg_id)
         put = PutMessageRequest(
             topic=target,
@@ -495,6 +531,18 @@ def _read_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
     if request.code == RequestCode.SEND_MESSAGE_V2 or ("b" in ext and "topic" not in ext):
         return SendMessageRequestHeader.from_v2_ext(ext)
     return SendMessageRequestHeader.from_ext(ext)
+
+
+def _longest_properties_bytes(
+    properties_column: list[dict[str, str]] | None, encoded_column: list[bytes | None]
+) -> int:
+    """The longest property string of a batch (a string not kept as bytes is encoded)."""
+    longest = max(map(len, filter(None, encoded_column)), default=0)
+    if properties_column is not None and None in encoded_column:
+        for properties, encoded in zip(properties_column, encoded_column, strict=True):
+            if encoded is None:
+                longest = max(longest, len(encode_properties(properties).encode()))
+    return longest
 
 
 def _wait_store_ok(properties: dict[str, str]) -> bool:

@@ -6,18 +6,30 @@ transaction check progress as RocketMQ keeps it (the half topic's offset of grou
 ``CID_RMQ_SYS_TRANS``), GET_ALL_DELAY_OFFSET (45), GET_TIMER_CHECK_POINT (60, OrbitMQ's JSON body) and GET_BROKER_HA_STATUS (907: RocketMQ's
 HARuntimeInfo JSON, read by ``orbitmq admin cluster list``). Every broker answers them, a
 slave too (a slave of a slave copies from it). Reading never clears a table's dirty flag.
+
+And the other way: MERGE_CONSUMER_OFFSET (40003, OrbitMQ's own) brings a slave's consumer
+offsets that moved ahead while this master was away; each is taken when it is ahead of this
+broker's (the larger offset wins; a pending admin reset is kept). Admin-only under ACL.
 """
 
 from __future__ import annotations
 
+import logging
+
 import orjson
 
 from orbitmq.broker.handlers import BrokerState
+from orbitmq.broker.offsets import ConsumerOffsetTable
 from orbitmq.broker.replication.metadata import TRANSACTION_CHECK_GROUP
 from orbitmq.broker.validation import TRANS_HALF_TOPIC
+from orbitmq.errors import ConfigError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server import RequestContext
+
+logger = logging.getLogger(__name__)
+_log_limit = LogLimiter(logger)  # merges come from any peer: one line per interval
 
 
 class SyncHandlers:
@@ -32,6 +44,22 @@ class SyncHandlers:
         if transactions is not None:
             extra[(TRANS_HALF_TOPIC, TRANSACTION_CHECK_GROUP)] = {0: transactions.check_offset}
         return request.response(ResponseCode.SUCCESS, None, {}, self._state.offsets.snapshot(extra))
+
+    async def merge_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        try:
+            offsets = ConsumerOffsetTable.decode(request.body, "the merged offsets", log_skipped=False)
+        except ConfigError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc), {})
+        changed = self._state.offsets.merge_max(offsets)
+        if changed:
+            _log_limit.log(
+                logging.INFO,
+                "merge-consumer-offset",
+                "%d consumer offsets merged from %s (ahead of this broker's)",
+                changed,
+                ctx.peer_address,
+            )
+        return request.response(ResponseCode.SUCCESS, f"{changed} offsets moved", {})
 
     async def get_all_delay_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         schedule = self._state.schedule

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from orbitmq.broker.pop.filter import MessageFilter
 from orbitmq.broker.pop.selection import Candidate
+from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.validation import dlq_topic
 from orbitmq.errors import RemoteProtocolError
@@ -91,15 +92,24 @@ class DeadLetters:
     """Stores exhausted messages in their group's DLQ topic (created on first use)."""
 
     def __init__(
-        self, store: MessageStore, topics: TopicConfigTable, store_host: Callable[[], tuple[str, int]]
+        self,
+        store: MessageStore,
+        topics: TopicConfigTable,
+        store_host: Callable[[], tuple[str, int]],
+        targets: ReputTargets | None = None,
     ) -> None:
         self._store = store
         self._topics = topics
+        self._targets = targets
         self._store_host = store_host
         self.on_topics_changed: Callable[[], None] = lambda: None
 
     def store(self, group: str, record: bytes, attempts: int) -> bool:
-        """Put a copy of a stored message into ``%DLQ%<group>``; False when the put failed."""
+        """Put a copy of a stored message into ``%DLQ%<group>``; False when the put failed.
+
+        A DLQ topic that cannot take it (made read-only, say: broker.reput) drops the copy,
+        logged: the delivery is finished either way.
+        """
         try:
             original, _ = decode_stored_message(record)
         except RemoteProtocolError as exc:
@@ -110,6 +120,8 @@ class DeadLetters:
             self._topics.find_or_create(target, 1, PERM_WRITE)
             self.on_topics_changed()
         message_id = original.uniq_key or original.offset_msg_id
+        if self._targets is not None and not self._targets.admit("pop-dlq", message_id, target, 0):
+            return True
         properties = dict(original.properties)
         properties.setdefault(MessageConst.RETRY_TOPIC, original.topic)
         properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, message_id)

@@ -57,6 +57,7 @@ from orbitmq.broker.pop.state import (
     QueueKey,
     QueuePopState,
 )
+from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.errors import StoreError
@@ -114,6 +115,8 @@ class PopResult:
     messages: list[PoppedMessage] = field(default_factory=list)
     start_offsets: dict[int, int] = field(default_factory=dict)
     rest_num: int = 0
+    # The earlier answer to a repeated attempt id: nothing new was handed out.
+    repeated: bool = False
 
 
 @dataclass(slots=True)
@@ -160,7 +163,7 @@ class PopService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread_id = 0
         self._task: asyncio.Task[None] | None = None
-        self._dead_letters = DeadLetters(store, topics, store_host)
+        self._dead_letters = DeadLetters(store, topics, store_host, ReputTargets(topics))
         self._stopping = False
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -399,6 +402,7 @@ class PopService:
             PopStatus.FOUND, delivery.pop_time_ms, delivery.visible_at_ms - delivery.pop_time_ms
         )
         result.messages = messages
+        result.repeated = True
         for message in messages:
             result.start_offsets.setdefault(message.queue_id, message.queue_offset)
         return result

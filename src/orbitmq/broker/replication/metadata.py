@@ -10,7 +10,9 @@ request                      code  the slave
 ===========================  ====  ==============================================================
 GET_ALL_TOPIC_CONFIG           21  replaces its topic table when the DataVersion differs
 GET_ALL_CONSUMER_OFFSET        43  takes every offset the master has (RocketMQ's putAll): the
-                                   master's values win; offsets only the slave has stay
+                                   master's values win; offsets only the slave has stay;
+                                   first, MERGE_CONSUMER_OFFSET (40003) hands the master the
+                                   offsets consumers committed here that are ahead of it
 GET_ALL_DELAY_OFFSET           45  replaces its delay-level progress (delayOffset.json)
 GET_ALL_SUBSCRIPTIONGROUP_...  201  replaces its group table when the DataVersion differs
 GET_TIMER_CHECK_POINT          60  keeps the master's timer progress in config/timerProgress.json
@@ -20,6 +22,16 @@ Transaction check progress travels as RocketMQ keeps it, inside the consumer off
 half topic's offset of the group ``CID_RMQ_SYS_TRANS``; the slave stores it in its own
 ``transactionCheckOffset.json`` rather than its offset table. The timer body is OrbitMQ's own
 JSON (``{"dequeueMs": ..., "enqueueQueueOffset": ...}``), not Java's binary TimerCheckpoint.
+
+Offsets committed on a slave. While the master is away consumers read from the slave and
+commit their offsets to it. RocketMQ's copy would then overwrite them with the returned
+master's older (or absent) ones, and the group would read everything again. So the slave
+remembers the commits consumers made to it (in memory, :meth:`ConsumerOffsetTable.track_local_commits`),
+and each copy first sends the master those that are ahead of the master's values
+(MERGE_CONSUMER_OFFSET: the master keeps the larger of the two, and a pending admin reset).
+The copy then keeps them too, so the slave never moves back. A commit the master has reached
+or passed is forgotten, so later admin resets on the master come through as before. A master
+that does not know the request (a RocketMQ broker) gets RocketMQ's behaviour, said once.
 
 Java masters write integer map keys unquoted (``{0:12}``); :func:`lenient_json` accepts that.
 Each table is copied on its own: one failing request is logged and the others still run.
@@ -88,6 +100,8 @@ class MetadataSync:
         client: RemotingClient | None = None,
     ) -> None:
         self._state = state
+        state.offsets.track_local_commits()
+        self._merge_unsupported_logged = False
         self._config_dir = config_dir
         self._write_file = write_file
         self._client = client if client is not None else RemotingClient()
@@ -203,12 +217,55 @@ class MetadataSync:
         offsets = ConsumerOffsetTable.decode(
             orjson.dumps({"offsetTable": table}), f"offsets of {master_addr}"
         )
+        ahead = self._state.offsets.local_commits_ahead_of(offsets)
+        if ahead and await self._merge_into_master(master_addr, ahead):
+            # What the master has now (or will have, once a refused merge is sent again).
+            for (topic, group), queues in ahead.items():
+                for queue_id, queue_offset in queues.items():
+                    offsets.commit(group, topic, queue_id, queue_offset)
         self._state.offsets.merge(offsets)
         transactions = self._state.transactions
         if isinstance(check_offsets, dict) and transactions is not None:
             half_queue_offset = int(check_offsets.get("0", -1))
             if half_queue_offset >= 0 and half_queue_offset != transactions.check_offset:
                 await transactions.follow_check_offset(half_queue_offset)
+
+    async def _merge_into_master(
+        self, master_addr: str, ahead: dict[tuple[str, str], dict[int, int]]
+    ) -> bool:
+        """Send the master the local commits ahead of its offsets; False when it never can.
+
+        True: the master took them, or refused this time (logged; they are sent again next
+        round and the slave keeps them meanwhile). False: the master does not know the
+        request, and its offsets win.
+        """
+        body = ConsumerOffsetTable().snapshot(ahead)
+        request = RemotingCommand.request(RequestCode.MERGE_CONSUMER_OFFSET, {}, body)
+        response = await self._client.invoke(master_addr, request, _REQUEST_TIMEOUT_MS)
+        count = sum(len(queues) for queues in ahead.values())
+        if response.code == ResponseCode.SUCCESS:
+            self._state.offsets.forget_local_commits(ahead)
+            logger.info("%d consumer offsets committed here merged into master %s", count, master_addr)
+            return True
+        if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            # A RocketMQ master: its offsets win, as in RocketMQ.
+            self._state.offsets.forget_local_commits(ahead)
+            if not self._merge_unsupported_logged:
+                self._merge_unsupported_logged = True
+                logger.warning(
+                    "master %s cannot merge consumer offsets; %d committed here are replaced by its own",
+                    master_addr,
+                    count,
+                )
+            return False
+        logger.warning(
+            "master %s refused %d consumer offsets committed here (%d %s); sent again next round",
+            master_addr,
+            count,
+            response.code,
+            response.remark,
+        )
+        return True
 
     async def _sync_delay_offsets(self, master_addr: str) -> None:
         schedule = self._state.schedule

@@ -210,7 +210,7 @@ class ReplicationSlave:
                     result = store.append_commit_log(held_offset, view)
                 else:
                     result = await asyncio.to_thread(store.append_commit_log, held_offset, view)
-            if result.status is AppendStatus.NOT_AT_END:
+            if result.status in (AppendStatus.NOT_AT_END, AppendStatus.DISK_FULL):
                 raise _Closing(f"cannot append at offset {held_offset}: {result.remark}")
             if result.appended_bytes:
                 del held_back[: result.appended_bytes]

@@ -1,12 +1,24 @@
 """Offline consistency check of a store directory: do CommitLog, ConsumeQueues and index agree?
 
 ``python -m orbitmq.store.verify DIR`` prints a summary and one line per problem, and exits
-0 when the store is consistent, 1 when it is not and 2 on a usage error. Tests call
-:func:`verify_store` after every scenario (bbolt's ``Check`` after each test).
 
-The verifier only reads: files are mapped read-only and nothing is created, repaired or
-removed. Run it on a closed store; a store that is open, or crashed and not yet reopened,
-can legitimately have a torn tail (the report notes the abort marker when it is present).
+* 0 when the store is consistent,
+* 1 when it is not,
+* 2 on a usage error,
+* 3 when the store needs recovery (its ``abort`` marker is present: it is open, or was not
+  closed cleanly, say by SIGKILL) and is consistent apart from what that recovery redoes.
+
+Tests call :func:`verify_store` after every scenario (bbolt's ``Check`` after each test).
+
+The verifier only reads: nothing is created, repaired or removed. Files are read, not
+mapped (a mapping of a sparse file on a full tmpfs, or of a file cut meanwhile, can kill
+the reader with SIGBUS), so it also runs on a full disk and on short or sparse files. Run it
+on a closed store. A store with the abort marker is checked for what its recovery will make
+of it: everything below the point where recovery re-dispatches (the checkpoint's
+ConsumeQueue and index points, lowered to the newest indexed record) must agree as on a
+clean store, while the ConsumeQueue entries and index keys missing past it, entries
+pointing past the log's valid end and a torn tail in the last segment are counted as "to
+be re-dispatched by recovery", not as problems.
 
 It decodes the on-disk formats itself (with the stored-message codec) rather than through
 the store's own readers, so a bug in a reader cannot hide the same bug in the writer.
@@ -47,18 +59,21 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from orbitmq.store.checkpoint import read_checkpoint
 from orbitmq.store.queue_manifest import MANIFEST_FILE_NAME, read_manifest
 from orbitmq.store.verify._commit_log import scan_commit_log
 from orbitmq.store.verify._common import (
     ABORT_MARKER,
+    CHECKPOINT_FILE,
     COMMIT_LOG_DIR,
     CONSUME_QUEUE_DIR,
     INDEX_DIR,
+    CommitLogScan,
     VerifyReport,
     resolve_root,
 )
 from orbitmq.store.verify._consume_queue import check_dispatch_complete, scan_consume_queues
-from orbitmq.store.verify._index import IndexGeometry, scan_index
+from orbitmq.store.verify._index import IndexGeometry, newest_indexed_offset, scan_index
 
 
 def verify_store(
@@ -91,7 +106,11 @@ def verify_store(
     root = resolve_root(Path(path))
     report = VerifyReport(store_path=root, max_problems=max_problems)
     report.abort_marker_present = (root / ABORT_MARKER).exists()
+    if report.abort_marker_present:
+        report.recovery_redispatch_from = 0  # (the torn tail of the log is recovery's too)
     commit_log = scan_commit_log(root / COMMIT_LOG_DIR, commit_log_segment_bytes, report)
+    if report.abort_marker_present:
+        report.recovery_redispatch_from = redispatch_from(root, commit_log)
     queue_entries = scan_consume_queues(
         root / CONSUME_QUEUE_DIR, consume_queue_entries_per_file, commit_log, report
     )
@@ -107,8 +126,25 @@ def verify_store(
     return report
 
 
+def redispatch_from(root: Path, commit_log: CommitLogScan) -> int:
+    """Where the recovery of a store left without a clean stop starts re-dispatching records.
+
+    As ``orbitmq.store.recovery`` computes it: the lower of the checkpoint's ConsumeQueue and
+    index points and the newest indexed record (whose keys a crash may have cut halfway, so it
+    is indexed again); the log's first offset without a checkpoint.
+    """
+    checkpoint = read_checkpoint(root / CHECKPOINT_FILE)
+    if checkpoint is None:
+        return commit_log.min_offset
+    start = min(checkpoint.consume_queue_dispatched_offset, checkpoint.index_dispatched_offset)
+    newest = newest_indexed_offset(root / INDEX_DIR)
+    if newest is not None:
+        start = min(start, newest)
+    return min(max(start, commit_log.min_offset), max(commit_log.end_offset, commit_log.min_offset))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m orbitmq.store.verify DIR``: 0 when consistent, 1 when not, 2 on usage errors."""
+    """``python -m orbitmq.store.verify DIR``: 0 consistent, 1 not, 2 usage error, 3 needs recovery."""
     parser = argparse.ArgumentParser(
         prog="python -m orbitmq.store.verify", description="Check a closed OrbitMQ store directory offline."
     )
@@ -152,7 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         index_num=args.index_entries,
     )
     print(report.render())
-    return 0 if report.ok else 1
+    if not report.ok:
+        return 1
+    return 3 if report.needs_recovery else 0
 
 
 __all__ = ["VerifyReport", "main", "verify_store"]

@@ -67,8 +67,11 @@ def _scan_segment(
                 # The last segment may end with a blank: the next segment is created by the next put.
                 report.blank_records += 1
             return start + length
+        problems_before = report.problem_count
         record = _decode_record(data, position, commit_log_offset, total_size, magic, report)
         if record is None:
+            if is_last and report.problem_count > problems_before:
+                _leave_tail_to_recovery(report, commit_log_offset)
             return commit_log_offset
         commit_log.records[commit_log_offset] = record
         report.records += 1
@@ -77,11 +80,22 @@ def _scan_segment(
         report.problem(
             f"commitlog: segment {start} ends at commit-log offset {start + position} without a blank record"
         )
-    elif _has_nonzero(data, position):
+    elif _has_nonzero(data, position) and not report.leave_to_recovery(
+        start + position, "torn commit-log tails (cut)"
+    ):
         report.problem(
             f"commitlog: non-zero bytes after the last record, at commit-log offset {start + position}"
         )
     return start + position
+
+
+def _leave_tail_to_recovery(report: VerifyReport, commit_log_offset: int) -> None:
+    """A record failing its checks in the last segment of a store that needs recovery: its
+    recovery cuts the log there (the torn tail of a crash), so it is no problem of the store."""
+    if report.leave_to_recovery(commit_log_offset, "torn commit-log tails (cut)"):
+        report.problem_count -= 1
+        if report.problems:
+            report.problems.pop()
 
 
 def _has_nonzero(data: memoryview, position: int) -> bool:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import mmap
+import os
 import re
 import struct
 from collections import Counter
@@ -17,6 +19,7 @@ COMMIT_LOG_DIR = "commitlog"
 CONSUME_QUEUE_DIR = "consumequeue"
 INDEX_DIR = "index"
 ABORT_MARKER = "abort"
+CHECKPOINT_FILE = "checkpoint"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 CQ_ENTRY = struct.Struct(">qiq")  # commit-log offset, record size, tags code
@@ -50,6 +53,10 @@ class VerifyReport:
     index_entries: int = 0
     index_entries_checked: int = 0
     abort_marker_present: bool = False
+    # With the abort marker: recovery re-dispatches every record from this commit-log offset
+    # (see verify_store), so what is missing past it is left to recovery, not a problem.
+    recovery_redispatch_from: int | None = None
+    left_to_recovery: Counter[str] = field(default_factory=Counter)  # what recovery redoes or drops
     notes: list[str] = field(default_factory=list)  # what could not be checked, and why
     problems: list[str] = field(default_factory=list)
     problem_count: int = 0  # may exceed len(problems) when capped
@@ -57,7 +64,21 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """No problem found (on a store that needs recovery: none that recovery would not fix)."""
         return self.problem_count == 0
+
+    @property
+    def needs_recovery(self) -> bool:
+        """The store was not closed cleanly (abort marker): its next open runs crash recovery."""
+        return self.recovery_redispatch_from is not None
+
+    def leave_to_recovery(self, offset: int, what: str) -> bool:
+        """Count ``what`` at commit-log ``offset`` as recovery's work when recovery redoes it."""
+        start = self.recovery_redispatch_from
+        if start is None or offset < start:
+            return False
+        self.left_to_recovery[what] += 1
+        return True
 
     def problem(self, text: str) -> None:
         """Record one problem (kept up to max_problems, always counted)."""
@@ -78,10 +99,19 @@ class VerifyReport:
             f"index: {self.index_files} files, {self.index_entries} entries, "
             f"{self.index_entries_checked} checked",
         ]
-        if self.abort_marker_present:
-            lines.append("note: abort marker present (store open or crashed; reopen it before verifying)")
+        if self.needs_recovery:
+            lines.append(
+                "needs recovery: abort marker present (the store is open, or was not closed cleanly); "
+                f"its next open re-dispatches from commit-log offset {self.recovery_redispatch_from}"
+            )
+            lines += [
+                f"to be re-dispatched by recovery: {count} {what}"
+                for what, count in sorted(self.left_to_recovery.items())
+            ]
         lines += [f"note: {note}" for note in self.notes]
         verdict = "OK" if self.ok else f"{self.problem_count} problems"
+        if self.needs_recovery and self.ok:
+            verdict = "OK once recovered (exit status 3)"
         if len(self.problems) < self.problem_count:
             verdict += f" (first {len(self.problems)} listed)"
         lines.append(verdict)
@@ -130,18 +160,57 @@ def resolve_root(path: Path) -> Path:
 
 @contextmanager
 def mapped_file(path: Path) -> Iterator[memoryview]:
-    """The file's bytes, mapped read-only (an empty file cannot be mapped and gives an empty view)."""
+    """The file's bytes as they are, read into private memory (never a mapping of the file).
+
+    A shared mapping of a store file can kill the reader with SIGBUS: on tmpfs a read fault
+    on a hole allocates a page, which a full file system refuses, and a file cut while
+    mapped faults past its new end. So the data ranges (SEEK_DATA/SEEK_HOLE) are read with
+    pread into an anonymous mapping of the file's size whose other pages, the holes, stay
+    untouched zeros: memory costs what the file holds, not its size.
+    """
     with open(path, "rb") as handle:
-        if path.stat().st_size == 0:
+        fd = handle.fileno()
+        size = os.fstat(fd).st_size
+        if size == 0:
             yield memoryview(b"")
             return
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapping:
-            view = memoryview(mapping)
+        with mmap.mmap(-1, size) as private:
+            view = memoryview(private)
             try:
+                for start, end in _data_ranges(fd, size):
+                    _read_into(fd, view[start:end], start)
                 yield view
             finally:
                 # The mapping cannot close while a view of it is alive.
                 view.release()
+
+
+def _data_ranges(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each range of the file that may hold data; the rest reads as zeros."""
+    position = 0
+    while position < size:
+        try:
+            start = os.lseek(fd, position, os.SEEK_DATA)
+            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return  # no data past position
+            yield position, size  # no SEEK_DATA here: read it all
+            return
+        if start >= size:
+            return
+        yield start, end
+        position = end
+
+
+def _read_into(fd: int, target: memoryview, file_position: int) -> None:
+    """Fill ``target`` from ``file_position``; a file cut meanwhile leaves the rest zeros."""
+    done = 0
+    while done < len(target):
+        count = os.preadv(fd, [target[done:]], file_position + done)
+        if count <= 0:
+            return
+        done += count
 
 
 def numbered_files(directory: Path, what: str, report: VerifyReport) -> list[tuple[int, Path]]:

@@ -111,6 +111,10 @@ def _check_entry(
     record = commit_log.records.get(commit_log_offset)
     if record is None:
         beyond = commit_log_offset >= commit_log.end_offset
+        if beyond and report.leave_to_recovery(
+            commit_log_offset, "consume-queue entries past the log's end (dropped)"
+        ):
+            return
         report.problem(f"{where}: {'beyond the end of' if beyond else 'no valid record in'} the commit log")
         return
     mismatches = []
@@ -154,6 +158,9 @@ def check_dispatch_complete(
             continue
         seen[key] = record.commit_log_offset
         entries = queue_entries.get((record.topic, record.queue_id))
+        missing = entries is None or record.queue_offset not in entries
+        if missing and report.leave_to_recovery(record.commit_log_offset, "consume-queue entries (written)"):
+            continue
         if entries is None:
             report.problem(f"consumequeue: no consume queue for {record.where()}")
         elif entries.get(record.queue_offset) != record.commit_log_offset:

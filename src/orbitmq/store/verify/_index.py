@@ -34,6 +34,24 @@ class IndexGeometry:
         return None
 
 
+def newest_indexed_offset(directory: Path) -> int | None:
+    """The highest commit-log offset the index files' headers say they hold (None: no entry)."""
+    if not directory.is_dir():
+        return None
+    newest: int | None = None
+    for path in directory.iterdir():
+        if not (path.is_file() and path.name.isdigit()):
+            continue
+        with open(path, "rb") as handle:
+            head = handle.read(INDEX_HEADER.size)
+        if len(head) < INDEX_HEADER.size:
+            continue
+        *_, end_offset, _slots, index_count = INDEX_HEADER.unpack(head)
+        if index_count > 1 and (newest is None or end_offset > newest):
+            newest = end_offset
+    return newest
+
+
 def scan_index(
     directory: Path, commit_log: CommitLogScan, geometry: IndexGeometry, report: VerifyReport
 ) -> None:
@@ -61,6 +79,8 @@ def scan_index(
             continue
         for key in record.keys:
             if (index_key_hash(record.topic, key), record.commit_log_offset) not in indexed:
+                if report.leave_to_recovery(record.commit_log_offset, "index keys (indexed)"):
+                    continue
                 report.problem(f"index: key {key!r} of {record.where()} is not indexed")
 
 
@@ -158,6 +178,10 @@ def _check_index_entry(
     where = f"{what}: index number {number} (commit-log offset {commit_log_offset})"
     record = commit_log.records.get(commit_log_offset)
     if record is None:
+        if commit_log_offset >= commit_log.end_offset and report.leave_to_recovery(
+            commit_log_offset, "index entries past the log's end (dropped)"
+        ):
+            return
         report.problem(f"{where}: no valid record there")
         return
     if key_hash not in {index_key_hash(record.topic, key) for key in record.keys}:

@@ -1,0 +1,156 @@
+"""A bound on label cardinality: the most active topics and groups one by one, the rest summed.
+
+A broker with 50,000 topics would otherwise export every per-topic family 50,000 times over
+(and every per-group one per group and topic): megabytes per scrape, and a Prometheus that
+stores them all. ``metricsMaxTopicLabels`` and ``metricsMaxGroupLabels`` cap how many topics
+and groups keep their own label; the others are folded into one series labelled
+:data:`OTHER` (``topic="__other__"``, ``consumer_group="__other__"``): counters and sizes are
+summed, the lag latency keeps the largest age.
+
+Which ones keep their label is decided at every scrape by activity, deterministically: topics by
+messages stored (the sum of their max queue offsets), groups by messages consumed (the sum of
+their committed offsets), ties by name. A scrape therefore costs one pass over the rows plus
+the rendering of at most the caps' worth of series.
+
+Pure: plain data in, plain data out.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import replace
+
+from orbitmq.metrics.families import BrokerView, LagRow
+from orbitmq.metrics.recorder import Histogram, RecorderSnapshot
+
+__all__ = ["OTHER", "cap_labels", "most_active_topics"]
+
+OTHER = "__other__"
+"""The label value of the series that sums every topic or group past the caps."""
+
+
+def _most_active(activity: dict[str, int], limit: int) -> frozenset[str]:
+    if len(activity) <= limit:
+        return frozenset(activity)
+    return frozenset(
+        name for _, name in heapq.nsmallest(limit, ((-count, name) for name, count in activity.items()))
+    )
+
+
+def _merge_histogram(into: Histogram | None, other: Histogram) -> Histogram:
+    if into is None:
+        return other.copy()
+    into.counts = [left + right for left, right in zip(into.counts, other.counts, strict=True)]
+    into.total += other.total
+    into.count += other.count
+    return into
+
+
+def most_active_topics(view: BrokerView, max_topics: int) -> frozenset[str] | None:
+    """The topics that keep their own label; None when every topic does."""
+    if len(view.topic_max_offsets) <= max_topics:
+        return None
+    return _most_active(view.topic_max_offsets, max_topics)
+
+
+def cap_labels(
+    snapshot: RecorderSnapshot,
+    view: BrokerView,
+    max_topics: int,
+    max_groups: int,
+    topics: frozenset[str] | None = None,
+) -> tuple[RecorderSnapshot, BrokerView]:
+    """``snapshot`` and ``view`` with topics and groups past the caps folded into :data:`OTHER`.
+
+    ``topics``: the topics kept, when already chosen (:func:`most_active_topics`, whose choice
+    ``Recorder.snapshot_from`` may have applied already; folding twice changes nothing).
+    ``view.topic_number`` keeps the real count of topics.
+    """
+    topic_activity: dict[str, int] = dict(view.topic_max_offsets)
+    for topic, _, _ in snapshot.messages_in:
+        topic_activity.setdefault(topic, 0)
+    topic_activity.pop(OTHER, None)
+    group_activity: dict[str, int] = {}
+    for row in view.lags:
+        group_activity[row.group] = group_activity.get(row.group, 0) + row.consumer_offset
+    for _, group, _ in snapshot.messages_out:
+        group_activity.setdefault(group, 0)
+    for group, _, _ in snapshot.send_to_dlq:
+        group_activity.setdefault(group, 0)
+    for group, _, _, _, _ in view.consumer_connections:
+        group_activity.setdefault(group, 0)
+    if topics is None and len(topic_activity) <= max_topics and len(group_activity) <= max_groups:
+        return snapshot, view
+    if topics is None:
+        topics = _most_active(topic_activity, max_topics)
+    groups = _most_active(group_activity, max_groups)
+
+    def topic_of(name: str) -> str:
+        return name if name in topics else OTHER
+
+    def group_of(name: str) -> str:
+        return name if name in groups else OTHER
+
+    messages_in: dict[tuple[str, str, bool], list[int]] = {}
+    message_size: dict[tuple[str, str, bool], Histogram] = {}
+    for (topic, message_type, is_system), counts in snapshot.messages_in.items():
+        key = (topic_of(topic), message_type, is_system)
+        total = messages_in.get(key)
+        messages_in[key] = list(counts) if total is None else [total[0] + counts[0], total[1] + counts[1]]
+        message_size[key] = _merge_histogram(
+            message_size.get(key), snapshot.message_size[(topic, message_type, is_system)]
+        )
+    messages_out: dict[tuple[str, str, bool], list[int]] = {}
+    for (topic, group, is_system), counts in snapshot.messages_out.items():
+        key = (topic_of(topic), group_of(group), is_system)
+        total = messages_out.get(key)
+        messages_out[key] = list(counts) if total is None else [total[0] + counts[0], total[1] + counts[1]]
+    send_to_dlq: dict[tuple[str, str, bool], int] = {}
+    for (group, topic, is_system), count in snapshot.send_to_dlq.items():
+        key = (group_of(group), topic_of(topic), is_system)
+        send_to_dlq[key] = send_to_dlq.get(key, 0) + count
+    put_tps: dict[str, float] = {}
+    for topic, tps in snapshot.put_tps.items():
+        put_tps[topic_of(topic)] = put_tps.get(topic_of(topic), 0.0) + tps
+    get_tps: dict[tuple[str, str], float] = {}
+    for (topic, group), tps in snapshot.get_tps.items():
+        key2 = (topic_of(topic), group_of(group))
+        get_tps[key2] = get_tps.get(key2, 0.0) + tps
+    capped_snapshot = replace(
+        snapshot,
+        messages_in=messages_in,
+        messages_out=messages_out,
+        message_size=message_size,
+        send_to_dlq=send_to_dlq,
+        put_tps=put_tps,
+        get_tps=get_tps,
+    )
+
+    topic_max_offsets: dict[str, int] = {}
+    for topic, offset in view.topic_max_offsets.items():
+        topic_max_offsets[topic_of(topic)] = topic_max_offsets.get(topic_of(topic), 0) + offset
+    lags: dict[tuple[str, str, bool, bool], LagRow] = {}
+    for row in view.lags:
+        key4 = (group_of(row.group), topic_of(row.topic), row.is_retry, row.is_system)
+        seen = lags.get(key4)
+        if seen is None:
+            lags[key4] = replace(row, group=key4[0], topic=key4[1])
+        else:
+            lags[key4] = replace(
+                seen,
+                lag_messages=seen.lag_messages + row.lag_messages,
+                lag_latency_ms=max(seen.lag_latency_ms, row.lag_latency_ms),
+                consumer_offset=seen.consumer_offset + row.consumer_offset,
+                online_consumers=max(seen.online_consumers, row.online_consumers),
+            )
+    consumer_connections: dict[tuple[str, str, str, str, bool], int] = {}
+    for (group, language, version, mode, is_system), count in view.consumer_connections.items():
+        key5 = (group_of(group), language, version, mode, is_system)
+        consumer_connections[key5] = consumer_connections.get(key5, 0) + count
+    capped_view = replace(
+        view,
+        topic_max_offsets=topic_max_offsets,
+        lags=sorted(lags.values(), key=lambda row: (row.group, row.topic, row.is_retry)),
+        consumer_connections=consumer_connections,
+    )
+    return capped_snapshot, capped_view
