@@ -53,7 +53,7 @@ class StagingHandlers:
         if config.broker_role is BrokerRole.SLAVE or (replicas is not None and not replicas.is_master):
             return request.response(
                 ResponseCode.SERVICE_NOT_AVAILABLE,
-                f"service not available now: the broker[{config.broker_name}] is a slave "
+                f"service not available now: the broker[{config.broker_name}] is not master "
                 f"(brokerId {config.broker_id}); staged writes go to its master",
             )
         if self._state.staging is not None:
