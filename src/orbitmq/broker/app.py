@@ -428,6 +428,15 @@ class BrokerApp:
         """Controller mode: the controller made this broker master (id 0) or a slave."""
         state = self.state
         state.config = dataclasses.replace(self.broker_config, broker_role=role, broker_id=broker_id)
+        if state.staging is not None:
+            # The ledger of staged writes is the store's: a new master loads the one it copied
+            # (in the background: the heartbeat to the controller must go on), a slave stops.
+            if role is BrokerRole.SLAVE:
+                state.staging.suspend()
+            else:
+                task = asyncio.get_running_loop().create_task(state.staging.promote())
+                self._background_writes.add(task)
+                task.add_done_callback(self._background_writes.discard)
         await self._set_writers(role is not BrokerRole.SLAVE)
         registration = self._registration
         if registration is None:
@@ -466,7 +475,8 @@ class BrokerApp:
         Also the replication service, which a slave's metadata copy attaches to these tables.
         A slave gets no timer service: its timer progress is the master's, kept in a file. Nor
         staged writes: it stores no message of its own, and its copy of the staging ledger is
-        the master's, which finishes interrupted commits.
+        the master's, which finishes interrupted commits. In controller mode every broker gets
+        the staging service, serving only while master.
         """
         config = self.broker_config
         store = self._store
@@ -544,8 +554,11 @@ class BrokerApp:
         state.pop = pop
         if not is_slave:
             staging = StagingService(store, state.topics, config.broker_cluster_name, store_host, now_ms)
-            # Finishes commits a crash interrupted before the broker serves again.
-            await asyncio.to_thread(staging.load)
+            if not config.enable_controller_mode:
+                # Finishes commits a crash interrupted before the broker serves again.
+                await asyncio.to_thread(staging.load)
+                staging.serving = True
+            # In controller mode the ledger is loaded when this broker becomes master (_on_role).
             state.staging = staging
 
     def _on_config_changed(self, new_config: BrokerConfig) -> None:

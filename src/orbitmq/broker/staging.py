@@ -25,6 +25,14 @@ put): it reads each target queue from the recorded max offset, collects the
 ``UNIQ_KEY`` of what is there, and writes the staged messages whose key is missing. Staged
 messages therefore must carry a ``UNIQ_KEY`` (the stage request refuses them otherwise).
 
+Controller mode. Every broker of the group holds the ledger topic (a slave copies it with the
+rest of the log), but only the master's ledger in memory is current. A broker in controller
+mode therefore loads nothing at start: :meth:`StagingService.promote` (the broker became
+master) waits until the store reads up to the log's end, then rebuilds the ledger from the
+store and finishes half-done commits exactly as a start does; :meth:`StagingService.suspend`
+(the broker lost the master role) stops serving. Until a promotion's load is over,
+:attr:`StagingService.serving` is false and the handlers answer a retriable code.
+
 The ledger in memory is bounded (:data:`LEDGER_MAX_ENTRIES`, oldest dropped first): only a
 batch that is still in doubt (the newest of its write) can be replayed.
 """
@@ -112,6 +120,10 @@ class StagingService:
         self._max_entries = max_entries
         self.ledger: OrderedDict[Key, LedgerEntry] = OrderedDict()
         self.recovered = 0
+        self.serving = False
+        """The ledger is loaded and this broker is master: stage and commit requests are served."""
+        self._role_generation = 0  # each suspend/promote moves it on: an older promotion stops
+        self._loading = asyncio.Lock()
 
     # -- start -------------------------------------------------------------------------------
 
@@ -134,6 +146,45 @@ class StagingService:
         logger.info(
             "staged writes: %d ledger keys, %d commits finished at start", len(self.ledger), self.recovered
         )
+
+    # -- controller mode ---------------------------------------------------------------------
+
+    def suspend(self) -> None:
+        """The broker is no master (or is not yet): stop serving; a promotion under way stops."""
+        self._role_generation += 1
+        self.serving = False
+
+    async def promote(self, poll_interval_ms: int = 50) -> None:
+        """The broker became master: rebuild the ledger from the store, then serve.
+
+        The ledger records this broker copied as a slave are read back once the store's read
+        limit (a confirm offset) reaches the log's end as of now. A later :meth:`suspend` (or
+        promotion) overtakes it: it then ends without serving.
+        """
+        self.suspend()
+        generation = self._role_generation
+        end_offset = self._store.max_commit_log_offset
+        async with self._loading:  # one load at a time: an overtaken one may still be running
+            while generation == self._role_generation and not self._reads_reach(end_offset):
+                await asyncio.sleep(poll_interval_ms / 1000)
+            if generation != self._role_generation:
+                return
+            try:
+                await asyncio.to_thread(self._reload)
+            except Exception:
+                logger.exception("loading the staged-writes ledger failed: staged writes stay unavailable")
+                return
+            if generation == self._role_generation:
+                self.serving = True
+
+    def _reads_reach(self, commit_log_offset: int) -> bool:
+        limit = self._store.read_limit
+        return limit is None or limit >= commit_log_offset
+
+    def _reload(self) -> None:
+        self.ledger.clear()
+        self.recovered = 0
+        self.load()
 
     def _note_record(self, buffer: bytes | memoryview) -> None:
         try:

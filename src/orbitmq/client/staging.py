@@ -195,7 +195,8 @@ class StagingProducer(Producer):
     async def _commit_on(
         self, addr: str, write_id: str, batch_id: int, body: CommitBody, deadline: float
     ) -> CommitBody:
-        """COMMIT_STAGED to one broker, resent on a retriable fault; returns the recorded decision."""
+        """COMMIT_STAGED to one broker, resent on a connection fault or SYSTEM_BUSY; returns the
+        recorded decision."""
         instance = self._running_instance()
         header = CommitStagedRequestHeader(write_id=write_id, batch_id=batch_id).to_ext()
         payload = body.encode()
@@ -211,6 +212,10 @@ class StagingProducer(Producer):
             except OrbitError as exc:
                 if not exc.retriable:
                     raise
+                await asyncio.sleep(0.1)
+                continue
+            if response.code == ResponseCode.SYSTEM_BUSY:
+                # E.g. a broker just made master by the controller, still loading its ledger.
                 await asyncio.sleep(0.1)
                 continue
             if response.code != ResponseCode.SUCCESS:

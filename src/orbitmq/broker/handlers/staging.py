@@ -10,7 +10,9 @@ on a SYNC_MASTER COMMIT_STAGED answers once a slave holds every byte of the comm
 (``handlers.replicated``), the staged records it names included; without one it answers
 FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE as a send does, and a commit sent again finds the
 key already committed and waits the same way.
-A slave answers both with SERVICE_NOT_AVAILABLE: it stores no message of its own.
+A slave answers both with SERVICE_NOT_AVAILABLE: it stores no message of its own. So does a
+broker in controller mode that is not master (a demoted master included); one just promoted
+answers SYSTEM_BUSY until it has loaded the ledger it copied as a slave.
 """
 
 from __future__ import annotations
@@ -47,11 +49,18 @@ class StagingHandlers:
 
     def _unavailable(self, request: RemotingCommand) -> RemotingCommand:
         config = self._state.config
-        if config.broker_role is BrokerRole.SLAVE:
+        replicas = self._state.replicas
+        if config.broker_role is BrokerRole.SLAVE or (replicas is not None and not replicas.is_master):
             return request.response(
                 ResponseCode.SERVICE_NOT_AVAILABLE,
-                f"service not available now: the broker[{config.broker_name}] is a slave "
+                f"service not available now: the broker[{config.broker_name}] is not master "
                 f"(brokerId {config.broker_id}); staged writes go to its master",
+            )
+        if self._state.staging is not None:
+            return request.response(
+                ResponseCode.SYSTEM_BUSY,
+                f"[STAGING]broker busy: the broker[{config.broker_name}] is loading its staged-writes "
+                "ledger after becoming master; try again",
             )
         return request.response(ResponseCode.SYSTEM_ERROR, "staged writes are not available on this broker")
 
@@ -59,7 +68,7 @@ class StagingHandlers:
         header = StageMessagesRequestHeader.from_ext(request.ext_fields)
         state = self._state
         service = state.staging
-        if service is None:
+        if service is None or not service.serving:
             return self._unavailable(request)
         if not state.config.broker_permission & PERM_WRITE:
             return request.response(
@@ -111,7 +120,7 @@ class StagingHandlers:
     async def commit_staged(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = CommitStagedRequestHeader.from_ext(request.ext_fields)
         service = self._state.staging
-        if service is None:
+        if service is None or not service.serving:
             return self._unavailable(request)
         rejection = _check_key(header.write_id, header.batch_id)
         if rejection is not None:
