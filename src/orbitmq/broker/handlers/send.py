@@ -100,11 +100,7 @@ class SendHandlers:
         self._state = state
         self._flush_waits = SyncFlushWaits()
         self._reput_targets: ReputTargets | None = None
-        # For messages sent without a UNIQ_KEY: RocketMQ 5.x's broker gives each one.
-        try:
-            self._uniq_keys = UniqKeyGenerator(state.store_host[0])
-        except ValueError:  # brokerIP1 is a host name
-            self._uniq_keys = UniqKeyGenerator()
+        self._uniq_key_generator: UniqKeyGenerator | None = None
 
     @property
     def _targets(self) -> ReputTargets:
@@ -112,6 +108,17 @@ class SendHandlers:
         if self._reput_targets is None:
             self._reput_targets = ReputTargets(self._state.topics)
         return self._reput_targets
+
+    @property
+    def _uniq_keys(self) -> UniqKeyGenerator:
+        """UNIQ_KEYs for messages sent without one, as RocketMQ 5.x's broker gives each (made on
+        first use, like the re-put checks: the table is built before some states)."""
+        if self._uniq_key_generator is None:
+            try:
+                self._uniq_key_generator = UniqKeyGenerator(self._state.store_host[0])
+            except ValueError:  # brokerIP1 is a host name
+                self._uniq_key_generator = UniqKeyGenerator()
+        return self._uniq_key_generator
 
     # -- send ----------------------------------------------------------------------------------
 
