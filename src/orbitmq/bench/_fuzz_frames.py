@@ -56,6 +56,7 @@ BROKER_REQUESTS: dict[int, type[Any] | None] = {
     RequestCode.SEND_BATCH_MESSAGE: h.SendMessageRequestHeader,
     RequestCode.CONSUMER_SEND_MSG_BACK: h.ConsumerSendMsgBackRequestHeader,
     RequestCode.PULL_MESSAGE: h.PullMessageRequestHeader,
+    RequestCode.LITE_PULL_MESSAGE: h.PullMessageRequestHeader,
     RequestCode.QUERY_CONSUMER_OFFSET: h.QueryConsumerOffsetRequestHeader,
     RequestCode.UPDATE_CONSUMER_OFFSET: h.UpdateConsumerOffsetRequestHeader,
     RequestCode.GET_MAX_OFFSET: h.GetMaxOffsetRequestHeader,
