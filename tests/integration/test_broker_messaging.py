@@ -470,3 +470,43 @@ async def test_broker_java_style_batch_code_320_with_v2_header(
     assert response.code == ResponseCode.SUCCESS, response.remark
     pulled = await client.invoke(broker.addr, pull_request("MsgTopicJavaBatch", "CG_JB", 0))
     assert [m.body for m in decode_stored_messages(pulled.body)] == [b"j0", b"j1"]
+
+
+# Requests the Apache Java clients send that OrbitMQ once refused (found by tests/interop, which
+# drives the real clients); these hold the behaviour without a JVM.
+
+
+async def test_broker_lite_pull_message_is_served_as_a_pull(
+    broker: ServerProcess, client: RemotingClient
+) -> None:
+    """RocketMQ 5's DefaultLitePullConsumer pulls with LITE_PULL_MESSAGE (361), not PULL_MESSAGE."""
+    response = await send(client, broker.addr, "LitePullTopic", b"lite", properties={"TAGS": "t"})
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    pull = pull_request("LitePullTopic", "LitePullGroup", 0)
+    lite = RemotingCommand.request(RequestCode.LITE_PULL_MESSAGE, pull.ext_fields)
+    pulled = await client.invoke(broker.addr, lite)
+    assert pulled.code == ResponseCode.SUCCESS, pulled.remark
+    assert pulled.ext_fields["nextBeginOffset"] == "1"
+    (message,) = decode_stored_messages(pulled.body)
+    assert message.body == b"lite"
+
+
+async def test_broker_get_topic_config_serves_one_topic(
+    broker: ServerProcess, client: RemotingClient
+) -> None:
+    """GET_TOPIC_CONFIG (351): RocketMQ 5's mqadmin topicStatus and consumerProgress read it first."""
+    response = await send(client, broker.addr, "TopicConfigTopic", b"x")
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    request = RemotingCommand.request(
+        RequestCode.GET_TOPIC_CONFIG, {"topic": "TopicConfigTopic", "lo": "true"}
+    )
+    answer = await client.invoke(broker.addr, request)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    config = orjson.loads(answer.body)
+    assert config["topicName"] == "TopicConfigTopic"
+    assert config["readQueueNums"] == config["writeQueueNums"] > 0
+    assert config["perm"] == 6
+    missing = RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": "NoSuchTopicHere"})
+    answer = await client.invoke(broker.addr, missing)
+    assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+    assert "NoSuchTopicHere" in (answer.remark or "")
