@@ -1,13 +1,16 @@
-"""Ctrl-C on a long benchmark: the first stops it with a summary, a second quits at once; no traceback.
+"""Ctrl-C on a long command (a benchmark, an admin verb that repeats): the first stops it with a
+summary, a second quits at once; no traceback.
 
 Method: one `orbitmq standalone` (free ports, tmp dir, killed in teardown); `orbitmq bench
-produce` and `consume` run against it as real processes with their output piped, and are sent
-SIGINT once their first progress line shows they are measuring.
+produce` and `consume` and `orbitmq admin clusterRT` run against it as real processes with their
+output piped, and are sent SIGINT once their first progress line shows they are working.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import selectors
 import signal
 import subprocess
@@ -35,9 +38,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         proc.kill()
 
 
-def _bench(server: ServerProcess, *args: str) -> subprocess.Popen[str]:
+def _bench(server: ServerProcess, *args: str, command: str = "bench") -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "orbitmq.cli", "bench", *args, "--namesrv", server.addr],
+        [sys.executable, "-m", "orbitmq.cli", command, *args, "--namesrv", server.addr],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -76,6 +79,23 @@ def _until_topic(
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.2)
     time.sleep(0.5)  # its consumers park their pulls, its first sends go out
+
+
+def _stored(server: ServerProcess, topic: str) -> int:
+    async def stored() -> int:
+        async with AdminClient(server.addr) as admin:
+            return sum(offset.max_offset for offset in (await admin.topic_stats(topic)).values())
+
+    return asyncio.run(stored())
+
+
+def _until_stored(
+    server: ServerProcess, topic: str, count: int, proc: subprocess.Popen[str], timeout_s: float = 60.0
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _stored(server, topic) < count:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
 
 
 def _interrupt(proc: subprocess.Popen[str], times: int = 1) -> tuple[str, str]:
@@ -139,3 +159,25 @@ def test_bench_without_a_summary_of_its_own_ends_on_ctrl_c_in_one_line(server: S
     assert proc.returncode == 130, output
     assert "Traceback" not in output, output
     assert "orbitmq bench latency: interrupted after" in err, output
+
+
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_admin_cluster_rt_stops_on_ctrl_c_with_what_it_measured(server: ServerProcess, output: str) -> None:
+    # clusterRT repeats until stopped, as mqadmin's does: Ctrl-C is how it ends.
+    args = ["clusterRT", "-a", "3", "-i", "0.2"] + (["--json"] if output == "json" else [])
+    stored_before = _stored(server, "broker-a")  # clusterRT sends to the topic named after each broker
+    proc = _bench(server, *args, command="admin")
+    if output == "table":
+        before = _until_line(proc, "broker-a")
+    else:  # JSON is printed once, at the end: wait for a round's samples to reach the broker
+        _until_stored(server, "broker-a", stored_before + 3, proc)
+        before = ""
+    out, err = _interrupt(proc)
+    text = before + out + err
+    assert proc.returncode == 130, text
+    assert "Traceback" not in text, text
+    assert re.search(r"clusterRT: [1-9]\d* rounds, [1-9]\d* samples before Ctrl-C", err), text
+    assert err.rstrip().endswith("orbitmq admin: interrupted"), text
+    if output == "json":
+        samples = json.loads(out)
+        assert samples and all(sample["brokerName"] == "broker-a" for sample in samples), text

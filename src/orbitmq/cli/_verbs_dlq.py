@@ -13,6 +13,7 @@ topic; with ``--direct`` one online consumer of the group consumes it instead
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -117,9 +118,16 @@ async def dlq_resend(admin: AdminClient, args: argparse.Namespace) -> None:
                         "newMsgId": new_id,
                     }
                 )
+        except asyncio.CancelledError:  # Ctrl-C: say which were resent, so none is resent twice
+            _print_resent(_out(args), args, results)
+            print(f"dlq resend: {len(results)} of {len(messages)} resent before Ctrl-C", file=sys.stderr)
+            raise
         finally:
             await producer.shutdown()
-    out = _out(args)
+    _print_resent(_out(args), args, results)
+
+
+def _print_resent(out: Output, args: argparse.Namespace, results: list[dict[str, object]]) -> None:
     if out.as_json:
         out.json(results)
         return

@@ -309,6 +309,11 @@ async def cluster_rt(admin: AdminClient, args: argparse.Namespace) -> None:
             if args.rounds and round_number >= args.rounds:
                 break
             await asyncio.sleep(args.interval)
+    except asyncio.CancelledError:  # Ctrl-C: what was measured still counts
+        if out.as_json:
+            out.json(results)
+        print(f"clusterRT: {round_number} rounds, {len(results)} samples before Ctrl-C", file=sys.stderr)
+        raise
     finally:
         await producer.shutdown()
     if out.as_json:

@@ -55,7 +55,7 @@ from orbitmq.errors import (
 from orbitmq.model.route import TopicConfig
 from orbitmq.protocol.bodies import encode_topic_route
 
-__all__ = ["EXIT_FAILED", "EXIT_NOT_FOUND", "EXIT_USAGE", "build_parser", "main"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_NOT_FOUND", "EXIT_USAGE", "build_parser", "main"]
 
 DEFAULT_NAMESRV_ADDR = "127.0.0.1:9876"
 DEFAULT_TIMEOUT_MS = 5000
@@ -66,6 +66,8 @@ EXIT_USAGE = 2
 """Bad command line (argparse's own status)."""
 EXIT_NOT_FOUND = 3
 """The named topic, consumer group (or online member) or message does not exist."""
+EXIT_INTERRUPTED = 130
+"""Stopped by Ctrl-C (the shell's status for SIGINT); what was done is printed first."""
 _NOT_FOUND = (TopicNotExistError, SubscriptionGroupNotExistError, ConsumerNotOnlineError, QueryNotFoundError)
 
 _EPILOG = f"""\
@@ -73,7 +75,8 @@ name server: -n/--namesrv (before or after the command), else the NAMESRV_ADDR e
 variable, else {DEFAULT_NAMESRV_ADDR}.
 output: tables; --json (before or after the command) prints one JSON document instead.
 exit status: 0 done; {EXIT_FAILED} failed (refused, or no server answered); {EXIT_USAGE} bad command line;
-{EXIT_NOT_FOUND} the named topic, consumer group (or online member) or message does not exist.
+{EXIT_NOT_FOUND} the named topic, consumer group (or online member) or message does not exist;
+{EXIT_INTERRUPTED} stopped by Ctrl-C (a verb that loops or resends says what it did before it stopped).
 mqadmin verbs: clusterList topicList topicRoute topicStatus updateTopic deleteTopic updateSubGroup
 deleteSubGroup consumerProgress consumerConnection producerConnection consumerStatus queryMsgById
 queryMsgByKey queryMsgByOffset queryMsgTraceById (or trace MSG_ID) resetOffsetByTime
@@ -448,6 +451,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         asyncio.run(_run(args, namesrv_addr, options))
+    except KeyboardInterrupt:
+        # asyncio.run cancelled the verb: its finally blocks ran (clients shut down), and a verb
+        # that repeats or resends printed what it had done. A second Ctrl-C lands here too.
+        print("orbitmq admin: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except _NOT_FOUND as exc:
         print(f"orbitmq admin: {exc.remark}", file=sys.stderr)
         return EXIT_NOT_FOUND
