@@ -28,10 +28,10 @@ def test_bench_scaling_prints_a_row_per_phase_and_broker_count(tmp_path: Path) -
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
     header = re.search(r"^phase\s+N\s+clients\s+messages\s+msgs/s\s+MB/s\s+broker CPU s\s+per-broker CPU %"
-                       r"\s+client us/msg\s+speed-up$", out, re.M)  # fmt: skip
+                       r"\s+broker us/msg\s+client us/msg\s+other work\s+speed-up$", out, re.M)  # fmt: skip
     assert header is not None, out
     rows = re.findall(r"^(produce|consume) 100 B\s+(\d)\s+(\d)\s+([\d,]+)\s+[\d,]+\s+[\d.]+\s+[\d.]+\s+"
-                      r"((?:\d+ ?)+?)\s+[\d.]+\s+([\d.]+)x$", out, re.M)  # fmt: skip
+                      r"((?:\d+ ?)+?)\s+[\d.]+\s+[\d.]+\s+[\d.]+ cores\s+([\d.]+)x$", out, re.M)  # fmt: skip
     assert [(phase, int(brokers)) for phase, brokers, *_ in rows] == [
         ("produce", 1), ("consume", 1), ("produce", 2), ("consume", 2)
     ], out  # fmt: skip

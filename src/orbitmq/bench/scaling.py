@@ -15,8 +15,10 @@ temporary directory each, all stopped at the end), creates one topic per message
   (what the produce phase left), from the first offset, until every queue is read to its end.
 
 Each row gives msgs/s, MB/s (bodies), the brokers' CPU seconds over the window (from
-/proc/<pid>/stat), each broker's CPU utilisation, the clients' CPU microseconds per message and
-the speed-up against N = 1 in the same phase. The first Ctrl-C stops the phase under way and
+/proc/<pid>/stat), each broker's CPU utilisation, the brokers' and the clients' CPU
+microseconds per message, the cores the host spent on other work meanwhile (/proc/stat busy
+time minus this benchmark's: on a shared machine the rates depend on it, the CPU per message
+much less) and the speed-up against N = 1 in the same phase. The first Ctrl-C stops the phase under way and
 prints the rows measured so far; a second one quits at once (the servers are still stopped).
 """
 
@@ -86,6 +88,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """What the parent saw over a phase: its length, each broker's CPU, the host's busy CPU."""
+
+    seconds: float
+    broker_cpu_s: list[float]
+    host_busy_s: float
+
+
 @dataclass(slots=True)
 class _Row:
     phase: str
@@ -96,6 +107,7 @@ class _Row:
     body_bytes: int
     broker_cpu_s: list[float]
     client_cpu_s: float
+    window: _Window
     errors: int
     note: str = ""
 
@@ -204,6 +216,15 @@ def free_tcp_ports(count: int) -> list[int]:
             sock.close()
 
 
+def _host_busy_s() -> float:
+    """CPU seconds the host's cores have spent busy since boot (not idle, not waiting on I/O)."""
+    try:
+        ticks = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process so far (0.0 where /proc is not there)."""
     try:
@@ -274,8 +295,8 @@ class _Run:
             )
             for index in range(clients)
         ]
-        results, broker_cpu_s = await self._drive(servers, produce_process, [(spec,) for spec in specs])
-        return self._row(f"produce {_size_text(size)}", brokers, results, broker_cpu_s)
+        results, window = await self._drive(servers, produce_process, [(spec,) for spec in specs])
+        return self._row(f"produce {_size_text(size)}", brokers, results, window)
 
     async def _consume(self, servers: _Servers, topic: str, size: int, brokers: int) -> _Row:
         args = self.args
@@ -299,10 +320,10 @@ class _Run:
                 max(shares[slot] for shares in progress) >= target for slot, target in enumerate(targets)
             )
 
-        results, broker_cpu_s = await self._drive(
+        results, window = await self._drive(
             servers, consume_process, [(spec, shares) for shares in progress], until=caught_up
         )
-        row = self._row(f"consume {_size_text(size)}", brokers, results, broker_cpu_s)
+        row = self._row(f"consume {_size_text(size)}", brokers, results, window)
         backlog = sum(targets)
         if not caught_up():
             row.note = f"incomplete: the backlog was {backlog:,}"
@@ -316,7 +337,7 @@ class _Run:
         target: Any,
         per_process: list[tuple[Any, ...]],
         until: Any = None,
-    ) -> tuple[list[ClientResult], list[float]]:
+    ) -> tuple[list[ClientResult], _Window]:
         """Start one process per item, wait until all are ready, measure their window."""
         ctx = self.context
         ready, results, start = ctx.Queue(), ctx.Queue(), ctx.Event()
@@ -340,6 +361,7 @@ class _Run:
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.5 if until is not None else 0)  # the group's rebalance settles
             cpu_started = [_cpu_s(proc.pid) for proc in servers.brokers]
+            host_started, started = _host_busy_s(), time.monotonic()
             start.set()
             while len(collected) < len(procs):
                 if until is not None and until():
@@ -348,9 +370,14 @@ class _Run:
                 if any(proc.exitcode not in (None, 0) for proc in procs) and len(collected) < len(procs):
                     raise RuntimeError("a client process died; see its output above")
                 await asyncio.sleep(0.02)
-            broker_cpu_s = [
-                _cpu_s(proc.pid) - before for proc, before in zip(servers.brokers, cpu_started, strict=True)
-            ]
+            window = _Window(
+                time.monotonic() - started,
+                [
+                    _cpu_s(proc.pid) - before
+                    for proc, before in zip(servers.brokers, cpu_started, strict=True)
+                ],
+                _host_busy_s() - host_started,
+            )
         finally:
             if not self.interrupted:
                 self.stop_event.clear()
@@ -359,10 +386,10 @@ class _Run:
                 if proc.is_alive():
                     proc.kill()
                     proc.join()
-        return collected, broker_cpu_s
+        return collected, window
 
     @staticmethod
-    def _row(phase: str, brokers: int, results: list[ClientResult], broker_cpu_s: list[float]) -> _Row:
+    def _row(phase: str, brokers: int, results: list[ClientResult], window: _Window) -> _Row:
         measured = [result for result in results if result.ended > 0]
         elapsed_s = (
             max(result.ended for result in measured) - min(result.started for result in measured)
@@ -377,8 +404,9 @@ class _Run:
             sum(result.messages for result in results),
             elapsed_s,
             sum(result.bytes for result in results),
-            broker_cpu_s,
+            window.broker_cpu_s,
             sum(result.cpu_s for result in results),
+            window,
             sum(result.errors for result in results),
             f"errors, first: {errors[0]}" if errors else "",
         )
@@ -403,12 +431,18 @@ def _size_text(size: int) -> str:
     return f"{size // 1024} KiB" if size >= 1024 and size % 1024 == 0 else f"{size} B"
 
 
+def _other_work_cores(row: _Row) -> float:
+    """Cores busy with anything but this benchmark's brokers and clients over the window."""
+    seconds = max(row.window.seconds, 1e-9)
+    return max(row.window.host_busy_s - sum(row.broker_cpu_s) - row.client_cpu_s, 0.0) / seconds
+
+
 def print_table(rows: list[_Row]) -> None:
     """The rows as an aligned table, each phase's speed-up against its N = 1 row."""
     baseline = {row.phase: row.rate for row in rows if row.brokers == 1}
     headers = (
         "phase", "N", "clients", "messages", "msgs/s", "MB/s", "broker CPU s",
-        "per-broker CPU %", "client us/msg", "speed-up",
+        "per-broker CPU %", "broker us/msg", "client us/msg", "other work", "speed-up",
     )  # fmt: skip
     lines = []
     for row in rows:
@@ -423,8 +457,10 @@ def print_table(rows: list[_Row]) -> None:
                 f"{row.rate:,.0f}",
                 f"{row.body_bytes / elapsed_s / 1e6:.1f}",
                 f"{sum(row.broker_cpu_s):.1f}",
-                " ".join(f"{100 * cpu / elapsed_s:.0f}" for cpu in row.broker_cpu_s),
+                " ".join(f"{100 * cpu / max(row.window.seconds, 1e-9):.0f}" for cpu in row.broker_cpu_s),
+                f"{1e6 * sum(row.broker_cpu_s) / max(row.messages, 1):.1f}",
                 f"{1e6 * row.client_cpu_s / max(row.messages, 1):.1f}",
+                f"{_other_work_cores(row):.1f} cores",
                 f"{row.rate / base:.2f}x" if base else "-",
             )
         )
