@@ -54,7 +54,9 @@ class ConsumeSpec:
     topic: str
     group: str
     pull_batch_size: int
-    queue_index: dict[tuple[str, int], int]  # (broker name, queue id) -> slot in the progress array
+    # (broker name, queue id) -> slot in the progress array; its last slot: how many queues
+    # this member holds (the parent starts the clock once the members hold every queue once).
+    queue_index: dict[tuple[str, int], int]
     max_s: float
 
 
@@ -155,8 +157,11 @@ async def _consume(
     await consumer.start()
     try:
         ready.put(os.getpid())
-        if not await _wait_start(start, stop):
-            return result
+        while not start.is_set():
+            if stop.is_set():
+                return result
+            progress[len(spec.queue_index)] = len(consumer.assignment())
+            await asyncio.sleep(_STOP_POLL_S)
         result.started = time.monotonic()
         cpu_started = time.process_time()
         deadline = result.started + spec.max_s

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import shutil
 import socket
@@ -55,6 +56,7 @@ __all__ = ["add_arguments", "run"]
 
 _START_TIMEOUT_S = 60.0
 _CLIENT_START_TIMEOUT_S = 60.0
+_SETTLE_TIMEOUT_S = 20.0
 _COMMIT_LOG_FILE_BYTES = 256 << 20
 
 
@@ -255,6 +257,8 @@ class _Run:
         servers = _Servers(workdir)
         try:
             servers.start(brokers, self.args.flush)
+            # The fork server imports the client while the brokers start (the first time only).
+            multiprocessing.forkserver.ensure_running()
             await servers.wait_registered()
             topics = {}
             async with AdminClient(servers.namesrv_addr) as admin:
@@ -309,7 +313,7 @@ class _Run:
             ]
             targets = [await admin.max_offset(queue) for queue in queues]
         queue_index = {(queue.broker_name, queue.queue_id): slot for slot, queue in enumerate(queues)}
-        progress = [self.context.Array("q", len(queues), lock=False) for _ in range(clients)]
+        progress = [self.context.Array("q", len(queues) + 1, lock=False) for _ in range(clients)]
         group = f"CG_SCALING_{size}_{brokers}_{os.getpid()}"
         spec = ConsumeSpec(
             servers.namesrv_addr, topic, group, args.pull_batch_size, queue_index, args.consume_max_s
@@ -321,7 +325,11 @@ class _Run:
             )
 
         results, window = await self._drive(
-            servers, consume_process, [(spec, shares) for shares in progress], until=caught_up
+            servers,
+            consume_process,
+            [(spec, shares) for shares in progress],
+            until=caught_up,
+            settled=lambda: sum(shares[len(queues)] for shares in progress) == len(queues),
         )
         row = self._row(f"consume {_size_text(size)}", brokers, results, window)
         backlog = sum(targets)
@@ -337,8 +345,13 @@ class _Run:
         target: Any,
         per_process: list[tuple[Any, ...]],
         until: Any = None,
+        settled: Any = None,
     ) -> tuple[list[ClientResult], _Window]:
-        """Start one process per item, wait until all are ready, measure their window."""
+        """Start one process per item, wait until all are ready, measure their window.
+
+        ``until`` ends the window early when true; ``settled`` must be true (a consumer group
+        done rebalancing) before the window starts, or ``_SETTLE_TIMEOUT_S`` have passed.
+        """
         ctx = self.context
         ready, results, start = ctx.Queue(), ctx.Queue(), ctx.Event()
         procs: list[ForkServerProcess] = [
@@ -359,7 +372,7 @@ class _Run:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"client processes not ready within {_CLIENT_START_TIMEOUT_S:g} s")
                 await asyncio.sleep(0.05)
-            await asyncio.sleep(0.5 if until is not None else 0)  # the group's rebalance settles
+            await self._settle(settled)
             cpu_started = [_cpu_s(proc.pid) for proc in servers.brokers]
             host_started, started = _host_busy_s(), time.monotonic()
             start.set()
@@ -387,6 +400,16 @@ class _Run:
                     proc.kill()
                     proc.join()
         return collected, window
+
+    async def _settle(self, settled: Any) -> None:
+        """Until ``settled()`` has held for a few checks in a row (or the timeout)."""
+        if settled is None:
+            return
+        deadline = time.monotonic() + _SETTLE_TIMEOUT_S
+        in_a_row = 0
+        while in_a_row < 4 and time.monotonic() < deadline and not self.interrupted:
+            in_a_row = in_a_row + 1 if settled() else 0
+            await asyncio.sleep(0.05)
 
     @staticmethod
     def _row(phase: str, brokers: int, results: list[ClientResult], window: _Window) -> _Row:
