@@ -72,7 +72,8 @@ class _Member:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="orbitmq cluster",
-        description="Run a nameserver and broker groups (a master and slaves each) as local processes.",
+        description="Run a nameserver and broker groups (a master and slaves each), or N independent "
+        "brokers (--brokers N: one per core, docs/scaling.md), as local processes.",
     )
     parser.add_argument("--masters", type=int, default=None, help="broker groups (1)")
     parser.add_argument("--slaves", type=int, default=None, help="slaves per group (1)")
