@@ -4,9 +4,10 @@ One OrbitMQ broker process uses about one core (one event loop, one interpreter)
 more cores runs several brokers sharing nothing, as ``orbitmq cluster --brokers N`` does
 (docs/scaling.md), and clients spread over them: the producer round-robins over every
 broker's queues, a consumer group divides all of them. This benchmark measures it: for
-N = 1 .. ``--max-brokers`` it starts a nameserver and N ASYNC_MASTER brokers (free ports, a
-temporary directory each, all stopped at the end), creates one topic per message size with
-``--queues`` queues on each broker, and
+N = 1 .. ``--max-brokers`` (or each N of ``--broker-counts``, e.g. 1,2,4,8 on a large host; the
+speed-up is then against the smallest) it starts a nameserver and N ASYNC_MASTER brokers
+(free ports, a temporary directory each, all stopped at the end), creates one topic per
+message size with ``--queues`` queues on each broker, and
 
 - produce: ``--producers`` client processes (default ``--producers-per-broker`` × N), each
   ``--concurrency`` senders of batches of ``--batch-size``, for ``--duration-s`` seconds (or
@@ -63,6 +64,11 @@ _COMMIT_LOG_FILE_BYTES = 256 << 20
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-brokers", type=int, default=os.cpu_count() or 1, help="largest N (default: this host's cores)"
+    )
+    parser.add_argument(
+        "--broker-counts",
+        default=None,
+        help="the values of N, comma-separated, e.g. 1,2,4,8 (default: every N from 1 to --max-brokers)",
     )
     parser.add_argument("--sizes", default="1024,100", help="body sizes in bytes, comma-separated")
     parser.add_argument("--queues", type=int, default=8, help="queues of each topic on each broker")
@@ -461,8 +467,10 @@ def _other_work_cores(row: _Row) -> float:
 
 
 def print_table(rows: list[_Row]) -> None:
-    """The rows as an aligned table, each phase's speed-up against its N = 1 row."""
-    baseline = {row.phase: row.rate for row in rows if row.brokers == 1}
+    """The rows as an aligned table, each phase's speed-up against its row of the smallest N."""
+    baseline: dict[str, float] = {}
+    for row in sorted(rows, key=lambda row: row.brokers):  # the smallest N measured: 1 by default
+        baseline.setdefault(row.phase, row.rate)
     headers = (
         "phase", "N", "clients", "messages", "msgs/s", "MB/s", "broker CPU s",
         "per-broker CPU %", "broker us/msg", "client us/msg", "other work", "speed-up",
@@ -500,20 +508,20 @@ def print_table(rows: list[_Row]) -> None:
             print(f"  {row.phase} N={row.brokers}: {row.note}")
 
 
-async def _main(args: argparse.Namespace, workdir: Path) -> int:
+async def _main(args: argparse.Namespace, counts: list[int], workdir: Path) -> int:
     run = _Run(args)
     undo = stop_on_interrupt(run.interrupt)
     cores = os.cpu_count() or 1
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     print(
-        f"bench scaling: N = 1..{args.max_brokers} brokers on {cores} cores (load average {load:.2f} at start), "
+        f"bench scaling: N = {', '.join(map(str, counts))} brokers on {cores} cores (load average {load:.2f} at start), "
         f"bodies {', '.join(_size_text(size) for size in run.sizes)}, {args.queues} queues per broker, "
         f"batches of {args.batch_size}, {args.concurrency} senders per producer process, "
         f"flush {args.flush}",
         flush=True,
     )
     try:
-        for brokers in range(1, args.max_brokers + 1):
+        for brokers in counts:
             if run.interrupted:
                 break
             started = len(run.rows)
@@ -536,6 +544,15 @@ async def _main(args: argparse.Namespace, workdir: Path) -> int:
     )
 
 
+def _positive_list(text: str) -> list[int]:
+    """``"1,2,4"`` as [1, 2, 4]; [] when an item is not a positive integer."""
+    try:
+        values = [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        return []
+    return values if values and min(values) >= 1 else []
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark described by ``args``; returns the exit status."""
     if args.max_brokers < 1 or args.queues < 1 or args.batch_size < 1 or args.concurrency < 1:
@@ -544,17 +561,25 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        sizes = [int(size) for size in args.sizes.split(",") if size.strip()]
-    except ValueError:
-        sizes = []
-    if not sizes or min(sizes) < 1:
+    sizes = _positive_list(args.sizes)
+    if not sizes:
         print(f"bench scaling: --sizes {args.sizes!r} is not a list of positive byte counts", file=sys.stderr)
+        return 2
+    counts = (
+        sorted(set(_positive_list(args.broker_counts)))
+        if args.broker_counts is not None
+        else list(range(1, args.max_brokers + 1))
+    )
+    if not counts:
+        print(
+            f"bench scaling: --broker-counts {args.broker_counts!r} is not a list of positive numbers",
+            file=sys.stderr,
+        )
         return 2
     workdir = Path(tempfile.mkdtemp(prefix="orbitmq-scaling-"))
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            return runner.run(_main(args, workdir))
+            return runner.run(_main(args, counts, workdir))
     except (RuntimeError, OSError) as exc:
         print(f"bench scaling: {exc}", file=sys.stderr)
         return 1
