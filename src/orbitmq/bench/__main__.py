@@ -54,6 +54,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "route queries/s, CPU per query and registration rounds of one name server, simulated brokers",
     ),
     "metrics": ("orbitmq.bench.metrics", "produce msgs/s with the broker's /metrics on and off, one run"),
+    "scaling": (
+        "orbitmq.bench.scaling",
+        "msgs/s and CPU against N broker processes (N = 1 .. cores), clients spread over them",
+    ),
 }
 
 USAGE_ERROR_STATUS = 2

@@ -1,4 +1,4 @@
-"""``orbitmq cluster``: a local cluster in one command, for demos and tests.
+"""``orbitmq cluster``: a local cluster in one command, for demos, tests and multi-core hosts.
 
 One nameserver and ``--masters`` broker groups (``broker-a``, ``broker-b``, ...) of one master
 and ``--slaves`` slaves each, every one its own process, on consecutive ports from
@@ -15,6 +15,12 @@ Masters start first; slaves start once the nameserver lists their master, so tha
 registration already names it. A broker that exits (killed, to try a failover) is reported and
 the rest keep running; Ctrl-C (or SIGTERM) stops them all gracefully. ``--broker-conf KEY=VALUE``
 adds a broker.conf line to every broker.
+
+``--brokers N`` is the multi-core layout (docs/scaling.md): N independent ASYNC_MASTER brokers
+without slaves, each a process of its own with its own store, sharing nothing but the
+nameserver; one broker process uses about one core, so N brokers use N. ``--topic NAME``
+(repeatable) creates a topic with ``--queues`` queues on every broker once they have all
+registered, so clients spread a topic's sends and its consumer group's queues over all of them.
 
 Like ``orbitmq standalone``, every process listens on 127.0.0.1 (the HA ports included) unless
 ``--bind-address`` says otherwise: no server authenticates anyone, so every interface is opt-in.
@@ -66,13 +72,29 @@ class _Member:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="orbitmq cluster",
-        description="Run a nameserver and broker groups (a master and slaves each) as local processes.",
+        description="Run a nameserver and broker groups (a master and slaves each), or N independent "
+        "brokers (--brokers N: one per core, docs/scaling.md), as local processes.",
     )
-    parser.add_argument("--masters", type=int, default=1, help="broker groups (1)")
-    parser.add_argument("--slaves", type=int, default=1, help="slaves per group (1)")
+    parser.add_argument("--masters", type=int, default=None, help="broker groups (1)")
+    parser.add_argument("--slaves", type=int, default=None, help="slaves per group (1)")
     parser.add_argument(
-        "--role", choices=("sync", "async"), default="sync", help="SYNC_MASTER or ASYNC_MASTER"
+        "--brokers",
+        type=int,
+        default=None,
+        help="N independent brokers (ASYNC_MASTER, no slave), one process each: one per core "
+        "(instead of --masters/--slaves)",
     )
+    parser.add_argument(
+        "--role", choices=("sync", "async"), default=None, help="SYNC_MASTER or ASYNC_MASTER (sync)"
+    )
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a topic to create on every master once they are up (repeatable)",
+    )
+    parser.add_argument("--queues", type=int, default=8, help="queues of each --topic on each broker (8)")
     parser.add_argument("--data-dir", default=".orbitmq-cluster", help="data directory (./.orbitmq-cluster)")
     parser.add_argument("--namesrv-port", type=int, default=9876, help="nameserver port (9876)")
     parser.add_argument("--base-port", type=int, default=10911, help="first broker port (10911)")
@@ -155,7 +177,34 @@ def _plan(args: argparse.Namespace) -> tuple[_Member, list[list[_Member]]]:
     return namesrv, groups
 
 
+def _resolve_layout(args: argparse.Namespace) -> str | None:
+    """Fill --masters, --slaves and --role from --brokers or their defaults; a problem or None."""
+    if args.brokers is not None:
+        given = [
+            flag
+            for flag, value in (("--masters", args.masters), ("--slaves", args.slaves))
+            if value is not None
+        ]
+        if given:
+            return f"--brokers is a layout of its own: give it without {' and '.join(given)}"
+        if args.role == "sync":
+            return "--brokers runs brokers without slaves, which a SYNC_MASTER needs: leave out --role sync"
+        args.masters, args.slaves, args.role = args.brokers, 0, "async"
+        return None
+    args.masters = 1 if args.masters is None else args.masters
+    args.slaves = 1 if args.slaves is None else args.slaves
+    args.role = args.role or "sync"
+    return None
+
+
 def _check_args(args: argparse.Namespace) -> str | None:
+    problem = _resolve_layout(args)
+    if problem is not None:
+        return problem
+    if args.brokers is not None and args.brokers < 1:
+        return "--brokers must be at least 1"
+    if args.queues < 1:
+        return "--queues must be at least 1"
     if args.masters < 1 or args.slaves < 0:
         return "--masters must be at least 1 and --slaves at least 0"
     last_port = args.base_port + 2 * args.masters * (args.slaves + 1) - 1
@@ -215,6 +264,22 @@ def _wait_registered(namesrv_addr: str, broker_names: set[str], deadline: float)
         raise RuntimeError(f"the nameserver did not list the masters of {sorted(broker_names)} in time")
 
 
+def _create_topics(namesrv_addr: str, topics: list[str], queue_nums: int) -> None:
+    """Create each of ``topics`` with ``queue_nums`` queues on every master; waits for the routes."""
+    from orbitmq.client.admin import AdminClient
+    from orbitmq.errors import OrbitError
+
+    async def create() -> None:
+        async with AdminClient(namesrv_addr) as admin:
+            for topic in topics:
+                await admin.create_topic(topic, queue_nums)
+
+    try:
+        asyncio.run(create())
+    except OrbitError as exc:
+        raise RuntimeError(f"creating the topics {', '.join(topics)}: {exc}") from exc
+
+
 class _StartProgress:
     """A rich spinner naming the start-up step on a terminal; nothing in a log or a pipe."""
 
@@ -237,7 +302,14 @@ class _StartProgress:
             self._status.stop()
 
 
-def _print_table(namesrv: _Member, groups: list[list[_Member]], namesrv_host: str, broker_ip: str) -> None:
+def _print_table(
+    namesrv: _Member,
+    groups: list[list[_Member]],
+    namesrv_host: str,
+    broker_ip: str,
+    topics: list[str],
+    queue_nums: int,
+) -> None:
     rows = [
         (
             "namesrv",
@@ -263,6 +335,8 @@ def _print_table(namesrv: _Member, groups: list[list[_Member]], namesrv_host: st
     for row in (headers, *rows):
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     print(f"data, broker.conf files and logs under {namesrv.workdir}")
+    for topic in topics:
+        print(f"topic {topic}: {queue_nums} queues on each of {len(groups)} broker(s)")
     print(f"clients: namesrvAddr={namesrv_host}:{namesrv.port}; Ctrl-C stops the cluster", flush=True)
 
 
@@ -343,7 +417,10 @@ def _run(args: argparse.Namespace, host: str) -> int:
                 _start(member)
             for member in slaves:
                 _wait_listening(member, host, deadline)
-        _print_table(namesrv, groups, host, args.broker_ip)
+            if args.topic:
+                progress.step(f"creating {len(args.topic)} topic(s) on {len(masters)} master(s)")
+                _create_topics(f"{host}:{namesrv.port}", args.topic, args.queues)
+        _print_table(namesrv, groups, host, args.broker_ip, args.topic, args.queues)
         while not stopping:
             for member in everyone:
                 if member.proc is not None and member.proc.poll() is not None and not member.reported:

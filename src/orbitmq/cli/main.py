@@ -58,7 +58,7 @@ _FORWARDED = {
     "controller": "run a controller of controller mode (orbitmq controller --help)",
     "proxy": "run the gRPC proxy for RocketMQ 5.x clients (orbitmq proxy --help)",
     "admin": "administer topics, groups and clusters (orbitmq admin --help)",
-    "cluster": "a local cluster: a nameserver and masters with slaves (orbitmq cluster --help)",
+    "cluster": "a local cluster: a nameserver and masters with slaves, or --brokers N, one per core",
     "bench": "benchmarks (orbitmq bench --help)",
     "dashboard": "a web dashboard over a cluster (orbitmq dashboard --namesrv HOST:PORT [--port 8080])",
 }
