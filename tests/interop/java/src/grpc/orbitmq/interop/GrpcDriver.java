@@ -158,6 +158,15 @@ public final class GrpcDriver {
                 } else {
                     orphans++;
                 }
+            } else if (o.containsKey("expect-refused")) {
+                // A send the topic's message type does not allow: the exception is the result.
+                try {
+                    receipt = producer.send(msg);
+                } catch (Exception e) {
+                    emit(obj("event", "refused", "seq", seq, "error", e.getClass().getName(),
+                        "message", String.valueOf(e.getMessage())));
+                    continue;
+                }
             } else {
                 receipt = producer.send(msg);
             }
