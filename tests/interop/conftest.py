@@ -60,3 +60,9 @@ def remoting(request: pytest.FixtureRequest) -> JavaLine:
 @pytest.fixture(scope="session")
 def remoting5() -> JavaLine:
     return _line("remoting5")
+
+
+@pytest.fixture(scope="session")
+def grpc_client() -> JavaLine:
+    """Apache's 5.x gRPC client, rocketmq-client-java (tests/interop/java/pom.xml)."""
+    return _line("grpc")

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.conftest import _line
 from tests.interop.messages import check_exactly, received
 from tests.interop.test_mqadmin import mqadmin
 from tests.interop.test_remoting_client import done, sent
@@ -26,11 +25,6 @@ from tests.support.processes import ServerProcess
 
 DRIVER = "orbitmq.interop.GrpcDriver"
 TYPED_TOPICS = {"grpc-fifo": "FIFO", "grpc-delay": "DELAY", "grpc-tx": "TRANSACTION"}
-
-
-@pytest.fixture(scope="session")
-def grpc_client() -> JavaLine:
-    return _line("grpc")
 
 
 @pytest.fixture(scope="module")
