@@ -39,7 +39,9 @@ ACCOUNTS = f"""accounts:
 COUNT = 200
 
 
-@pytest.fixture(scope="module")
+# Session-scoped: with the module scope, pytest made each again whenever the client line (a
+# parametrized session fixture) changed between this module's tests.
+@pytest.fixture(scope="session")
 def acl_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("interop-acl")
     accounts = root / "plain_acl.yml"
@@ -54,7 +56,7 @@ def acl_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
         proc.kill()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("interop-tls")
     pki = make_pki(root / "pki")
