@@ -2,6 +2,11 @@
 FIFO, delay and transactional producers; SimpleConsumer and PushConsumer; TLS off
 (``enableSsl(false)``; the client's default TLS is not covered yet).
 
+FIFO, delay and transactional messages go to topics of that type, made as Apache's
+documentation says (``mqadmin updateTopic -a +message.type=FIFO``): Apache's proxy, and
+OrbitMQ's, refuse a message whose type is not its topic's (a topic without the attribute is
+NORMAL).
+
 Every received message is compared byte for byte with the one sent (tests/interop/messages.py).
 """
 
@@ -12,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.conftest import _line
 from tests.interop.messages import check_exactly, received
 from tests.interop.test_mqadmin import mqadmin
 from tests.interop.test_remoting_client import done, sent
@@ -20,11 +24,24 @@ from tests.support.interop_java import Event, JavaLine, run_java
 from tests.support.processes import ServerProcess
 
 DRIVER = "orbitmq.interop.GrpcDriver"
+TYPED_TOPICS = {"grpc-fifo": "FIFO", "grpc-delay": "DELAY", "grpc-tx": "TRANSACTION"}
 
 
-@pytest.fixture(scope="session")
-def grpc_client() -> JavaLine:
-    return _line("grpc")
+@pytest.fixture(scope="module")
+def typed_topics(
+    remoting5: JavaLine, server: ServerProcess, tmp_path_factory: pytest.TempPathFactory
+) -> dict[int, str]:
+    """The typed topics, and the orderly group of the FIFO test, by Apache's mqadmin 5.x in one JVM."""
+    n = ["-n", server.addr, "-c", "DefaultCluster"]
+    return mqadmin(
+        remoting5,
+        tmp_path_factory.mktemp("mqadmin"),
+        *(
+            ["updateTopic", *n, "-t", topic, "-a", f"+message.type={kind}"]
+            for topic, kind in TYPED_TOPICS.items()
+        ),
+        ["updateSubGroup", *n, "-g", "grpc-fifo-g", "-o", "true"],
+    )
 
 
 def drive_grpc(line: JavaLine, tmp_path: Path, server: ServerProcess, *steps: list[str]) -> list[Event]:
@@ -35,6 +52,10 @@ def drive_grpc(line: JavaLine, tmp_path: Path, server: ServerProcess, *steps: li
             args.append("+")
         args += [*step, "--endpoint", endpoint]
     return run_java(line, DRIVER, args, tmp_path / "home", timeout_s=180)
+
+
+def refused(events: list[Event]) -> list[Event]:
+    return [event for event in events if event.get("event") == "refused"]
 
 
 def test_grpc_normal_messages_reach_simple_and_push_consumers(
@@ -54,25 +75,60 @@ def test_grpc_normal_messages_reach_simple_and_push_consumers(
     check_exactly(received(events, "push"), range(count), origin="java-grpc")
 
 
-def test_grpc_fifo_messages_keep_their_group_order(
-    grpc_client: JavaLine, remoting5: JavaLine, server: ServerProcess, tmp_path: Path
+def test_grpc_fifo_topic_takes_fifo_messages_in_group_order_and_refuses_others(
+    grpc_client: JavaLine, typed_topics: dict[int, str], server: ServerProcess, tmp_path: Path
 ) -> None:
-    """FIFO order holds for a consumer group made orderly (``updateSubGroup -o true``), as on Apache's
-    proxy: a group that is not orderly gets a message group's messages concurrently."""
+    """A FIFO topic made by ``updateTopic -a +message.type=FIFO`` takes FIFO messages, consumed in
+    order per message group by a group made orderly (``updateSubGroup -o true``), as on Apache's
+    proxy; a NORMAL message to it, and a FIFO message to a DELAY topic, are refused as Apache
+    refuses them (the route names the topic's one type, the client checks it)."""
+    assert "message.type=FIFO" in typed_topics[0], typed_topics[0]
     topic, count = (
         "grpc-fifo",
         60,
     )  # an orderly push through the proxy takes about a third of a second a message
-    n = ["-n", server.addr, "-c", "DefaultCluster"]
-    mqadmin(remoting5, tmp_path / "mqadmin", ["updateSubGroup", *n, "-g", "grpc-fifo-g", "-o", "true"])
     events = drive_grpc(
         grpc_client,
         tmp_path,
         server,
         ["produce", "--topic", topic, "--mode", "fifo", "--count", str(count)],
+        [
+            "produce",
+            "--topic",
+            topic,
+            "--mode",
+            "normal",
+            "--start",
+            "1000",
+            "--count",
+            "2",
+            "--expect-refused",
+        ],
+        [
+            "produce",
+            "--topic",
+            "grpc-delay",
+            "--mode",
+            "fifo",
+            "--start",
+            "2000",
+            "--count",
+            "1",
+            "--expect-refused",
+        ],
         ["push", "--topic", topic, "--group", "grpc-fifo-g", "--expect", str(count)],
     )
     done(events)
+    no = refused(events)
+    assert [event["seq"] for event in no] == [1000, 1001, 2000], no
+    for event in no:
+        assert "message type not match" in str(event["message"]), event
+    assert "acceptMessageTypes=[FIFO]" in str(no[0]["message"]) and "actualMessageType=NORMAL" in str(
+        no[0]["message"]
+    )
+    assert "acceptMessageTypes=[DELAY]" in str(no[2]["message"]) and "actualMessageType=FIFO" in str(
+        no[2]["message"]
+    )
     got = received(events, "push")
     check_exactly(got, range(count), origin="java-grpc")
     order: dict[object, list[int]] = defaultdict(list)
@@ -85,7 +141,7 @@ def test_grpc_fifo_messages_keep_their_group_order(
 
 
 def test_grpc_delay_messages_wait_for_their_time(
-    grpc_client: JavaLine, server: ServerProcess, tmp_path: Path
+    grpc_client: JavaLine, typed_topics: dict[int, str], server: ServerProcess, tmp_path: Path
 ) -> None:
     topic, count = "grpc-delay", 200
     events = drive_grpc(
@@ -102,7 +158,7 @@ def test_grpc_delay_messages_wait_for_their_time(
 
 
 def test_grpc_transactions_commit_roll_back_and_check_back(
-    grpc_client: JavaLine, server: ServerProcess, tmp_path: Path
+    grpc_client: JavaLine, typed_topics: dict[int, str], server: ServerProcess, tmp_path: Path
 ) -> None:
     topic, count = "grpc-tx", 150
     events = drive_grpc(

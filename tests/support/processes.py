@@ -302,8 +302,11 @@ def start_standalone(tmp_path: Path, *extra: str, name: str = "standalone") -> S
     return start_on_free_ports(build)
 
 
-def create_topic(broker_addr: str, topic: str, queues: int = 4, perm: int = 6) -> None:
-    """Create ``topic`` on one broker with UPDATE_AND_CREATE_TOPIC, as `mqadmin updateTopic` does."""
+def create_topic(
+    broker_addr: str, topic: str, queues: int = 4, perm: int = 6, attributes: str | None = None
+) -> None:
+    """Create ``topic`` on one broker with UPDATE_AND_CREATE_TOPIC, as `mqadmin updateTopic` does;
+    ``attributes`` as ``updateTopic -a`` gives them (``+message.type=FIFO``)."""
     import asyncio
 
     from orbitmq.protocol.codes import RequestCode, ResponseCode
@@ -315,7 +318,7 @@ def create_topic(broker_addr: str, topic: str, queues: int = 4, perm: int = 6) -
         client = RemotingClient()
         try:
             header = CreateTopicRequestHeader(
-                topic=topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm
+                topic=topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm, attributes=attributes
             )
             request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
             response = await client.invoke(broker_addr, request, timeout_ms=10_000)

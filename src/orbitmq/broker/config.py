@@ -71,6 +71,8 @@ class BrokerConfig:
     broker_ip1: str | None = field(default=None, metadata=_key("brokerIP1"))
     # Create unknown topics on send through the TBW102 template.
     auto_create_topic_enable: bool = field(default=True, metadata=_key("autoCreateTopicEnable"))
+    # Let admins give a topic message.type=MIXED (every message type; RocketMQ's default is off).
+    enable_mixed_message_type: bool = field(default=False, metadata=_key("enableMixedMessageType"))
     # Create unknown consumer groups on heartbeat.
     auto_create_subscription_group: bool = field(default=True, metadata=_key("autoCreateSubscriptionGroup"))
     # Queue count of TBW102 and so the cap of auto-created topics.

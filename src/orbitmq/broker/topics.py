@@ -9,7 +9,9 @@ Topics come from four places:
 
 - system topics created at start-up (TBW102 when auto-creation is on, SELF_TEST_TOPIC,
   OFFSET_MOVED_EVENT, SCHEDULE_TOPIC_XXXX with 18 queues, the cluster and broker name topics);
-- UPDATE_AND_CREATE_TOPIC from an admin;
+- UPDATE_AND_CREATE_TOPIC from an admin, whose ``attributes`` header changes the topic's RocketMQ 5
+  attributes (``+message.type=FIFO``; :meth:`TopicConfigTable.update`) and keeps those it does
+  not name;
 - a send to an unknown topic, through the template named by the request's ``defaultTopic``
   (normally TBW102): allowed only when auto-creation is on and the template has the inherit
   bit; the new topic gets ``min(request queue count, template write queues)`` queues and the
@@ -30,6 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 
 import orjson
@@ -42,6 +45,7 @@ from orbitmq.broker.validation import (
 )
 from orbitmq.errors import BrokerResponseError, RemoteProtocolError
 from orbitmq.model.route import PERM_INHERIT, PERM_READ_WRITE, DataVersion, TopicConfig
+from orbitmq.model.topic_attributes import AttributeError_, alter_attributes
 from orbitmq.protocol.bodies import (
     TopicConfigSerializeWrapper,
     decode_data_version,
@@ -128,6 +132,31 @@ class TopicConfigTable:
                 return False
             if not system:
                 self._check_room(config)
+            self._topics[config.topic_name] = config
+            self._bump()
+            return True
+
+    def update(self, config: TopicConfig, attribute_changes: Mapping[str, str]) -> bool:
+        """An admin's UPDATE_AND_CREATE_TOPIC: ``config`` with its attributes altered by
+        ``attribute_changes`` (``+key`` / ``-key``, ``model.topic_attributes``) from the topic's
+        current ones; True when something changed.
+
+        Raises:
+            BrokerResponseError: SYSTEM_ERROR with RocketMQ's words for a refused attribute
+                change; as :meth:`put` otherwise.
+        """
+        with self._lock:
+            existing = self._topics.get(config.topic_name)
+            try:
+                attributes = alter_attributes(
+                    existing is None, existing.attributes if existing else {}, attribute_changes
+                )
+            except AttributeError_ as exc:
+                raise BrokerResponseError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+            config = replace(config, attributes=attributes)
+            if existing == config:
+                return False
+            self._check_room(config)
             self._topics[config.topic_name] = config
             self._bump()
             return True

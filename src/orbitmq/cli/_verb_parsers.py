@@ -15,6 +15,7 @@ from typing import Any
 from orbitmq.cli import _verbs, _verbs_messages, _verbs_ops
 from orbitmq.client.admin import AdminClient
 from orbitmq.errors import ClientError
+from orbitmq.model.topic_attributes import AttributeError_, parse_attribute_changes
 
 __all__ = ["CommandParser", "add_verbs"]
 
@@ -105,6 +106,15 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
 
 
+def _attribute_changes(text: str) -> str:
+    """``-a``: checked here as the broker will parse it, sent as given."""
+    try:
+        parse_attribute_changes(text)
+    except AttributeError_ as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+    return text
+
+
 def add_verbs(
     groups: argparse._SubParsersAction[argparse.ArgumentParser],
     common: argparse.ArgumentParser,
@@ -141,6 +151,12 @@ def add_verbs(
     parser.add_argument("-w", "--write-queues", type=int, help="write queues")
     parser.add_argument("-p", "--perm", type=perm, help="permission: 2 write, 4 read, 6 both")
     parser.add_argument("-o", "--order", type=_bool, help="ordered topic: true or false")
+    parser.add_argument(
+        "-a",
+        "--attributes",
+        type=_attribute_changes,
+        help="RocketMQ 5 topic attributes: +message.type=FIFO|DELAY|TRANSACTION|NORMAL, -key removes one",
+    )
     parser = verb("deleteTopic", "delete a topic from brokers and name servers", shared["topic_delete"])
     parser.add_argument("-t", "--topic", required=True)
     parser.add_argument("-c", "--cluster", help="cluster (default: every cluster)")

@@ -124,17 +124,30 @@ def _perm(text: str) -> int:
 
 def _print_configs(args: argparse.Namespace, configs: dict[str, TopicConfig]) -> None:
     rows = [
-        (addr, config.read_queue_nums, config.write_queue_nums, config.perm, str(config.order).lower())
+        (
+            addr,
+            config.read_queue_nums,
+            config.write_queue_nums,
+            config.perm,
+            str(config.order).lower(),
+            ",".join(f"{key}={value}" for key, value in sorted(config.attributes.items())),
+        )
         for addr, config in sorted(configs.items())
     ]
     out = _out(args)
     out.line(f"topic {args.topic}:")
     out.table(
-        ("broker", "read_queues", "write_queues", "perm", "order"),
+        ("broker", "read_queues", "write_queues", "perm", "order", "attributes"),
         rows,
         document={
-            addr: {"readQueueNums": r, "writeQueueNums": w, "perm": p, "order": o == "true"}
-            for addr, r, w, p, o in rows
+            addr: {
+                "readQueueNums": config.read_queue_nums,
+                "writeQueueNums": config.write_queue_nums,
+                "perm": config.perm,
+                "order": config.order,
+                "attributes": dict(config.attributes),
+            }
+            for addr, config in sorted(configs.items())
         },
     )
 
@@ -150,6 +163,7 @@ async def _topic_create(admin: AdminClient, args: argparse.Namespace) -> None:
         read_queue_nums=getattr(args, "read_queues", None),
         write_queue_nums=getattr(args, "write_queues", None),
         broker_addr=broker_addr,
+        attributes=getattr(args, "attributes", None),
     )
     _print_configs(args, await admin.topic_configs(args.topic, cluster=args.cluster, broker_addr=broker_addr))
 
@@ -164,6 +178,7 @@ async def _topic_update(admin: AdminClient, args: argparse.Namespace) -> None:
         read_queue_nums=getattr(args, "read_queues", None),
         write_queue_nums=getattr(args, "write_queues", None),
         broker_addr=getattr(args, "broker", None),
+        attributes=getattr(args, "attributes", None),
     )
     _print_configs(args, configs)
 

@@ -303,9 +303,11 @@ class AdminClient(AdminOperations, AdminViews):
         read_queue_nums: int | None = None,
         write_queue_nums: int | None = None,
         broker_addr: str | None = None,
+        attributes: str | None = None,
     ) -> None:
         """Create or update ``topic`` on every master of ``cluster`` (all clusters when None), or
-        on the one broker at ``broker_addr`` (``mqadmin updateTopic -b``).
+        on the one broker at ``broker_addr`` (``mqadmin updateTopic -b``); ``attributes`` are
+        RocketMQ 5 attribute changes (``+message.type=FIFO``, ``model.topic_attributes``).
 
         ``queue_nums`` sets both queue counts; ``read_queue_nums`` / ``write_queue_nums`` set one
         each (unequal counts are allowed, as when a topic is shrunk: producers write to the first
@@ -324,6 +326,7 @@ class AdminClient(AdminOperations, AdminViews):
             write_queue_nums=queue_nums if write_queue_nums is None else write_queue_nums,
             perm=perm,
             order=order,
+            attributes=attributes,
         )
         masters = [broker_addr] if broker_addr else await self._master_addrs(cluster)
         for addr in masters:
@@ -356,10 +359,12 @@ class AdminClient(AdminOperations, AdminViews):
         read_queue_nums: int | None = None,
         write_queue_nums: int | None = None,
         broker_addr: str | None = None,
+        attributes: str | None = None,
     ) -> dict[str, TopicConfig]:
         """Change the given settings of an existing ``topic`` and keep the others, on each master
         (on the broker at ``broker_addr`` only, when given). ``queue_nums`` sets both queue
-        counts, ``read_queue_nums`` / ``write_queue_nums`` one each.
+        counts, ``read_queue_nums`` / ``write_queue_nums`` one each; ``attributes`` changes the
+        named attributes (``+message.type=FIFO``, ``-reserve.time``) and keeps the others.
 
         Returns:
             The settings each master holds afterwards, by broker address.
@@ -386,6 +391,7 @@ class AdminClient(AdminOperations, AdminViews):
                 topic_filter_type=config.topic_filter_type,
                 topic_sys_flag=config.topic_sys_flag,
                 order=config.order if order is None else order,
+                attributes=attributes,
             )
             await self._broker(
                 addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext(), f"update topic {topic}"

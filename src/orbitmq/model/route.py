@@ -80,6 +80,9 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    # RocketMQ 5's topic attributes (``model.topic_attributes``): {"message.type": "FIFO"}, ...
+    # Read-only once the config is made; equal configs have equal attributes.
+    attributes: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True, slots=True, order=True)

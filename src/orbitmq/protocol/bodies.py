@@ -326,8 +326,8 @@ TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 
 def _topic_config_json(config: TopicConfig) -> dict[str, Any]:
     return {
-        # RocketMQ 5.x's topic attributes (message.type, queue.type ...): OrbitMQ sets none.
-        "attributes": {},
+        # RocketMQ 5.x's topic attributes (message.type, queue.type ...: model.topic_attributes).
+        "attributes": dict(config.attributes),
         "order": config.order,
         "perm": config.perm,
         "readQueueNums": config.read_queue_nums,
@@ -347,7 +347,15 @@ def _topic_config(obj: dict[str, Any], what: str) -> TopicConfig:
         topic_filter_type=_str(obj, "topicFilterType", what, "SINGLE_TAG"),
         topic_sys_flag=_int(obj, "topicSysFlag", what, 0),
         order=_bool(obj, "order", what),
+        attributes=_string_map(obj, "attributes", what),
     )
+
+
+def _string_map(obj: dict[str, Any], key: str, what: str) -> dict[str, str]:
+    value = _dict(obj, key, what)
+    if not all(isinstance(item, str) for item in value.values()):
+        raise RemoteProtocolError(f"{what}: field {key!r} holds a value that is not a string")
+    return value
 
 
 def decode_topic_config(obj: Any, what: str = "TopicConfig") -> TopicConfig:
@@ -459,6 +467,9 @@ def encode_register_broker_body(body: RegisterBrokerBody, *, compressed: bool = 
                 config.topic_filter_type,
             )
         )
+        if config.attributes:
+            # RocketMQ 5 appends the attributes as JSON (TopicConfig.encode); 4.x reads five fields.
+            text += " " + _dumps(config.attributes).decode()
         _put_chunk(out, text.encode())
     _put_chunk(out, _dumps(body.filter_server_list))
     return zlib.compress(bytes(out), 9)
@@ -536,9 +547,20 @@ def _compact_topic_config(chunk: bytes, index: int) -> TopicConfig:
             write_queue_nums=_to_int(parts[2], "writeQueueNums"),
             perm=_to_int(parts[3], "perm"),
             topic_filter_type=parts[4],
+            attributes=_compact_attributes(parts[5] if len(parts) > 5 else ""),
         )
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RemoteProtocolError) as exc:
         raise RemoteProtocolError(f"RegisterBrokerBody: topic #{index} is malformed: {chunk!r}") from exc
+
+
+def _compact_attributes(text: str) -> dict[str, str]:
+    if not text:
+        return {}
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"attributes are not JSON: {exc}") from exc
+    return _string_map({"attributes": value}, "attributes", "TopicConfig")
 
 
 def encode_kv_table(table: dict[str, str]) -> bytes:

@@ -388,6 +388,8 @@ class CreateTopicRequestHeader(HeaderBase):
     topic_filter_type: Annotated[str, Rule(choices=("SINGLE_TAG", "MULTI_TAG"))] = "SINGLE_TAG"
     topic_sys_flag: NonNegativeInt32 = 0
     order: bool = False
+    # RocketMQ 5's attribute changes, "+message.type=FIFO,-reserve.time" (model.topic_attributes).
+    attributes: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,9 @@ class ProxyConfig:
     broker_request_timeout_ms: int = field(default=3_000, metadata=_key("brokerRequestTimeoutMillis"))
     # Shortest time between two log lines of one kind of bad request (the remoting port's key).
     bad_request_log_interval_ms: int = field(default=10_000, metadata=_key("badRequestLogIntervalMillis"))
+    # Refuse a send whose message type is not its topic's message.type (proxy.topic_types), and
+    # tell the SDKs to check it themselves (publishing.validate_message_type).
+    enable_topic_message_type_check: bool = field(default=True, metadata=_key("enableTopicMessageTypeCheck"))
     # Check every gRPC call against the accounts in aclFile (proxy.auth); the brokers' key.
     acl_enable: bool = field(default=False, metadata=_key("aclEnable"))
     # The main accounts file (plain_acl.yml, plus acl/*.yml beside it); OrbitMQ's own key.

@@ -16,6 +16,7 @@ heartbeats; every gRPC call becomes one remoting request to the broker that owns
 | AckMessage / ChangeInvisibleDuration | ACK_MESSAGE / CHANGE_MESSAGE_INVISIBLETIME |
 | ForwardMessageToDeadLetterQueue | CONSUMER_SEND_MSG_BACK to the DLQ, then ACK_MESSAGE |
 | settings of a consumer group | GET_SUBSCRIPTIONGROUP_CONFIG (cached for 10 s) |
+| a topic's message type | GET_TOPIC_CONFIG (cached for 5 s) |
 
 Transaction checks come back the same way: for every topic a gRPC producer publishes to, the
 proxy names a producer group equal to the topic in its heartbeats, so a broker's
@@ -43,6 +44,7 @@ from orbitmq.client.config import ClientConfig
 from orbitmq.errors import NoRouteError, RemotingError
 from orbitmq.model.message import MessageExt
 from orbitmq.model.route import MASTER_BROKER_ID, PERM_READ, PERM_WRITE, TopicRouteData
+from orbitmq.model.topic_attributes import message_type_of_attributes
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import CheckTransactionStateRequestHeader
@@ -59,6 +61,8 @@ AUTO_CREATE_TOPIC = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 """Queues of a topic its first send creates (the defaultTopicQueueNums of every send header)."""
 _GROUP_POLICY_TTL_S = 10.0
+_TOPIC_TYPE_TTL_S = 5.0
+UNSPECIFIED_TYPE = "UNSPECIFIED"
 
 CheckHandler = Callable[[str, CheckTransactionStateRequestHeader, MessageExt], Awaitable[None]]
 """``handler(broker_addr, header, half_message)`` for a broker's transaction check."""
@@ -112,6 +116,7 @@ class BrokerGateway:
         self._producer_topics: set[str] = set()
         self._round_robin = itertools.count()
         self._group_policies: dict[str, tuple[float, GroupPolicy]] = {}
+        self._topic_types: dict[str, tuple[float, str]] = {}
 
     @property
     def instance(self) -> ClientInstance:
@@ -228,6 +233,44 @@ class BrokerGateway:
         self.instance.register_producer(topic, _TopicProducer(self._on_check))
         await self.route(topic)
         await self.instance.send_heartbeat_to_all_brokers()
+
+    async def topic_message_type(self, topic: str) -> str:
+        """The topic's ``message.type`` (``proxy.topic_types``), read with GET_TOPIC_CONFIG from a
+        master that hosts it and cached for a few seconds: NORMAL without the attribute or for a
+        topic its first send will create through TBW102; MIXED from a broker that predates topic
+        types (REQUEST_CODE_NOT_SUPPORTED); UNSPECIFIED when no broker could say."""
+        cached = self._topic_types.get(topic)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < _TOPIC_TYPE_TTL_S:
+            return cached[1]
+        route = await self.instance.get_route(topic)
+        if route is None:
+            kind = "NORMAL" if await self.route(topic) is not None else UNSPECIFIED_TYPE
+            self._topic_types[topic] = (now, kind)
+            return kind
+        masters = {data.broker_name for data in route.broker_datas if MASTER_BROKER_ID in data.broker_addrs}
+        for name in sorted(data.broker_name for data in route.queue_datas if data.broker_name in masters):
+            request = RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": topic})
+            try:
+                response = await self.invoke(name, request)
+            except (NoRouteError, RemotingError) as exc:
+                logger.info("reading topic %s from broker %s failed: %s", topic, name, exc)
+                continue
+            if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                kind = "MIXED"
+            elif response.code != ResponseCode.SUCCESS or not response.body:
+                continue
+            else:
+                try:
+                    document = orjson.loads(response.body)
+                    attributes = document.get("attributes") or {}
+                    kind = message_type_of_attributes(attributes if isinstance(attributes, dict) else {})
+                except (orjson.JSONDecodeError, AttributeError) as exc:
+                    logger.warning("topic %s config from broker %s is malformed: %s", topic, name, exc)
+                    continue
+            self._topic_types[topic] = (now, kind)
+            return kind
+        return UNSPECIFIED_TYPE
 
     async def group_policy(self, group: str, broker_name: str | None) -> GroupPolicy:
         """The group's FIFO flag and max attempts from a broker (cached; defaults when unknown)."""

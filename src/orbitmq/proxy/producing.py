@@ -1,6 +1,7 @@
 """SendMessage, EndTransaction, RecallMessage and the broker's transaction checks.
 
-Send: each message is checked (``proxy.validation``), mapped onto remoting properties
+Send: each message is checked (``proxy.validation``; its type against its topic's,
+``proxy.topic_types``), mapped onto remoting properties
 (``proxy.convert``), given a queue (a FIFO message by its group's hash, so one group always
 lands on one queue; others round robin) and sent with SEND_MESSAGE_V2 under producer group =
 topic. The entry echoes the client's message id, the queue offset, and:
@@ -24,6 +25,7 @@ import gzip
 import logging
 import zlib
 
+from orbitmq.broker.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from orbitmq.errors import LocalProtocolError, NoRouteError, RemoteProtocolError, RemotingError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
 from orbitmq.protocol.codes import RequestCode, ResponseCode
@@ -43,7 +45,8 @@ from orbitmq.proxy.codes import from_remoting, status
 from orbitmq.proxy.convert import SendSpec, resource_name, stored_to_grpc
 from orbitmq.proxy.core import CallMeta, ProxyCore
 from orbitmq.proxy.gateway import DEFAULT_TOPIC_QUEUE_NUMS
-from orbitmq.proxy.validation import check_message, check_topic
+from orbitmq.proxy.topic_types import check_topic_message_type
+from orbitmq.proxy.validation import Invalid, check_message, check_topic
 
 __all__ = ["ProducerActivity", "decode_transaction_id", "encode_transaction_id"]
 
@@ -109,6 +112,11 @@ class ProducerActivity:
             session.topics.add(spec.topic)
         group = system.message_group if system.HasField("message_group") else None
         try:
+            refused = await self._check_topic_type(spec)
+            if refused is not None:
+                return spb.SendResultEntry(
+                    status=status(refused.code, refused.message), message_id=system.message_id
+                )
             queue = await core.gateway.pick_send_queue(spec.topic, group)
             if queue is None:
                 return spb.SendResultEntry(
@@ -132,6 +140,15 @@ class ProducerActivity:
                 status=status(pb.PROXY_TIMEOUT, str(exc)), message_id=system.message_id
             )
         return self._entry(response, spec, system, queue[0], transactional)
+
+    async def _check_topic_type(self, spec: SendSpec) -> Invalid | None:
+        """Apache's topic message type check (``proxy.topic_types``), when on."""
+        if not self._core.config.enable_topic_message_type_check:
+            return None
+        if spec.topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+            return None
+        topic_type = await self._core.gateway.topic_message_type(spec.topic)
+        return check_topic_message_type(topic_type, spec.properties)
 
     def _entry(
         self,

@@ -42,6 +42,7 @@ from orbitmq.proxy.convert import resource_name
 from orbitmq.proxy.core import CallMeta, ProxyCore, call_meta
 from orbitmq.proxy.producing import ProducerActivity
 from orbitmq.proxy.settings import CONSUMER_TYPES, answer_settings
+from orbitmq.proxy.topic_types import accepted_message_types
 from orbitmq.proxy.validation import check_group, check_topic
 from orbitmq.proxy.wire import MalformedRequest, refuse_malformed
 from orbitmq.transport.log_limit import LogLimiter
@@ -52,7 +53,7 @@ logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
 ACCEPT_MESSAGE_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
-"""Every topic takes every message type (OrbitMQ topics carry no message.type attribute)."""
+"""What QueryAssignment's queues name (consumers do not read it; QueryRoute names the topic's own)."""
 
 
 def _permission(perm: int) -> pb.Permission:
@@ -156,6 +157,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         if route is None:
             return spb.QueryRouteResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {topic} not found"))
         masters = {data.broker_name for data in route.broker_datas if 0 in data.broker_addrs}
+        accepted = accepted_message_types(await self._core.gateway.topic_message_type(topic))
         queues = []
         for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
             if data.broker_name not in masters:
@@ -173,7 +175,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                         id=queue_id,
                         permission=_permission(perm),
                         broker=broker,
-                        accept_message_types=ACCEPT_MESSAGE_TYPES,
+                        accept_message_types=accepted,
                     )
                 )
         return spb.QueryRouteResponse(status=status(pb.OK), message_queues=queues)

@@ -57,7 +57,7 @@ def answer_settings(client: pb.Settings, config: ProxyConfig, group: GroupPolicy
         backoff.exponential_backoff.max.FromMilliseconds(1_000)
         backoff.exponential_backoff.multiplier = 2.0
         settings.publishing.max_body_size = config.max_message_size_bytes
-        settings.publishing.validate_message_type = True
+        settings.publishing.validate_message_type = config.enable_topic_message_type_check
     elif client.client_type in CONSUMER_TYPES:
         policy = group or GroupPolicy()
         subscription = settings.subscription

@@ -23,6 +23,7 @@ FAST_CONF: dict[str, object] = {
     "renewSchedulePeriodMillis": 1000,
     "grpcBindAddress": "127.0.0.1",
     "enablePropertyFilter": "true",  # SQL92 subscriptions (off by default, as in RocketMQ)
+    "enableMixedMessageType": "true",  # a topic of every message type (off by default, as in RocketMQ)
 }
 
 

@@ -39,7 +39,8 @@ def test_sdk5_producers_send_normal_async_fifo_and_delayed_messages(
     sdk5: Sdk5, grpc_standalone: ServerProcess
 ) -> None:
     topic, group = "Sdk5Produce", "CG_SDK5_PRODUCE"
-    create_topic(broker_addr(grpc_standalone), topic, 4)
+    # Normal, FIFO and delayed messages in one topic: a MIXED one, as RocketMQ 5's proxy requires.
+    create_topic(broker_addr(grpc_standalone), topic, 4, attributes="+message.type=MIXED")
     sent = sdk5.run("produce", "--topic", topic, "--count", "3", "--tag", "TagA")
     sent += sdk5.run("produce", "--topic", topic, "--count", "3", "--seq-start", "3", "--mode", "async")
     sent += sdk5.run("produce", "--topic", topic, "--count", "6", "--seq-start", "6", "--mode", "fifo")
@@ -81,7 +82,7 @@ def test_sdk5_transactions_commit_rollback_and_orphan_recovered_by_check(
     sdk5: Sdk5, grpc_standalone: ServerProcess
 ) -> None:
     topic, group = "Sdk5Tx", "CG_SDK5_TX"
-    create_topic(broker_addr(grpc_standalone), topic, 2)
+    create_topic(broker_addr(grpc_standalone), topic, 2, attributes="+message.type=TRANSACTION")
     events = sdk5.run("transaction", "--topic", topic, "--decisions", "commit,rollback,orphan",
                       "--check-answer", "commit", "--wait-s", "20")  # fmt: skip
     sent = {int(e["seq"]): e for e in of_kind(events, "sent")}  # type: ignore[call-overload]
@@ -174,7 +175,7 @@ def test_sdk5_fifo_group_consumes_each_message_group_in_order(
     sdk5: Sdk5, grpc_standalone: ServerProcess
 ) -> None:
     topic, group = "Sdk5Fifo", "CG_SDK5_FIFO"
-    create_topic(broker_addr(grpc_standalone), topic, 2)
+    create_topic(broker_addr(grpc_standalone), topic, 2, attributes="+message.type=FIFO")
     asyncio.run(_update_group(grpc_standalone.addr, group, consume_message_orderly=True))
     sdk5.run("produce", "--topic", topic, "--count", "8", "--mode", "fifo", "--groups", "2")
     # Every first delivery fails: the FIFO push consumer retries it locally before moving on.
@@ -217,7 +218,7 @@ def test_sdk5_recall_cancels_a_delayed_message_before_it_is_due(
     sdk5: Sdk5, grpc_standalone: ServerProcess
 ) -> None:
     topic, group = "Sdk5Recall", "CG_SDK5_RECALL"
-    create_topic(broker_addr(grpc_standalone), topic, 1)
+    create_topic(broker_addr(grpc_standalone), topic, 1, attributes="+message.type=DELAY")
     events = sdk5.run("recall", "--topic", topic, "--delay-s", "2")
     sent = of_kind(events, "sent")[0]
     assert of_kind(events, "recalled") == [{"event": "recalled", "message_id": sent["message_id"]}]

@@ -38,7 +38,11 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         namesrv = start_namesrv(tmp_path)
         started.append(namesrv)
         for name in ("broker-a", "broker-b"):
-            fast = {"transactionCheckInterval": 1000, "transactionTimeOut": 1000}
+            fast = {
+                "transactionCheckInterval": 1000,
+                "transactionTimeOut": 1000,
+                "enableMixedMessageType": True,
+            }
             started.append(start_broker(tmp_path, namesrv.addr, name=name, **fast))
         yield Cluster(namesrv, started[1:])
     finally:
@@ -64,7 +68,8 @@ def test_sdk5_through_a_separate_proxy_reaches_both_brokers(
 ) -> None:
     topic = "Sdk5Cluster"
     for broker in cluster.brokers:
-        create_topic(broker.addr, topic, 2)
+        # Plain and transactional messages in one topic: a MIXED one, as RocketMQ 5's proxy requires.
+        create_topic(broker.addr, topic, 2, attributes="+message.type=MIXED")
     wait_route(cluster.namesrv_addr, topic, {"broker-a", "broker-b"})
     sdk5 = Sdk5(sdk5_python, proxy.addr, tmp_path / "sdk5-home")
     try:

@@ -1,6 +1,9 @@
 """Topic administration: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
 GET_TOPIC_CONFIG (351: one topic, as RocketMQ 5's mqadmin topicStatus and consumerProgress ask).
 
+UPDATE_AND_CREATE_TOPIC's ``attributes`` header changes RocketMQ 5 topic attributes as RocketMQ
+does (``+message.type=FIFO``; refusals answer SYSTEM_ERROR with RocketMQ's words, and
+``message.type=MIXED`` answers INVALID_PARAMETER unless ``enableMixedMessageType``).
 A created or deleted topic is persisted by the persistence service (the table is dirty) and
 published at once: the registration service re-registers with every name server. Reserved
 names (TBW102 and the system topics) cannot be created or deleted.
@@ -23,6 +26,7 @@ import orjson
 from orbitmq.broker.handlers import BrokerState
 from orbitmq.broker.validation import check_admin_topic
 from orbitmq.model.route import TopicConfig
+from orbitmq.model.topic_attributes import MESSAGE_TYPE, AttributeError_, parse_attribute_changes
 from orbitmq.protocol.admin_bodies import (
     ConsumeQueueData,
     QueryConsumeQueueResponseBody,
@@ -67,7 +71,14 @@ class AdminHandlers:
             topic_sys_flag=header.topic_sys_flag,
             order=header.order,
         )
-        if self._state.topics.put(config):
+        try:
+            changes = parse_attribute_changes(header.attributes)
+        except AttributeError_ as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        mixed = changes.get(f"+{MESSAGE_TYPE}") == "MIXED"
+        if mixed and not self._state.config.enable_mixed_message_type:
+            return request.response(ResponseCode.INVALID_PARAMETER, "MIXED message type is not supported.")
+        if self._state.topics.update(config, changes):
             self._state.on_topics_changed()
         return request.response(ResponseCode.SUCCESS, None, {})
 

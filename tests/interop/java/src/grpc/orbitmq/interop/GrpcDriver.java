@@ -15,6 +15,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
@@ -100,8 +101,12 @@ public final class GrpcDriver {
     }
 
     static ClientConfiguration config(Map<String, String> o) {
-        return ClientConfiguration.newBuilder().setEndpoints(get(o, "endpoint"))
-            .enableSsl(o.containsKey("tls")).setRequestTimeout(Duration.ofSeconds(10)).build();
+        ClientConfigurationBuilder builder = ClientConfiguration.newBuilder().setEndpoints(get(o, "endpoint"))
+            .setRequestTimeout(Duration.ofSeconds(10));
+        if (!o.containsKey("tls")) {
+            builder.enableSsl(false);  // --tls: the client's default, TLS on
+        }
+        return builder.build();
     }
 
     static Message messageFor(Map<String, String> o, int seq, String mode) {
@@ -157,6 +162,15 @@ public final class GrpcDriver {
                     tx.rollback();
                 } else {
                     orphans++;
+                }
+            } else if (o.containsKey("expect-refused")) {
+                // A send the topic's message type does not allow: the exception is the result.
+                try {
+                    receipt = producer.send(msg);
+                } catch (Exception e) {
+                    emit(obj("event", "refused", "seq", seq, "error", e.getClass().getName(),
+                        "message", String.valueOf(e.getMessage())));
+                    continue;
                 }
             } else {
                 receipt = producer.send(msg);
