@@ -37,7 +37,7 @@ class Written:
     """What a workload wrote: the messages and the group's committed offsets per queue."""
 
     messages: list[Stored] = field(default_factory=list)
-    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    offsets: dict[tuple[str, str, int], int] = field(default_factory=dict)
 
 
 def _message(topic: str, seq: int) -> tuple[Message, Stored]:
@@ -75,7 +75,7 @@ async def write(namesrv_addr: str, topics: Iterable[str], count: int, *, tag: st
                     commits[mq] = max(1, len(ends) // 2)
         consumer.assign(list(commits))
         await consumer.commit_sync(commits)
-        written.offsets = {(mq.topic, mq.queue_id): offset for mq, offset in commits.items()}
+        written.offsets = {(mq.topic, mq.broker_name, mq.queue_id): offset for mq, offset in commits.items()}
     finally:
         await consumer.shutdown()
     return written
@@ -105,7 +105,7 @@ async def read(namesrv_addr: str, topics: Iterable[str]) -> Written:
                 read_back.messages += await _pull_all(consumer, mq)
                 committed = await consumer.committed(mq)
                 if committed is not None and committed >= 0:
-                    read_back.offsets[(mq.topic, mq.queue_id)] = committed
+                    read_back.offsets[(mq.topic, mq.broker_name, mq.queue_id)] = committed
     finally:
         await consumer.shutdown()
     return read_back
