@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from orbitmq.broker.config import load_broker_configs
 from orbitmq.broker.offsets import ConsumerOffsetTable
 from orbitmq.broker.schedule import DelayOffsetTable
 from orbitmq.store.dir_lock import lock_store_dir
@@ -27,7 +28,7 @@ from tests.oracle import workload
 from tests.support.oracle_servers import start_apache_broker, start_apache_namesrv, tools_available
 from tests.support.processes import ServerProcess, create_topic, start_broker, start_namesrv, wait_route
 
-pytestmark = [pytest.mark.oracle, pytest.mark.xdist_group("oracle"), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.oracle, pytest.mark.xdist_group("oracle-store-move"), pytest.mark.timeout(600)]
 
 TOPICS = ("MoveOrders", "MovePayments")
 MESSAGES = 120
@@ -211,3 +212,14 @@ def test_delay_offsets_load_rocketmq_fastjson_file() -> None:
         b'{"dataVersion":{"counter":0},"offsetTable":{1:5,3:2}}', "delayOffset.json"
     )
     assert table.get(1) == 5 and table.get(3) == 2
+
+
+def test_store_config_accepts_rocketmq_5_commit_log_size_key(tmp_path: Path) -> None:
+    # RocketMQ 5 spells it mappedFileSizeCommitLog (4.x: mapedFileSizeCommitLog); a broker.conf
+    # taken from RocketMQ 5 must give OrbitMQ the segment size of the store it describes.
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        f"brokerName=b\nstorePathRootDir={tmp_path / 'store'}\nmappedFileSizeCommitLog=16777216\n"
+    )
+    _, store_config, *_ = load_broker_configs(str(conf), {}, ())
+    assert store_config.commit_log_segment_bytes == 16 * 1024 * 1024
