@@ -5,8 +5,9 @@ with both; broker group ``broker-ap`` is an Apache SYNC_MASTER (``inSyncReplicas
 waits for the slave's acknowledgement) with an OrbitMQ SLAVE, and broker group ``broker-or`` an
 OrbitMQ SYNC_MASTER with an Apache SLAVE. One topic lives on both groups. A client routes
 through either name server to both groups; then each master is killed and a consumer reads
-every acknowledged message of that group from its slave. The tests run in file order (the
-last ones kill the masters). docs/migration.md runs these steps.
+every acknowledged message of that group from its slave, and the OrbitMQ slave starts again as
+its group's master with what it replicated. The tests run in file order (the last ones kill
+the masters). docs/migration.md runs these steps.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import asyncio
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +47,8 @@ class Cluster:
     orbitmq_namesrv: ServerProcess
     masters: dict[str, ServerProcess]
     slaves: dict[str, ServerProcess]
+    tmp_path: Path
+    servers: list[ServerProcess]
     written: dict[str, workload.Written] = field(default_factory=dict)
 
     @property
@@ -107,6 +111,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             servers[1],
             {"broker-ap": apache_master, "broker-or": orbitmq_master},
             {"broker-ap": orbitmq_slave, "broker-or": apache_slave},
+            tmp_path,
+            servers,
         )
     finally:
         for server in reversed(servers):
@@ -215,9 +221,82 @@ def test_mixed_cluster_slave_serves_every_acknowledged_message_after_master_dies
     # A RocketMQ 5 slave copies its master's topics 60 s after it starts, then every 60 s
     # (SlaveSynchronize); until then it answers TOPIC_NOT_EXIST. An OrbitMQ slave copies them at once.
     _wait_for_topic(cluster.slaves[group].addr, TOPIC, timeout_s=120)
+    if group == "broker-ap":
+        # An OrbitMQ slave copies its master's consumer offsets every 10 s (slaveSyncInterval).
+        _wait_for_offsets(cluster.slaves[group].addr, group, expected, timeout_s=30)
     cluster.masters[group].kill()
     wanted = {name: {1} if not _alive(cluster.masters[name]) else {0, 1} for name in GROUPS}
     for namesrv_addr in cluster.namesrvs:
         _wait_for_route(namesrv_addr, wanted)
     found = asyncio.run(workload.read(cluster.orbitmq_namesrv.addr, [TOPIC]))
     assert workload.missing(expected, found) == []
+
+
+def test_mixed_cluster_orbitmq_slave_restarted_as_master_takes_over_its_group(cluster: Cluster) -> None:
+    # The last step of a move: the OrbitMQ slave of the (gone) Apache master starts again as
+    # the group's master on its own store, with the messages and offsets it replicated.
+    expected = cluster.written.get("all")
+    if expected is None or _alive(cluster.masters["broker-ap"]):
+        pytest.skip("needs the Apache master killed by the previous test")
+    slave = cluster.slaves["broker-ap"]
+    slave.stop()
+    master = start_broker(
+        cluster.tmp_path,
+        cluster.namesrv_list,
+        "broker-ap",
+        brokerRole="ASYNC_MASTER",
+        storePathRootDir=str(cluster.tmp_path / "slave-ap"),
+    )
+    cluster.servers.append(master)
+    for namesrv_addr in cluster.namesrvs:
+        _wait_for_route(namesrv_addr, {"broker-ap": {0}, "broker-or": {1}})
+    more = asyncio.run(_send(cluster.orbitmq_namesrv.addr, 20))
+    assert {m.topic for m in more.messages} == {TOPIC}
+    found = asyncio.run(workload.read(cluster.apache_namesrv.addr, [TOPIC]))
+    assert workload.missing(workload.Written(expected.messages + more.messages), found) == []
+    kept = {key: offset for key, offset in expected.offsets.items() if key[1] == "broker-ap"}
+    assert {key: offset for key, offset in found.offsets.items() if key[1] == "broker-ap"} == kept
+
+
+async def _send(namesrv_addr: str, count: int) -> workload.Written:
+    """``count`` messages with SEND_OK (only broker-ap has a master now)."""
+    sent = workload.Written()
+    producer = Producer("mixed_takeover", namesrv_addr)
+    await producer.start()
+    try:
+        for seq in range(1000, 1000 + count):
+            message = Message(TOPIC, f"takeover:{seq}".encode(), properties={workload.PROPERTY: str(seq)})
+            message.keys = [f"k{seq}"]
+            message.tags = "takeover"
+            result = await producer.send(message)
+            assert result.status is SendStatus.OK and result.message_queue.broker_name == "broker-ap"
+            sent.messages.append(workload.Stored(TOPIC, message.body, (f"k{seq}",), "takeover", str(seq)))
+    finally:
+        await producer.shutdown()
+    return sent
+
+
+def _wait_for_offsets(
+    broker_addr: str, broker_name: str, expected: workload.Written, timeout_s: float
+) -> None:
+    wanted = {key: offset for key, offset in expected.offsets.items() if key[1] == broker_name}
+
+    async def offsets() -> dict[tuple[str, str, int], int]:
+        client = RemotingClient()
+        found: dict[tuple[str, str, int], int] = {}
+        try:
+            for topic, name, queue_id in wanted:
+                header = {"consumerGroup": workload.GROUP, "topic": topic, "queueId": queue_id}
+                request = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, header)
+                response = await client.invoke(broker_addr, request, timeout_ms=5000)
+                if response.code == ResponseCode.SUCCESS:
+                    found[(topic, name, queue_id)] = int(response.ext_fields.get("offset", -1))
+        finally:
+            await client.close()
+        return found
+
+    deadline = time.monotonic() + timeout_s
+    while (found := asyncio.run(offsets())) != wanted:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"offsets on {broker_addr}: {found}, wanted {wanted}")
+        time.sleep(1)
