@@ -1,4 +1,4 @@
-"""The broker's VIP channel: every request is served on listenPort - 2 too, as RocketMQ's broker does.
+"""The broker's VIP channel (vipChannelEnabled=true): every request is served on listenPort - 2 too, as RocketMQ's broker does.
 
 A Java slave fetches its master's topic table there (GET_ALL_TOPIC_CONFIG on the VIP port);
 tests/oracle/test_mixed_cluster.py runs one against an OrbitMQ master.
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 def test_broker_vip_channel_serves_topic_table_on_listen_port_minus_two(tmp_path: Path) -> None:
     base = free_port_block(3)
-    broker = start_broker(tmp_path, None, "broker-vip", listenPort=base + 2)
+    broker = start_broker(tmp_path, None, "broker-vip", listenPort=base + 2, vipChannelEnabled=True)
     try:
         create_topic(broker.addr, "VipTopic")
 

@@ -75,7 +75,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             tmp_path, names, "broker-ap", brokerRole="SYNC_MASTER", inSyncReplicas=2
         )
         servers.append(apache_master)
-        orbitmq_master = start_broker(tmp_path, names, "broker-or", brokerRole="SYNC_MASTER")
+        # vipChannelEnabled: the Java slave fetches its master's topics on listenPort - 2.
+        orbitmq_master = start_broker(
+            tmp_path, names, "broker-or", brokerRole="SYNC_MASTER", vipChannelEnabled=True
+        )
         servers.append(orbitmq_master)
         # Topics first: a slave copies the master's topics when it starts.
         for master in (apache_master, orbitmq_master):

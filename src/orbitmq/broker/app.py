@@ -293,7 +293,8 @@ class BrokerApp:
 
         self._server = make_server(config.listen_port)
         await self._server.start()
-        self._vip_server = await start_vip_server(make_server, config.listen_port)
+        if config.vip_channel_enabled:
+            self._vip_server = await start_vip_server(make_server, config.listen_port)
         # With listenPort=0 the bound port is known only now; records must carry the real one.
         state.store_host = (self._host, self._server.port)
         replication = state.replication

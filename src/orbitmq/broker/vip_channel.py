@@ -4,9 +4,11 @@ A Java slave fetches its master's topic table (GET_ALL_TOPIC_CONFIG) and timer c
 that port (RocketMQ's ``BrokerOuterAPI`` dials ``MixAll.brokerVIPChannel(true, addr)``), and a
 Java client with ``vipChannelEnabled`` sends there; without it a Java slave of an OrbitMQ master
 never learns a topic and answers every pull TOPIC_NOT_EXIST. It is the same server as the main
-port's (same handlers, connection ids from one counter). A port that cannot be bound costs only
-this channel: one warning, and the broker serves on ``listenPort`` as before. With
-``listenPort=0`` (a port picked by the system) there is none.
+port's (same handlers, connection ids from one counter). It is served with
+``vipChannelEnabled=true`` (OrbitMQ's key, off by default: ``orbitmq cluster`` and the test
+harness put brokers two ports apart, where one broker's VIP port is another's listenPort). A
+port that cannot be bound costs only this channel: one warning, and the broker serves on
+``listenPort`` as before. With ``listenPort=0`` (a port picked by the system) there is none.
 """
 
 from __future__ import annotations
