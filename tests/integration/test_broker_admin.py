@@ -21,7 +21,7 @@ from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.properties import encode_properties
 from orbitmq.transport.connection import RemotingClient
-from tests.support.processes import ServerProcess, start_broker, start_namesrv
+from tests.support.processes import ServerProcess, start_broker, start_namesrv, write_conf
 
 pytestmark = pytest.mark.integration
 
@@ -31,8 +31,8 @@ class Processes:
         self.tmp_path = tmp_path
         self.started: list[ServerProcess] = []
 
-    def namesrv(self, name: str = "namesrv") -> ServerProcess:
-        proc = start_namesrv(self.tmp_path, name=name)
+    def namesrv(self, name: str = "namesrv", *extra: str) -> ServerProcess:
+        proc = start_namesrv(self.tmp_path, name, *extra)
         self.started.append(proc)
         return proc
 
@@ -119,7 +119,10 @@ async def _route(
 
 
 async def test_broker_topic_admin_create_list_delete(procs: Processes, client: RemotingClient) -> None:
-    namesrv = procs.namesrv()
+    # The route goes with the broker's next registration: RocketMQ's deleteTopicWithBrokerRegistration
+    # (without it, DELETE_TOPIC_IN_NAMESRV removes the route, as mqadmin deleteTopic sends it).
+    conf = write_conf(procs.tmp_path / "namesrv.conf", {"deleteTopicWithBrokerRegistration": True})
+    namesrv = procs.namesrv("namesrv", "-c", str(conf))
     broker = procs.broker(namesrv.addr)
     assert (await client.invoke(broker.addr, _create("AdminTopic", queues=3))).code == ResponseCode.SUCCESS
     configs = orjson.loads((await client.invoke(broker.addr, RemotingCommand.request(21))).body)

@@ -185,14 +185,6 @@ KNOWN_DEFECTS += [
         "SUBSCRIPTION_GROUP_NOT_EXIST; Apache resets the offsets and answers the new offset table",
         known_defect=True,
     ),
-    Allowed(
-        "replication_reads",
-        "timer check point",
-        "body*",
-        "GET_TIMER_CHECK_POINT answers JSON; Apache answers TimerCheckpoint's binary encoding, which "
-        "an Apache slave of an OrbitMQ master cannot read",
-        known_defect=True,
-    ),
 ]
 
 ALLOWED: list[Allowed] = INTENDED + KNOWN_DEFECTS

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from collections.abc import Callable
 
 import orjson
 
 from orbitmq.errors import RequestTimeoutError
+from orbitmq.model.route import DataVersion, TopicConfig
 from orbitmq.protocol.batch import encode_batch
+from orbitmq.protocol.bodies import (
+    RegisterBrokerBody,
+    TopicConfigSerializeWrapper,
+    encode_register_broker_body,
+)
 from orbitmq.protocol.codes import RequestCode as R
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.message_id import decode_offset_msg_id
@@ -926,3 +933,40 @@ async def orbitmq_only_codes(t: Target) -> None:
     topic, group = names(t)
     t.record("stage messages", await t.broker(R.STAGE_MESSAGES, {"topic": topic, "producerGroup": group}))
     t.record("commit staged", await t.broker(R.COMMIT_STAGED, {"topic": topic, "producerGroup": group}))
+
+
+def _registration(topics: list[str], counter: int) -> bytes:
+    table = {topic: TopicConfig(topic, read_queue_nums=2, write_queue_nums=2) for topic in topics}
+    wrapper = TopicConfigSerializeWrapper(
+        table, DataVersion(timestamp=1_700_000_000_000 + counter, counter=counter)
+    )
+    return encode_register_broker_body(RegisterBrokerBody(wrapper))
+
+
+@scenario(R.REGISTER_BROKER, R.UNREGISTER_BROKER)
+async def register_broker(t: Target) -> None:
+    # A broker of its own (an address nothing listens on: the name server never dials it). The
+    # second registration lists only the topic just created, with a new data version, as a
+    # RocketMQ 5 broker's registerIncrementBrokerData does: the first topics stay routed.
+    topic, _group = names(t)
+    broker = {
+        "brokerName": f"reg_{t.scenario}",
+        "brokerAddr": "127.0.0.1:9",
+        "clusterName": f"RegCluster_{t.scenario}",
+        "haServerAddr": "127.0.0.1:10",
+        "brokerId": 0,
+        "compressed": False,
+    }
+    for label, topics, counter in (
+        ("register", [topic + "_a", topic + "_b"], 1),
+        ("increment", [topic + "_c"], 2),
+    ):
+        body = _registration(topics, counter)
+        crc = {"bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
+        t.record(label, await t.namesrv(R.REGISTER_BROKER, {**broker, **crc}, body), ext_values=False)
+    for suffix in ("_a", "_c"):
+        route = await t.namesrv(R.GET_ROUTEINFO_BY_TOPIC, {"topic": topic + suffix})
+        t.record(f"route{suffix}", route, select=["queueDatas"], values=["queueDatas"])
+    unregister = {key: broker[key] for key in ("brokerName", "brokerAddr", "clusterName", "brokerId")}
+    t.record("unregister", await t.namesrv(R.UNREGISTER_BROKER, unregister))
+    t.record("route after unregister", await t.namesrv(R.GET_ROUTEINFO_BY_TOPIC, {"topic": topic + "_a"}))

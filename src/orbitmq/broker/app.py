@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import itertools
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
@@ -57,6 +58,7 @@ from orbitmq.broker.timer import TimerService
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.transaction import TransactionService
 from orbitmq.broker.validation import is_system_topic
+from orbitmq.broker.vip_channel import start_vip_server
 from orbitmq.errors import ConfigError, ProtocolError
 from orbitmq.metrics import MetricsExporter, MetricsExporterType, Recorder, rpc_timer, serve_metrics
 from orbitmq.model.route import PERM_READ_WRITE
@@ -175,6 +177,7 @@ class BrokerApp:
         self._host = broker_config.advertised_host
         self._store = MessageStore(store_config)
         self._server: RemotingServer | None = None
+        self._vip_server: RemotingServer | None = None
         self._services: list[Service] = []
         self._state: BrokerState | None = None
         self._registration: NamesrvRegistration | None = None
@@ -270,20 +273,28 @@ class BrokerApp:
             state.recorder = Recorder(is_system_topic, state.stats.group_get_totals)
             # The zero sample: rates in the first minute span the time since start-up.
             state.recorder.sample(now_ms())
-        self._server = RemotingServer(
-            config.bind_address,
-            config.listen_port,
-            handlers,
-            idle_timeout_s=config.channel_expired_timeout_ms / 1000,
-            on_connection_closed=client_manage.on_connection_closed,
-            max_frame_bytes=config.max_frame_bytes,
-            limits=config.server_limits(),
-            bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
-            tls_mode=config.tls.server_mode,
-            ssl_context=ssl_context,
-            on_handled=rpc_timer(state.recorder) if state.recorder is not None else None,
-        )
+        connection_ids = itertools.count(1)
+
+        def make_server(port: int) -> RemotingServer:
+            return RemotingServer(
+                config.bind_address,
+                port,
+                handlers,
+                idle_timeout_s=config.channel_expired_timeout_ms / 1000,
+                on_connection_closed=client_manage.on_connection_closed,
+                max_frame_bytes=config.max_frame_bytes,
+                limits=config.server_limits(),
+                bad_request_log_interval_s=config.bad_request_log_interval_ms / 1000,
+                tls_mode=config.tls.server_mode,
+                ssl_context=ssl_context,
+                on_handled=rpc_timer(state.recorder) if state.recorder is not None else None,
+                connection_ids=connection_ids,
+            )
+
+        self._server = make_server(config.listen_port)
         await self._server.start()
+        if config.vip_channel_enabled:
+            self._vip_server = await start_vip_server(make_server, config.listen_port)
         # With listenPort=0 the bound port is known only now; records must carry the real one.
         state.store_host = (self._host, self._server.port)
         replication = state.replication
@@ -406,6 +417,9 @@ class BrokerApp:
             if self._state.pop is not None:
                 self._state.pop.release_waiters()
         # Stop accepting; requests in flight get the grace period to finish.
+        if self._vip_server is not None:
+            await self._vip_server.stop(self.broker_config.shutdown_grace_ms / 1000)
+            self._vip_server = None
         await self._server.stop(self.broker_config.shutdown_grace_ms / 1000)
         # Stop background work; the registration service unregisters from every name server.
         for service in reversed(self._services):

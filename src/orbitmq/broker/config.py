@@ -65,6 +65,10 @@ class BrokerConfig:
     namesrv_addr: tuple[str, ...] = field(default=(), metadata=_key("namesrvAddr"))
     # TCP port clients connect to.
     listen_port: int = field(default=10911, metadata=_key("listenPort"))
+    # Serve every request on listenPort - 2 too, as RocketMQ's broker always does (its VIP
+    # channel, where a Java slave fetches its master's topics). OrbitMQ's key, off by default:
+    # OrbitMQ's own layouts (orbitmq cluster) put brokers two ports apart.
+    vip_channel_enabled: bool = field(default=False, metadata=_key("vipChannelEnabled"))
     # Interface the listening socket binds (OrbitMQ's own key).
     bind_address: str = field(default="0.0.0.0", metadata=_key("bindAddress"))
     # Client-facing IPv4 address; None = first non-loopback IPv4 of this host.

@@ -36,7 +36,8 @@ from collections.abc import Iterator
 
 import orjson
 
-from orbitmq.errors import ConfigError
+from orbitmq.errors import ConfigError, RemoteProtocolError
+from orbitmq.protocol import fastjson
 from orbitmq.protocol.names import group_name_problem, shorten, topic_name_problem
 
 logger = logging.getLogger(__name__)
@@ -281,8 +282,9 @@ class ConsumerOffsetTable:
         """
         table = cls()
         try:
-            document = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
+            # RocketMQ's broker writes the queue ids unquoted (fastjson: ``{0:7}``).
+            document = fastjson.loads(data, source)
+        except RemoteProtocolError as exc:
             raise ConfigError(f"{source}: not valid JSON: {exc}") from exc
         raw = document.get("offsetTable") if isinstance(document, dict) else None
         if not isinstance(raw, dict):

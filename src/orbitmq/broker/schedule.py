@@ -41,6 +41,7 @@ from orbitmq.broker._tasks import cancel_and_wait
 from orbitmq.broker.reput import ReputTargets
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
+from orbitmq.protocol import fastjson
 from orbitmq.protocol.message_codec import decode_stored_message
 from orbitmq.protocol.properties import decimal_value
 from orbitmq.store.message_store import GetStatus, MessageStore, PutMessageRequest, PutStatus
@@ -163,10 +164,11 @@ class DelayOffsetTable:
             RemoteProtocolError: the file is not that JSON shape (names ``where``).
         """
         try:
-            document = orjson.loads(data)
+            # RocketMQ's broker writes the levels unquoted (fastjson: ``{1:5}``).
+            document = fastjson.loads(data, where)
             table = document["offsetTable"]
             items = list(table.items())
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (RemoteProtocolError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise RemoteProtocolError(f"{where}: not a delay offset table: {exc}") from exc
         offsets: dict[int, int] = {}
         for level_text, offset in items:

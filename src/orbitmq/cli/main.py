@@ -61,6 +61,7 @@ _FORWARDED = {
     "cluster": "a local cluster: a nameserver and masters with slaves, or --brokers N, one per core",
     "bench": "benchmarks (orbitmq bench --help)",
     "dashboard": "a web dashboard over a cluster (orbitmq dashboard --namesrv HOST:PORT [--port 8080])",
+    "store": "offline work on a closed store: import-rocketmq / export-rocketmq SRC DST (orbitmq store --help)",
 }
 
 
@@ -442,6 +443,10 @@ def _forward(command: str, rest: list[str]) -> int:
         from orbitmq.cli.cluster import main as cluster_main
 
         return cluster_main(rest)
+    if command == "store":
+        from orbitmq.cli.store import main as store_main
+
+        return store_main(rest)
     if command == "dashboard":
         try:
             from orbitmq.dashboard.__main__ import main as dashboard_main

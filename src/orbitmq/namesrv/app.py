@@ -72,7 +72,9 @@ class NamesrvApp:
         controller: ControllerConfig | None = None,
     ) -> None:
         self.config = config
-        self.route_table = RouteTable()
+        self.route_table = RouteTable(
+            delete_topic_with_broker_registration=config.delete_topic_with_broker_registration
+        )
         self._clock_ms = clock_ms
         self.kv_config = self._load_kv_config()
         self._handlers = NamesrvHandlers(

@@ -55,6 +55,12 @@ class NamesrvConfig:
     listen_port: int = field(default=9876, metadata={"key": "listenPort"})
     # Address to bind; 0.0.0.0 listens on every interface.
     bind_address: str = field(default="0.0.0.0", metadata={"key": "bindAddress"})
+    # A master's registration with a new data version drops the topics it no longer lists. Off,
+    # as in RocketMQ: a topic goes with DELETE_TOPIC_IN_NAMESRV (what mqadmin deleteTopic sends),
+    # and a RocketMQ 5 broker registers a topic it just created on its own.
+    delete_topic_with_broker_registration: bool = field(
+        default=False, metadata={"key": "deleteTopicWithBrokerRegistration"}
+    )
     # How often silent brokers are looked for.
     scan_not_active_broker_interval_ms: int = field(
         default=10_000, metadata={"key": "scanNotActiveBrokerInterval"}

@@ -74,7 +74,11 @@ class RegisterResult:
 class RouteTable:
     """RocketMQ's route tables with its registration, expiry and lookup rules."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, delete_topic_with_broker_registration: bool = False) -> None:
+        # RocketMQ's deleteTopicWithBrokerRegistration: a master's registration with a new data
+        # version drops the topics it no longer lists. Off by default, as in RocketMQ: a Java
+        # broker registers a topic it just created on its own, with a new data version.
+        self.delete_topic_with_broker_registration = delete_topic_with_broker_registration
         self.topic_queue_table: dict[str, dict[str, QueueData]] = {}
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, set[str]] = {}
@@ -155,6 +159,8 @@ class RouteTable:
                 table[topic] = {broker_name: queue_data}
             else:
                 by_broker[broker_name] = queue_data
+        if not self.delete_topic_with_broker_registration:
+            return
         # A topic the master no longer lists (deleted on the broker) loses this broker's queues.
         for topic in [t for t, by_broker in self.topic_queue_table.items() if broker_name in by_broker]:
             if topic not in topic_config_table:

@@ -33,8 +33,10 @@ class StoreConfig:
 
     # Root directory holding commitlog/, consumequeue/, index/, checkpoint and abort.
     store_path_root_dir: Path = field(metadata=_key("storePathRootDir"))
-    # Size of one CommitLog segment file.
-    commit_log_segment_bytes: int = field(default=1 << 30, metadata=_key("mapedFileSizeCommitLog"))
+    # Size of one CommitLog segment file (RocketMQ 5 spells the key mappedFileSizeCommitLog).
+    commit_log_segment_bytes: int = field(
+        default=1 << 30, metadata={"key": "mapedFileSizeCommitLog", "aliases": ("mappedFileSizeCommitLog",)}
+    )
     # Entries per ConsumeQueue file (RocketMQ's key is in bytes: entries * 20).
     consume_queue_entries_per_file: int = field(default=300_000, metadata=_key("mapedFileSizeConsumeQueue"))
     # Largest accepted message body.

@@ -55,7 +55,7 @@ import logging
 import ssl
 import time
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -363,6 +363,8 @@ class RemotingServer:
             bad input (a refused field, an undecodable frame, a limit reached).
         tls_mode: plaintext, plaintext or TLS (permissive), or TLS only (enforcing).
         ssl_context: the server's TLS context; required unless ``tls_mode`` is disabled.
+        connection_ids: where connection ids come from (default: 1, 2, ... of this server's
+            own); servers whose handlers track connections by id share one.
     """
 
     def __init__(
@@ -379,6 +381,7 @@ class RemotingServer:
         tls_mode: TlsMode = TlsMode.DISABLED,
         ssl_context: ssl.SSLContext | None = None,
         on_handled: HandledHook | None = None,
+        connection_ids: Iterator[int] | None = None,
     ) -> None:
         if tls_mode is not TlsMode.DISABLED and ssl_context is None:
             raise ValueError(f"TLS mode {tls_mode.value} needs an ssl_context")
@@ -394,7 +397,8 @@ class RemotingServer:
         self._on_connection_closed = on_connection_closed
         self._on_handled = on_handled
         self._connections: dict[int, ServerConnection] = {}
-        self._connection_ids = itertools.count(1)
+        # Servers that share their handlers' connection state share this counter too.
+        self._connection_ids = connection_ids if connection_ids is not None else itertools.count(1)
         self._inflight: set[asyncio.Task[None]] = set()
         self._server: asyncio.AbstractServer | SniffingServer | None = None
         self._bound_port = port

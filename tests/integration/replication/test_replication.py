@@ -39,6 +39,7 @@ from orbitmq.protocol.headers import (
     SendMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from orbitmq.protocol.timer_checkpoint import decode_timer_checkpoint
 from orbitmq.transport.connection import RemotingClient
 from tests.integration.client.test_producer import create_topic
 from tests.integration.conftest import CppClient
@@ -215,8 +216,10 @@ async def test_slave_copies_metadata_on_change_and_every_interval(tmp_path: Path
                          "transaction progress")  # fmt: skip
         finally:
             await consumer.shutdown()
-        master_timer = orjson.loads((await _invoke(master.addr, RequestCode.GET_TIMER_CHECK_POINT, {})).body)
-        assert master_timer["enqueueQueueOffset"] == 1
+        # RocketMQ's binary TimerCheckpoint, which Java slaves read too.
+        timer_body = (await _invoke(master.addr, RequestCode.GET_TIMER_CHECK_POINT, {})).body
+        master_timer = decode_timer_checkpoint(bytes(timer_body))
+        assert master_timer.last_timer_queue_offset == master_timer.master_timer_queue_offset == 1
     finally:
         group.kill_all()
 

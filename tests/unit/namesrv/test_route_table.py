@@ -63,8 +63,20 @@ def test_route_table_same_version_does_not_replace_queue_data() -> None:
     assert route is not None and route.queue_datas[0].write_queue_nums == 4
 
 
-def test_route_table_new_version_replaces_and_drops_absent_topics() -> None:
+def test_route_table_registration_listing_some_topics_keeps_the_others() -> None:
+    # RocketMQ 5's broker registers a topic it just created on its own (an "increment"), with
+    # a new data version; the name server keeps the broker's other topics, as RocketMQ's does
+    # unless deleteTopicWithBrokerRegistration=true.
     table = RouteTable()
+    register(table, topic_table=topics("TopicA", "TopicB"))
+    register(table, topic_table=topics("TopicC", queues=8), version=V2)
+    assert table.all_topics() == ["TopicA", "TopicB", "TopicC"]
+    route = table.topic_route("TopicC")
+    assert route is not None and route.queue_datas[0].write_queue_nums == 8
+
+
+def test_route_table_new_version_replaces_and_drops_absent_topics() -> None:
+    table = RouteTable(delete_topic_with_broker_registration=True)
     register(table, topic_table=topics("TopicA", "TopicB"))
     register(table, topic_table=topics("TopicA", queues=8), version=V2)
     route = table.topic_route("TopicA")
@@ -74,7 +86,7 @@ def test_route_table_new_version_replaces_and_drops_absent_topics() -> None:
 
 
 def test_route_table_dropping_topic_keeps_other_brokers_queues() -> None:
-    table = RouteTable()
+    table = RouteTable(delete_topic_with_broker_registration=True)
     register(table, "broker-a", "10.0.0.1:10911", topic_table=topics("TopicA"))
     register(table, "broker-b", "10.0.0.2:10911", topic_table=topics("TopicA"), connection_id=2)
     register(table, "broker-a", "10.0.0.1:10911", topic_table={}, version=V2)

@@ -3,7 +3,7 @@
 GET_ALL_TOPIC_CONFIG (21) lives in ``admin.py`` and GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) in
 ``group_admin.py`` (RocketMQ's tools ask for it too); here: GET_ALL_CONSUMER_OFFSET (43) with the
 transaction check progress as RocketMQ keeps it (the half topic's offset of group
-``CID_RMQ_SYS_TRANS``), GET_ALL_DELAY_OFFSET (45), GET_TIMER_CHECK_POINT (60, OrbitMQ's JSON body) and GET_BROKER_HA_STATUS (907: RocketMQ's
+``CID_RMQ_SYS_TRANS``), GET_ALL_DELAY_OFFSET (45), GET_TIMER_CHECK_POINT (60, RocketMQ's binary TimerCheckpoint) and GET_BROKER_HA_STATUS (907: RocketMQ's
 HARuntimeInfo JSON, read by ``orbitmq admin cluster list``). Every broker answers them, a
 slave too (a slave of a slave copies from it). Reading never clears a table's dirty flag.
 
@@ -25,6 +25,7 @@ from orbitmq.broker.validation import TRANS_HALF_TOPIC
 from orbitmq.errors import ConfigError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.timer_checkpoint import TimerCheckpointBody, encode_timer_checkpoint
 from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server import RequestContext
 
@@ -73,7 +74,15 @@ class SyncHandlers:
             return request.response(
                 ResponseCode.SYSTEM_ERROR, "timed messages are not served by this broker", {}
             )
-        body = orjson.dumps({"dequeueMs": timer.dequeue_ms, "enqueueQueueOffset": timer.enqueue_queue_offset})
+        # RocketMQ's TimerCheckpoint encoding, which Java slaves (and OrbitMQ's) read.
+        body = encode_timer_checkpoint(
+            TimerCheckpointBody(
+                last_read_time_ms=timer.dequeue_ms,
+                last_timer_log_flush_pos=0,
+                last_timer_queue_offset=timer.enqueue_queue_offset,
+                master_timer_queue_offset=timer.enqueue_queue_offset,
+            )
+        )
         return request.response(ResponseCode.SUCCESS, None, {}, body)
 
     async def get_broker_ha_status(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

@@ -20,8 +20,9 @@ GET_TIMER_CHECK_POINT          60  keeps the master's timer progress in config/t
 
 Transaction check progress travels as RocketMQ keeps it, inside the consumer offsets: the
 half topic's offset of the group ``CID_RMQ_SYS_TRANS``; the slave stores it in its own
-``transactionCheckOffset.json`` rather than its offset table. The timer body is OrbitMQ's own
-JSON (``{"dequeueMs": ..., "enqueueQueueOffset": ...}``), not Java's binary TimerCheckpoint.
+``transactionCheckOffset.json`` rather than its offset table. The timer body is Java's binary
+TimerCheckpoint (``orbitmq.protocol.timer_checkpoint``), from an OrbitMQ master as from a Java
+one; the JSON an earlier OrbitMQ master answered (``{"dequeueMs": ..., ...}``) is read too.
 
 Offsets committed on a slave. While the master is away consumers read from the slave and
 commit their offsets to it. RocketMQ's copy would then overwrite them with the returned
@@ -58,6 +59,7 @@ from orbitmq.errors import ConfigError, OrbitError, RemoteProtocolError, Remotin
 from orbitmq.protocol.bodies import decode_topic_config_wrapper
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.timer_checkpoint import decode_timer_checkpoint
 from orbitmq.transport.connection import RemotingClient
 
 if TYPE_CHECKING:
@@ -285,11 +287,19 @@ class MetadataSync:
     async def _sync_timer(self, master_addr: str) -> None:
         if not self._state.config.timer_wheel_enable:
             return
-        document = lenient_json(await self._fetch(master_addr, RequestCode.GET_TIMER_CHECK_POINT))
-        progress = {
-            "dequeueMs": int(document["dequeueMs"]),
-            "enqueueQueueOffset": int(document["enqueueQueueOffset"]),
-        }
+        data = await self._fetch(master_addr, RequestCode.GET_TIMER_CHECK_POINT)
+        if data[:1] == b"{":  # an OrbitMQ master of an earlier version answers JSON
+            document = lenient_json(data)
+            progress = {
+                "dequeueMs": int(document["dequeueMs"]),
+                "enqueueQueueOffset": int(document["enqueueQueueOffset"]),
+            }
+        else:
+            checkpoint = decode_timer_checkpoint(data)
+            progress = {
+                "dequeueMs": checkpoint.last_read_time_ms,
+                "enqueueQueueOffset": checkpoint.master_timer_queue_offset,
+            }
         path = self._config_dir / TIMER_PROGRESS_FILE
         data = orjson.dumps(progress)
         try:

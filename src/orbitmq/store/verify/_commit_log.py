@@ -151,4 +151,6 @@ def _decode_record(
         sys_flag=message.sys_flag,
         store_timestamp_ms=message.store_timestamp,
         keys=keys,
+        # RocketMQ 5's broker also indexes each message's tags under ``<topic>#T#<tags>``.
+        optional_keys=(f"T#{message.tags}",) if message.tags else (),
     )

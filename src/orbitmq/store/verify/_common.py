@@ -133,6 +133,8 @@ class Record:
     sys_flag: int
     store_timestamp_ms: int
     keys: tuple[str, ...]
+    # Index keys a writer may add beyond ``keys`` (RocketMQ 5's tag key ``T#<tags>``).
+    optional_keys: tuple[str, ...] = ()
 
     @property
     def dispatchable(self) -> bool:

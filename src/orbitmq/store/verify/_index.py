@@ -184,7 +184,7 @@ def _check_index_entry(
             return
         report.problem(f"{where}: no valid record there")
         return
-    if key_hash not in {index_key_hash(record.topic, key) for key in record.keys}:
+    if key_hash not in {index_key_hash(record.topic, key) for key in (*record.keys, *record.optional_keys)}:
         report.problem(f"{where}: hash {key_hash} matches no key of {record.where()}")
     # The entry keeps whole seconds since the file's begin timestamp, so allow one second either way.
     if abs(time_ms - record.store_timestamp_ms) > 1000:
