@@ -1,0 +1,272 @@
+"""``bench consume --compare-defaults``: consumers left at their defaults beside the tuned one.
+
+Most users never tune a consumer: they write it as RocketMQ's documentation does, with
+``pullBatchSize`` 32 and ``consumeMessageBatchMaxSize`` 1 (one message per listener call). On
+one backlog (the prefill), each consumer below reads every message from the first offset, in
+a fresh consumer group, one after the other:
+
+- ``push defaults``: a :class:`PushConsumer` with no setting but the start offset, and an
+  ``async def`` listener that counts;
+- ``push defaults (def)``: the same with a plain ``def`` listener (run on the consume threads);
+- ``pull defaults``: a :class:`PullConsumer` with no setting but the start offset, polled in
+  a loop;
+- ``push tuned``: the PushConsumer as ``bench compare`` tunes it (pulls of 1,024, listener
+  batches of 256, 4 consume tasks);
+- ``C++ push defaults``: the real RocketMQ C++ client (PyPI ``rocketmq``, the test extra) in a
+  child process (``orbitmq.bench._cpp_consume``), default settings, a Python callback that
+  counts; skipped with a message when the package is absent.
+
+Each line gives msgs/s over the whole run (from the consumer's construction, start-up and
+rebalance included, to the last message) and steady (first message to last), and the ratio of
+the steady rate to the tuned PushConsumer's. The machine's load is the same for every consumer
+only if nothing else runs; run it more than once where it is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from orbitmq.bench._credentials import client_options
+from orbitmq.bench._peers import process_cpu_s
+from orbitmq.client.pull_consumer import PullConsumer
+from orbitmq.client.push_consumer import ConsumeResult, PushConsumer
+from orbitmq.model.heartbeat import ConsumeFromWhere
+from orbitmq.model.message import MessageExt
+
+__all__ = ["DEFAULTS_GROUPS", "TUNED_PUSH", "ConsumerRun", "compare_defaults", "print_defaults_table"]
+
+TUNED_PUSH: dict[str, Any] = {
+    "pull_batch_size": 1024,
+    "consume_message_batch_max_size": 256,
+    "consume_thread_min": 1,
+    "consume_thread_max": 4,
+    "pull_threshold_for_queue": 4096,
+}
+"""How ``bench compare`` tunes its PushConsumer (``orbitmq.bench._orbit_peer``)."""
+TARGET_RATIO = 0.7
+CPP_INSTALL_HINT = "the C++ client is PyPI's rocketmq==0.4.4: pip install -e '.[test]'"
+_FROM_FIRST = {"consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET}
+_NAMES = ("push defaults", "push defaults (def)", "pull defaults", "push tuned", "C++ push defaults")
+
+
+def _group(name: str) -> str:
+    return "bench-defaults-" + "".join(c if c.isalnum() else "-" for c in name).strip("-")
+
+
+DEFAULTS_GROUPS = tuple(_group(name) for name in _NAMES)
+"""The consumer groups of the comparison (their %RETRY% topics are removed afterwards)."""
+
+
+@dataclass(slots=True)
+class ConsumerRun:
+    """One consumer's read of the backlog."""
+
+    name: str
+    count: int = 0
+    started: float = 0.0
+    first: float = 0.0
+    last: float = 0.0
+    skipped: str = ""
+    client_cpu_s: float = 0.0
+    server_cpu_s: float | None = None
+
+    def add(self, count: int) -> None:
+        now = time.monotonic()
+        if not self.count:
+            self.first = now
+        self.count += count
+        self.last = now
+
+    @property
+    def total_rate(self) -> float:
+        return self.count / max(self.last - self.started, 1e-9) if self.count else 0.0
+
+    @property
+    def steady_rate(self) -> float:
+        return self.count / max(self.last - self.first, 1e-9) if self.count > 1 else 0.0
+
+
+async def compare_defaults(
+    namesrv: str, topic: str, args: argparse.Namespace, server_pid: int | None = None
+) -> list[ConsumerRun]:
+    """Every consumer of the module docstring over the ``--prefill`` messages of ``topic``.
+
+    With ``server_pid`` (a server this benchmark started) each run also gets the CPU seconds
+    that process spent meanwhile.
+    """
+    goal = args.count or args.prefill
+    timeout_s = args.duration_s
+    options = client_options(args)
+    consumers: list[tuple[Callable[[], Awaitable[ConsumerRun]], bool]] = [
+        (lambda: _push(namesrv, topic, _NAMES[0], goal, timeout_s, options, asynchronous=True), True),
+        (lambda: _push(namesrv, topic, _NAMES[1], goal, timeout_s, options, asynchronous=False), True),
+        (lambda: _pull(namesrv, topic, _NAMES[2], goal, timeout_s, options), True),
+        (
+            lambda: _push(
+                namesrv, topic, _NAMES[3], goal, timeout_s, {**options, **TUNED_PUSH}, asynchronous=True
+            ),
+            True,
+        ),
+        (lambda: asyncio.to_thread(_cpp_push, namesrv, topic, goal, timeout_s, options), False),
+    ]
+    runs = []
+    for consume, in_process in consumers:
+        server_before = process_cpu_s(server_pid) if server_pid is not None else 0.0
+        client_before = time.process_time()
+        run = await consume()
+        if in_process:
+            run.client_cpu_s = time.process_time() - client_before
+        if server_pid is not None:
+            run.server_cpu_s = process_cpu_s(server_pid) - server_before
+        runs.append(run)
+    return runs
+
+
+async def _push(
+    namesrv: str,
+    topic: str,
+    name: str,
+    goal: int,
+    timeout_s: float,
+    settings: dict[str, Any],
+    *,
+    asynchronous: bool,
+) -> ConsumerRun:
+    run = ConsumerRun(name, started=time.monotonic())
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    lock = threading.Lock()
+
+    async def on_messages(messages: list[MessageExt]) -> ConsumeResult:
+        run.add(len(messages))
+        if run.count >= goal:
+            done.set()
+        return ConsumeResult.CONSUME_SUCCESS
+
+    def on_messages_plain(messages: list[MessageExt]) -> ConsumeResult:
+        with lock:  # several consume threads call at once
+            run.add(len(messages))
+            finished = run.count >= goal
+        if finished:
+            loop.call_soon_threadsafe(done.set)
+        return ConsumeResult.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        _group(name),
+        namesrv,
+        on_messages if asynchronous else on_messages_plain,
+        **{**_FROM_FIRST, **settings},
+    )
+    consumer.subscribe(topic)
+    await consumer.start()
+    try:
+        await asyncio.wait_for(done.wait(), timeout_s)
+    except TimeoutError:
+        pass
+    finally:
+        await consumer.shutdown()
+    return run
+
+
+async def _pull(
+    namesrv: str, topic: str, name: str, goal: int, timeout_s: float, settings: dict[str, Any]
+) -> ConsumerRun:
+    run = ConsumerRun(name, started=time.monotonic())
+    consumer = PullConsumer(_group(name), namesrv, **{**_FROM_FIRST, **settings})
+    await consumer.subscribe(topic)
+    await consumer.start()
+    deadline = run.started + timeout_s
+    try:
+        while run.count < goal and time.monotonic() < deadline:
+            messages = await consumer.poll(500)
+            if messages:
+                run.add(len(messages))
+    finally:
+        await consumer.shutdown()
+    return run
+
+
+def _cpp_push(namesrv: str, topic: str, goal: int, timeout_s: float, options: dict[str, Any]) -> ConsumerRun:
+    """The C++ client's PushConsumer at its defaults, in a child process (it may crash alone)."""
+    run = ConsumerRun("C++ push defaults")
+    if importlib.util.find_spec("rocketmq") is None:
+        run.skipped = CPP_INSTALL_HINT
+        return run
+    if options:
+        run.skipped = "the benchmark passes no credentials or TLS to the C++ client"
+        return run
+    with tempfile.TemporaryDirectory(prefix="orbitmq-bench-cpp-") as home:
+        command = [
+            sys.executable,
+            "-m",
+            "orbitmq.bench._cpp_consume",
+            "--namesrv",
+            namesrv,
+            "--topic",
+            topic,
+            "--group",
+            _group(run.name),
+            "--count",
+            str(goal),
+            "--timeout-s",
+            str(timeout_s),
+        ]
+        # HOME: the client writes its logs and local offset files under it.
+        env = {**os.environ, "HOME": home}
+        run.started = time.monotonic()
+        try:
+            done = subprocess.run(command, env=env, capture_output=True, timeout=timeout_s + 60)
+        except subprocess.TimeoutExpired:
+            run.skipped = f"the C++ consumer did not exit within {timeout_s + 60:g} s"
+            return run
+    lines = [line for line in done.stdout.decode(errors="replace").splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        run.skipped = f"the C++ consumer failed (exit {done.returncode}): {tail[0][:200]}"
+        return run
+    result = json.loads(lines[-1])
+    # The child's clock (monotonic, same host) timed its own start and its messages.
+    run.count = int(result["count"])
+    run.client_cpu_s = float(result["cpu_s"])
+    run.started, run.first, run.last = (float(result[key]) for key in ("started", "first", "last"))
+    return run
+
+
+def print_defaults_table(runs: list[ConsumerRun], goal: int, size: int) -> int:
+    """The table; exit status 1 when a consumer read fewer than ``goal`` messages."""
+    tuned = next((run for run in runs if run.name == "push tuned"), None)
+    tuned_rate = tuned.steady_rate if tuned is not None else 0.0
+    print(f"\nconsumers over a backlog of {goal:,} x {size} B (ratio: steady rate / push tuned's)")
+    print(
+        f"  {'consumer':<22} {'messages':>9} {'msgs/s whole':>13} {'msgs/s steady':>14} {'ratio':>7}"
+        f" {'client µs/msg':>14} {'server µs/msg':>14}"
+    )
+    status = 0
+    for run in runs:
+        if run.skipped:
+            print(f"  {run.name:<22} skipped: {run.skipped}")
+            continue
+        ratio = run.steady_rate / tuned_rate if tuned_rate else 0.0
+        mark = "  " if run is tuned else (" ✓" if ratio >= TARGET_RATIO else " ✗")
+        per_msg = 1e6 / max(run.count, 1)
+        server = f"{run.server_cpu_s * per_msg:>14.1f}" if run.server_cpu_s is not None else f"{'n/a':>14}"
+        print(
+            f"  {run.name:<22} {run.count:>9,} {run.total_rate:>13,.0f} {run.steady_rate:>14,.0f} "
+            f"{ratio:>6.2f}x{mark} {run.client_cpu_s * per_msg:>12.1f} {server}"
+        )
+        if run.count < goal:
+            print(f"    {run.name} read {run.count:,} of {goal:,} messages", file=sys.stderr)
+            status = 1
+    return status
