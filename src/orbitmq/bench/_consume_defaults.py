@@ -12,9 +12,13 @@ a fresh consumer group, one after the other:
   a loop;
 - ``push tuned``: the PushConsumer as ``bench compare`` tunes it (pulls of 1,024, listener
   batches of 256, 4 consume tasks);
-- ``C++ push defaults``: the real RocketMQ C++ client (PyPI ``rocketmq``, the test extra) in a
-  child process (``orbitmq.bench._cpp_consume``), default settings, a Python callback that
-  counts; skipped with a message when the package is absent.
+- ``C++ push defaults``: the real RocketMQ C++ client (``librocketmq.so`` from PyPI's
+  ``rocketmq`` wheel, the test extra) in a child process at its default settings, with a C
+  callback that counts (``_cpp_consume_native.c``, compiled at run time with ``cc``);
+- ``C++ push defaults (py)``: the same client through its Python binding, a Python callback
+  that counts (``orbitmq.bench._cpp_consume``): the binding's cost per message shows here.
+
+The C++ lines are skipped with a message when the package (or a C compiler) is absent.
 
 Each line gives msgs/s over the whole run (from the consumer's construction, start-up and
 rebalance included, to the last message) and steady (first message to last), and the ratio of
@@ -29,6 +33,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,6 +41,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from orbitmq.bench._credentials import client_options
@@ -58,7 +64,14 @@ TUNED_PUSH: dict[str, Any] = {
 TARGET_RATIO = 0.7
 CPP_INSTALL_HINT = "the C++ client is PyPI's rocketmq==0.4.4: pip install -e '.[test]'"
 _FROM_FIRST = {"consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET}
-_NAMES = ("push defaults", "push defaults (def)", "pull defaults", "push tuned", "C++ push defaults")
+_NAMES = (
+    "push defaults",
+    "push defaults (def)",
+    "pull defaults",
+    "push tuned",
+    "C++ push defaults",
+    "C++ push defaults (py)",
+)
 
 
 def _group(name: str) -> str:
@@ -119,7 +132,8 @@ async def compare_defaults(
             ),
             True,
         ),
-        (lambda: asyncio.to_thread(_cpp_push, namesrv, topic, goal, timeout_s, options), False),
+        (lambda: asyncio.to_thread(_cpp_push, namesrv, topic, goal, timeout_s, options, native=True), False),
+        (lambda: asyncio.to_thread(_cpp_push, namesrv, topic, goal, timeout_s, options, native=False), False),
     ]
     runs = []
     for consume, in_process in consumers:
@@ -198,31 +212,32 @@ async def _pull(
     return run
 
 
-def _cpp_push(namesrv: str, topic: str, goal: int, timeout_s: float, options: dict[str, Any]) -> ConsumerRun:
-    """The C++ client's PushConsumer at its defaults, in a child process (it may crash alone)."""
-    run = ConsumerRun("C++ push defaults")
-    if importlib.util.find_spec("rocketmq") is None:
+def _cpp_push(
+    namesrv: str, topic: str, goal: int, timeout_s: float, options: dict[str, Any], *, native: bool
+) -> ConsumerRun:
+    """The C++ client's PushConsumer at its defaults, in a child process (it may crash alone):
+    with a C callback (``_cpp_consume_native.c``, compiled here) or through its Python binding."""
+    run = ConsumerRun(_NAMES[4] if native else _NAMES[5])
+    spec = importlib.util.find_spec("rocketmq")
+    if spec is None or not spec.submodule_search_locations:
         run.skipped = CPP_INSTALL_HINT
         return run
     if options:
         run.skipped = "the benchmark passes no credentials or TLS to the C++ client"
         return run
+    library_dir = Path(next(iter(spec.submodule_search_locations)))
     with tempfile.TemporaryDirectory(prefix="orbitmq-bench-cpp-") as home:
-        command = [
-            sys.executable,
-            "-m",
-            "orbitmq.bench._cpp_consume",
-            "--namesrv",
-            namesrv,
-            "--topic",
-            topic,
-            "--group",
-            _group(run.name),
-            "--count",
-            str(goal),
-            "--timeout-s",
-            str(timeout_s),
-        ]
+        arguments = [namesrv, topic, _group(run.name), str(goal), str(timeout_s)]
+        if native:
+            program = _compile_native(library_dir, Path(home))
+            if isinstance(program, str):
+                run.skipped = program
+                return run
+            command = [str(program), *arguments]
+        else:
+            flags = ("--namesrv", "--topic", "--group", "--count", "--timeout-s")
+            named = [item for pair in zip(flags, arguments, strict=True) for item in pair]
+            command = [sys.executable, "-m", "orbitmq.bench._cpp_consume", *named]
         # HOME: the client writes its logs and local offset files under it.
         env = {**os.environ, "HOME": home}
         run.started = time.monotonic()
@@ -237,11 +252,31 @@ def _cpp_push(namesrv: str, topic: str, goal: int, timeout_s: float, options: di
         run.skipped = f"the C++ consumer failed (exit {done.returncode}): {tail[0][:200]}"
         return run
     result = json.loads(lines[-1])
-    # The child's clock (monotonic, same host) timed its own start and its messages.
+    # The child's clock (CLOCK_MONOTONIC, as time.monotonic) timed its start and its messages.
     run.count = int(result["count"])
     run.client_cpu_s = float(result["cpu_s"])
     run.started, run.first, run.last = (float(result[key]) for key in ("started", "first", "last"))
     return run
+
+
+def _compile_native(library_dir: Path, workdir: Path) -> Path | str:
+    """The C driver built against ``library_dir``'s librocketmq.so, or why it cannot be."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return "no C compiler (cc) to build the C++ client's C driver"
+    if not (library_dir / "librocketmq.so").exists():
+        return f"no librocketmq.so in {library_dir}"
+    program = workdir / "cpp_consume_native"
+    source = Path(__file__).with_name("_cpp_consume_native.c")
+    command = [
+        compiler, "-O2", "-std=c11", "-o", str(program), str(source),
+        f"-L{library_dir}", "-l:librocketmq.so", f"-Wl,-rpath,{library_dir}", "-lpthread",
+    ]  # fmt: skip
+    built = subprocess.run(command, capture_output=True, timeout=120)
+    if built.returncode != 0:
+        error = built.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        return f"the C++ client's C driver did not compile: {error[0][:200]}"
+    return program
 
 
 def print_defaults_table(runs: list[ConsumerRun], goal: int, size: int) -> int:
