@@ -135,6 +135,8 @@ async def compare_defaults(
         (lambda: asyncio.to_thread(_cpp_push, namesrv, topic, goal, timeout_s, options, native=True), False),
         (lambda: asyncio.to_thread(_cpp_push, namesrv, topic, goal, timeout_s, options, native=False), False),
     ]
+    if args.no_cpp:
+        consumers = consumers[:4]
     runs = []
     for consume, in_process in consumers:
         server_before = process_cpu_s(server_pid) if server_pid is not None else 0.0
@@ -145,6 +147,8 @@ async def compare_defaults(
         if server_pid is not None:
             run.server_cpu_s = process_cpu_s(server_pid) - server_before
         runs.append(run)
+    if args.no_cpp:
+        runs += [ConsumerRun(name, skipped="--no-cpp") for name in _NAMES[4:]]
     return runs
 
 

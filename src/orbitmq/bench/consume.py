@@ -76,6 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="read the prefill with consumers at their defaults and with the tuned PushConsumer "
         "(and the C++ client's), one after the other; prints msgs/s and default/tuned ratios",
     )
+    parser.add_argument("--no-cpp", action="store_true", help="--compare-defaults without the C++ client")
     add_credential_arguments(parser)
 
 
