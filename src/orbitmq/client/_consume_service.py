@@ -80,13 +80,14 @@ class OffsetSink(Protocol):
 class _Run:
     """The messages of one pull (or of one local retry) of a queue, cut into batches as taken."""
 
-    __slots__ = ("mq", "pq", "messages", "position")
+    __slots__ = ("mq", "pq", "messages", "position", "end")
 
     def __init__(self, mq: MessageQueue, pq: ProcessQueue, messages: list[MessageExt]) -> None:
         self.mq = mq
         self.pq = pq
         self.messages = messages
         self.position = 0  # index of the first message not yet taken
+        self.end = len(messages)
 
 
 def _now_ms() -> int:
@@ -184,12 +185,13 @@ class ConcurrentConsumeService:
         listener = runner.awaitable_listener
         success = ConsumeResult.CONSUME_SUCCESS
         perf_counter = time.perf_counter
+        flush_s = DONE_FLUSH_MS / 1000
         # Successful batches of done_pq not yet finished (see the class docstring).
         done_mq: MessageQueue | None = None
         done_pq: ProcessQueue | None = None
         done: list[MessageExt] = []
         calls = 0
-        rt_ms = 0.0
+        rt_s = 0.0
         try:
             while work:
                 run = work[0]
@@ -199,7 +201,7 @@ class ConcurrentConsumeService:
                     continue
                 start = run.position
                 run.position = end = start + size
-                if end >= len(run.messages):
+                if end >= run.end:
                     work.popleft()
                 messages = run.messages[start:end]
                 mq = run.mq
@@ -215,27 +217,27 @@ class ConcurrentConsumeService:
                         result = runner.outcome(result, mq)
                 else:
                     result = await runner.run(messages, mq)
-                elapsed_ms = (perf_counter() - started) * 1000
+                elapsed_s = perf_counter() - started
                 if pq.dropped:
                     # The queue belongs to another member now; it re-consumes from the committed offset.
                     continue
                 if result is not success:
-                    await self._failed(mq, pq, messages, elapsed_ms)
+                    await self._failed(mq, pq, messages, elapsed_s * 1000)
                     continue
                 if pq is not done_pq:
                     if done_mq is not None and done_pq is not None:
-                        self._finish(done_mq, done_pq, done, calls, rt_ms)
-                    done_mq, done_pq, done, calls, rt_ms = mq, pq, [], 0, 0.0
+                        self._finish(done_mq, done_pq, done, calls, rt_s * 1000)
+                    done_mq, done_pq, done, calls, rt_s = mq, pq, [], 0, 0.0
                 done += messages
                 calls += 1
-                rt_ms += elapsed_ms
-                if len(done) >= DONE_FLUSH_MESSAGES or rt_ms >= DONE_FLUSH_MS:
-                    self._finish(mq, pq, done, calls, rt_ms)
+                rt_s += elapsed_s
+                if calls * size >= DONE_FLUSH_MESSAGES or rt_s >= flush_s:
+                    self._finish(mq, pq, done, calls, rt_s * 1000)
                     done_mq = done_pq = None
                     await asyncio.sleep(0)  # let the pulls (and the other workers) run
         finally:
             if done_mq is not None and done_pq is not None:
-                self._finish(done_mq, done_pq, done, calls, rt_ms)
+                self._finish(done_mq, done_pq, done, calls, rt_s * 1000)
 
     async def _consume_in_thread(self) -> None:
         """Hand batches of the FIFO to a pool thread (see the class docstring), then finish them."""
@@ -272,7 +274,7 @@ class ConcurrentConsumeService:
                     continue
                 start = run.position
                 run.position = end = start + self._batch_size
-                if end >= len(run.messages):
+                if end >= run.end:
                     work.popleft()
                 return run.mq, run.messages[start:end], run.pq
         return None
