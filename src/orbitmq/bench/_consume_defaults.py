@@ -21,9 +21,12 @@ a fresh consumer group, one after the other:
 The C++ lines are skipped with a message when the package (or a C compiler) is absent.
 
 Each line gives msgs/s over the whole run (from the consumer's construction, start-up and
-rebalance included, to the last message) and steady (first message to last), and the ratio of
-the steady rate to the tuned PushConsumer's. The machine's load is the same for every consumer
-only if nothing else runs; run it more than once where it is shared.
+rebalance included, to the last message) and steady (first message to last), the ratio of
+the steady rate to the tuned PushConsumer's, and the CPU microseconds per message spent by the
+consumer's process and by the server (when the benchmark started it). With ``--rounds N`` the
+consumers take turns N times and the medians are printed (each ratio against the tuned
+consumer of its own round): on a machine shared with other work, the load drifts between
+consumers, and the CPU per message is the steadier figure.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import importlib.util
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,7 +55,7 @@ from orbitmq.client.push_consumer import ConsumeResult, PushConsumer
 from orbitmq.model.heartbeat import ConsumeFromWhere
 from orbitmq.model.message import MessageExt
 
-__all__ = ["DEFAULTS_GROUPS", "TUNED_PUSH", "ConsumerRun", "compare_defaults", "print_defaults_table"]
+__all__ = ["TUNED_PUSH", "ConsumerRun", "compare_defaults", "defaults_groups", "print_defaults_table"]
 
 TUNED_PUSH: dict[str, Any] = {
     "pull_batch_size": 1024,
@@ -74,12 +78,14 @@ _NAMES = (
 )
 
 
-def _group(name: str) -> str:
-    return "bench-defaults-" + "".join(c if c.isalnum() else "-" for c in name).strip("-")
+def _group(name: str, round_index: int) -> str:
+    """A fresh group per consumer and round: each reads the backlog from its start."""
+    return f"bench-defaults-{round_index + 1}-" + "".join(c if c.isalnum() else "-" for c in name).strip("-")
 
 
-DEFAULTS_GROUPS = tuple(_group(name) for name in _NAMES)
-"""The consumer groups of the comparison (their %RETRY% topics are removed afterwards)."""
+def defaults_groups(rounds: int) -> tuple[str, ...]:
+    """The consumer groups of the comparison (their %RETRY% topics are removed afterwards)."""
+    return tuple(_group(name, index) for index in range(max(rounds, 1)) for name in _NAMES)
 
 
 @dataclass(slots=True)
@@ -113,8 +119,10 @@ class ConsumerRun:
 
 async def compare_defaults(
     namesrv: str, topic: str, args: argparse.Namespace, server_pid: int | None = None
-) -> list[ConsumerRun]:
-    """Every consumer of the module docstring over the ``--prefill`` messages of ``topic``.
+) -> list[list[ConsumerRun]]:
+    """``--rounds`` rounds of every consumer of the module docstring over the ``--prefill``
+    messages of ``topic`` (each round in the same order, so that a machine whose load drifts
+    weighs on every consumer alike).
 
     With ``server_pid`` (a server this benchmark started) each run also gets the CPU seconds
     that process spent meanwhile.
@@ -122,40 +130,60 @@ async def compare_defaults(
     goal = args.count or args.prefill
     timeout_s = args.duration_s
     options = client_options(args)
-    consumers: list[tuple[Callable[[], Awaitable[ConsumerRun]], bool]] = [
-        (lambda: _push(namesrv, topic, _NAMES[0], goal, timeout_s, options, asynchronous=True), True),
-        (lambda: _push(namesrv, topic, _NAMES[1], goal, timeout_s, options, asynchronous=False), True),
-        (lambda: _pull(namesrv, topic, _NAMES[2], goal, timeout_s, options), True),
+    consumers: list[tuple[Callable[[int], Awaitable[ConsumerRun]], bool]] = [
+        (lambda at: _push(namesrv, topic, _NAMES[0], at, goal, timeout_s, options, asynchronous=True), True),
+        (lambda at: _push(namesrv, topic, _NAMES[1], at, goal, timeout_s, options, asynchronous=False), True),
+        (lambda at: _pull(namesrv, topic, _NAMES[2], at, goal, timeout_s, options), True),
         (
-            lambda: _push(
-                namesrv, topic, _NAMES[3], goal, timeout_s, {**options, **TUNED_PUSH}, asynchronous=True
+            lambda at: _push(
+                namesrv, topic, _NAMES[3], at, goal, timeout_s, {**options, **TUNED_PUSH}, asynchronous=True
             ),
             True,
         ),
-        (lambda: asyncio.to_thread(_cpp_push, namesrv, topic, goal, timeout_s, options, native=True), False),
-        (lambda: asyncio.to_thread(_cpp_push, namesrv, topic, goal, timeout_s, options, native=False), False),
+        (
+            lambda at: asyncio.to_thread(
+                _cpp_push, namesrv, topic, at, goal, timeout_s, options, native=True
+            ),
+            False,
+        ),
+        (
+            lambda at: asyncio.to_thread(
+                _cpp_push, namesrv, topic, at, goal, timeout_s, options, native=False
+            ),
+            False,
+        ),
     ]
     if args.no_cpp:
         consumers = consumers[:4]
-    runs = []
-    for consume, in_process in consumers:
-        server_before = process_cpu_s(server_pid) if server_pid is not None else 0.0
-        client_before = time.process_time()
-        run = await consume()
-        if in_process:
-            run.client_cpu_s = time.process_time() - client_before
-        if server_pid is not None:
-            run.server_cpu_s = process_cpu_s(server_pid) - server_before
-        runs.append(run)
-    if args.no_cpp:
-        runs += [ConsumerRun(name, skipped="--no-cpp") for name in _NAMES[4:]]
-    return runs
+    rounds = []
+    for round_index in range(max(args.rounds, 1)):
+        runs = []
+        for consume, in_process in consumers:
+            server_before = process_cpu_s(server_pid) if server_pid is not None else 0.0
+            client_before = time.process_time()
+            run = await consume(round_index)
+            if in_process:
+                run.client_cpu_s = time.process_time() - client_before
+            if server_pid is not None:
+                run.server_cpu_s = process_cpu_s(server_pid) - server_before
+            runs.append(run)
+        if args.no_cpp:
+            runs += [ConsumerRun(name, skipped="--no-cpp") for name in _NAMES[4:]]
+        if args.rounds > 1:
+            tuned = runs[3].steady_rate
+            ratios = ", ".join(
+                f"{run.name} {run.steady_rate / tuned:.2f}x" for run in runs if tuned and run.count
+            )
+            print(f"round {round_index + 1} of {args.rounds}: {ratios}", flush=True)
+        rounds.append(runs)
+    return rounds
 
 
 async def _push(
     namesrv: str,
     topic: str,
     name: str,
+    round_index: int,
     goal: int,
     timeout_s: float,
     settings: dict[str, Any],
@@ -182,7 +210,7 @@ async def _push(
         return ConsumeResult.CONSUME_SUCCESS
 
     consumer = PushConsumer(
-        _group(name),
+        _group(name, round_index),
         namesrv,
         on_messages if asynchronous else on_messages_plain,
         **{**_FROM_FIRST, **settings},
@@ -199,10 +227,16 @@ async def _push(
 
 
 async def _pull(
-    namesrv: str, topic: str, name: str, goal: int, timeout_s: float, settings: dict[str, Any]
+    namesrv: str,
+    topic: str,
+    name: str,
+    round_index: int,
+    goal: int,
+    timeout_s: float,
+    settings: dict[str, Any],
 ) -> ConsumerRun:
     run = ConsumerRun(name, started=time.monotonic())
-    consumer = PullConsumer(_group(name), namesrv, **{**_FROM_FIRST, **settings})
+    consumer = PullConsumer(_group(name, round_index), namesrv, **{**_FROM_FIRST, **settings})
     await consumer.subscribe(topic)
     await consumer.start()
     deadline = run.started + timeout_s
@@ -217,7 +251,14 @@ async def _pull(
 
 
 def _cpp_push(
-    namesrv: str, topic: str, goal: int, timeout_s: float, options: dict[str, Any], *, native: bool
+    namesrv: str,
+    topic: str,
+    round_index: int,
+    goal: int,
+    timeout_s: float,
+    options: dict[str, Any],
+    *,
+    native: bool,
 ) -> ConsumerRun:
     """The C++ client's PushConsumer at its defaults, in a child process (it may crash alone):
     with a C callback (``_cpp_consume_native.c``, compiled here) or through its Python binding."""
@@ -231,7 +272,7 @@ def _cpp_push(
         return run
     library_dir = Path(next(iter(spec.submodule_search_locations)))
     with tempfile.TemporaryDirectory(prefix="orbitmq-bench-cpp-") as home:
-        arguments = [namesrv, topic, _group(run.name), str(goal), str(timeout_s)]
+        arguments = [namesrv, topic, _group(run.name, round_index), str(goal), str(timeout_s)]
         if native:
             program = _compile_native(library_dir, Path(home))
             if isinstance(program, str):
@@ -283,29 +324,42 @@ def _compile_native(library_dir: Path, workdir: Path) -> Path | str:
     return program
 
 
-def print_defaults_table(runs: list[ConsumerRun], goal: int, size: int) -> int:
-    """The table; exit status 1 when a consumer read fewer than ``goal`` messages."""
-    tuned = next((run for run in runs if run.name == "push tuned"), None)
-    tuned_rate = tuned.steady_rate if tuned is not None else 0.0
-    print(f"\nconsumers over a backlog of {goal:,} x {size} B (ratio: steady rate / push tuned's)")
+def print_defaults_table(rounds: list[list[ConsumerRun]], goal: int, size: int) -> int:
+    """The table (medians over the rounds); exit status 1 when a consumer read fewer than
+    ``goal`` messages in a round."""
     print(
-        f"  {'consumer':<22} {'messages':>9} {'msgs/s whole':>13} {'msgs/s steady':>14} {'ratio':>7}"
+        f"\nconsumers over a backlog of {goal:,} x {size} B, medians of {len(rounds)} round(s) "
+        "(ratio: steady rate / push tuned's in the same round)"
+    )
+    print(
+        f"  {'consumer':<22} {'msgs/s whole':>13} {'msgs/s steady':>14} {'ratio':>7}"
         f" {'client µs/msg':>14} {'server µs/msg':>14}"
     )
     status = 0
-    for run in runs:
-        if run.skipped:
-            print(f"  {run.name:<22} skipped: {run.skipped}")
+    for index, name in enumerate(run.name for run in rounds[0]):
+        runs = [runs[index] for runs in rounds]
+        skipped = next((run.skipped for run in runs if run.skipped), "")
+        if skipped:
+            print(f"  {name:<22} skipped: {skipped}")
             continue
-        ratio = run.steady_rate / tuned_rate if tuned_rate else 0.0
-        mark = "  " if run is tuned else (" ✓" if ratio >= TARGET_RATIO else " ✗")
-        per_msg = 1e6 / max(run.count, 1)
-        server = f"{run.server_cpu_s * per_msg:>14.1f}" if run.server_cpu_s is not None else f"{'n/a':>14}"
+        tuned_rates = [
+            next(r for r in runs_of_round if r.name == _NAMES[3]).steady_rate for runs_of_round in rounds
+        ]
+        ratios = [
+            run.steady_rate / tuned if tuned else 0.0 for run, tuned in zip(runs, tuned_rates, strict=True)
+        ]
+        ratio = statistics.median(ratios)
+        mark = "  " if name == _NAMES[3] else (" ✓" if ratio >= TARGET_RATIO else " ✗")
+        client = statistics.median(run.client_cpu_s * 1e6 / max(run.count, 1) for run in runs)
+        servers = [run.server_cpu_s * 1e6 / max(run.count, 1) for run in runs if run.server_cpu_s is not None]
+        server = f"{statistics.median(servers):>14.1f}" if servers else f"{'n/a':>14}"
         print(
-            f"  {run.name:<22} {run.count:>9,} {run.total_rate:>13,.0f} {run.steady_rate:>14,.0f} "
-            f"{ratio:>6.2f}x{mark} {run.client_cpu_s * per_msg:>12.1f} {server}"
+            f"  {name:<22} {statistics.median(run.total_rate for run in runs):>13,.0f} "
+            f"{statistics.median(run.steady_rate for run in runs):>14,.0f} "
+            f"{ratio:>6.2f}x{mark} {client:>12.1f} {server}"
         )
-        if run.count < goal:
-            print(f"    {run.name} read {run.count:,} of {goal:,} messages", file=sys.stderr)
-            status = 1
+        for run in runs:
+            if run.count < goal:
+                print(f"    {name} read {run.count:,} of {goal:,} messages", file=sys.stderr)
+                status = 1
     return status

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from orbitmq.bench._consume_defaults import (
-    DEFAULTS_GROUPS,
     ConsumerRun,
     compare_defaults,
+    defaults_groups,
     print_defaults_table,
 )
 from orbitmq.bench._credentials import add_credential_arguments, client_options, request_signer
@@ -77,6 +77,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(and the C++ client's), one after the other; prints msgs/s and default/tuned ratios",
     )
     parser.add_argument("--no-cpp", action="store_true", help="--compare-defaults without the C++ client")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="--compare-defaults: rounds over the backlog (medians printed)"
+    )
     add_credential_arguments(parser)
 
 
@@ -124,8 +127,8 @@ class _Stats:
 
 async def _run(
     namesrv: str, args: argparse.Namespace, server_pid: int | None = None
-) -> _Stats | list[ConsumerRun]:
-    groups = DEFAULTS_GROUPS if args.compare_defaults else (args.group,)
+) -> _Stats | list[list[ConsumerRun]]:
+    groups = defaults_groups(args.rounds) if args.compare_defaults else (args.group,)
     bench_topic = BenchTopic(
         namesrv, args.topic, args.queues, groups=groups, client_options=client_options(args)
     )
