@@ -144,9 +144,9 @@ class PullSizer:
     catching up takes big bites (fewer requests, each spread over more messages, on both
     sides), a consumer at the head of its queue pulls exactly as configured. A consumer with
     a backlog and less than half of its threshold free may wait a little for more room
-    (:meth:`worth_waiting`) rather than pull a sliver. The broker
-    bounds every answer anyway (OrbitMQ's at 256 KiB, Apache RocketMQ's at
-    ``maxTransferCountOnMessageInMemory``, 32 by default, where asking for more changes nothing).
+    (:meth:`worth_waiting`) rather than pull a sliver. The broker bounds every answer anyway
+    (OrbitMQ's at 256 KiB, Apache RocketMQ's at ``maxTransferCountOnMessageInMemory``, 32 by
+    default, where asking for more changes nothing).
     """
 
     __slots__ = ("_base", "_backlog")

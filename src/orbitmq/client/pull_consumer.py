@@ -3,9 +3,9 @@
 Queues come from :meth:`PullConsumer.assign` (fixed) or :meth:`PullConsumer.subscribe`
 (shared among the group's members by a rebalance, as for push consumers). For every queue a
 prefetch task long-polls the broker and keeps up to ``pull_threshold_for_queue`` messages
-buffered as raw pull bodies (asking for more than ``pull_batch_size`` per pull while the queue
-has a backlog: ``_pull_api.PullSizer``); :meth:`poll` hands out what is buffered, decoding only then, and
-moves the queue's consumed offset past it. With ``auto_commit`` the consumed offsets are
+buffered as raw pull bodies (asking for more than ``pull_batch_size`` per pull while the
+queue has a backlog: ``_pull_api.PullSizer``); :meth:`poll` hands out what is buffered,
+decoding only then, and moves the queue's consumed offset past it. With ``auto_commit`` the consumed offsets are
 committed every ``persist_consumer_offset_interval_ms`` and at shutdown; otherwise call
 :meth:`commit_sync` / :meth:`commit_async`.
 

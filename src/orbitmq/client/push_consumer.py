@@ -8,8 +8,8 @@ gets a :class:`ProcessQueue` and a pull task that long-polls the broker and hand
 the consume service; the pull pauses while the queue holds more than
 ``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue_mib``, and is woken
 when consumption has emptied half of it. A pull asks for ``pull_batch_size`` messages, or for
-more while the queue has a backlog and the threshold leaves room (``_pull_api.PullSizer``). A queue given
-away is dropped: its pull stops, results of its in-flight messages are ignored, its offset is
+more while the queue has a backlog and the threshold leaves room (``_pull_api.PullSizer``).
+A queue given away is dropped: its pull stops, results of its in-flight messages are ignored, its offset is
 committed. Consumed offsets (the lowest unfinished offset of each queue) are committed every
 5 s by the ClientInstance, piggybacked on pulls, and at shutdown.
 
