@@ -98,7 +98,7 @@ class ConcurrentConsumeService:
     """Worker tasks that consume batches from any queue in parallel.
 
     Theory of operation. :meth:`submit` appends a pull's messages to one FIFO of runs and
-    wakes as many idle workers as the run has batches; a worker cuts the next batch of
+    wakes an idle worker when none is free to take them; a worker cuts the next batch of
     ``batch_max_size`` messages off the run at the head when it takes it, and calls the
     listener on that batch alone, exactly as RocketMQ's ConsumeRequests do. What follows a
     successful call (taking the messages out of their process queue, moving the queue's
@@ -107,12 +107,15 @@ class ConcurrentConsumeService:
     the FIFO is empty, or after :data:`DONE_FLUSH_MESSAGES` messages or
     :data:`DONE_FLUSH_MS` of listener time, when the worker also lets the event loop run
     (the pulls go on meanwhile). Until then the finished messages stay in their process
-    queue, so the committed offset can only lag, never pass an unfinished message.
+    queue, so the committed offset can only lag, never pass an unfinished message. While a
+    listener call waits (an ``async def`` listener that awaits), another worker is woken to
+    take the next batch (:meth:`_spread`), up to ``thread_max`` calls at once as before; a
+    listener that never waits is called by one worker at a time, which is all it can use.
 
     A plain (thread pool) listener without hooks is called from the pool threads through
     ``ListenerRunner.run_in_thread``: one hop to a thread runs several batches taken from the
     FIFO (under a lock), one listener call each, rather than one hop per batch; the
-    ``thread_max`` workers keep as many threads busy as before.
+    ``thread_max`` workers keep as many threads busy as before (a run's batches wake as many).
     """
 
     def __init__(
@@ -134,6 +137,8 @@ class ConcurrentConsumeService:
         self._take_lock = threading.Lock()
         self._idle: deque[asyncio.Future[None]] = deque()
         self._busy = 0
+        self._in_listener = 0  # workers inside an async listener call now
+        self._spread_scheduled = False
         self._stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -146,13 +151,29 @@ class ConcurrentConsumeService:
         if not messages:
             return
         self._work.append(_Run(mq, pq, messages))
-        batches = -(-len(messages) // self._batch_size)
+        if self._runner.batches_in_threads:
+            self._wake(-(-len(messages) // self._batch_size))
+        elif self._in_listener >= self._busy:
+            # No worker is free to take the run now: one is woken, and more join it while
+            # the listener calls wait (_spread).
+            self._wake(1)
+
+    def _wake(self, count: int) -> None:
         idle = self._idle
-        while batches and idle:
+        while count and idle:
             waiter = idle.popleft()
             if not waiter.done():
                 waiter.set_result(None)
-                batches -= 1
+                count -= 1
+
+    def _spread(self) -> None:
+        """At the loop's next turn after a listener call began: if a call is still waiting (the
+        listener awaited something) and batches are left, wake one more worker to take them.
+        A listener that never waits keeps one worker busy and the others asleep, so the pull
+        loops get their turn every :data:`DONE_FLUSH_MESSAGES` messages, not after every worker's."""
+        self._spread_scheduled = False
+        if self._in_listener and self._work:
+            self._wake(1)
 
     async def _wait_for_work(self) -> None:
         waiter = asyncio.get_running_loop().create_future()
@@ -185,6 +206,7 @@ class ConcurrentConsumeService:
         listener = runner.awaitable_listener
         success = ConsumeResult.CONSUME_SUCCESS
         perf_counter = time.perf_counter
+        loop = asyncio.get_running_loop()
         flush_s = DONE_FLUSH_MS / 1000
         # Successful batches of done_pq not yet finished (see the class docstring).
         done_mq: MessageQueue | None = None
@@ -205,18 +227,25 @@ class ConcurrentConsumeService:
                     work.popleft()
                 messages = run.messages[start:end]
                 mq = run.mq
+                if not self._spread_scheduled and work and self._idle:
+                    self._spread_scheduled = True
+                    loop.call_soon(self._spread)
                 started = perf_counter()
-                if listener is not None:
-                    try:
-                        result = await listener(messages)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception:
-                        result = runner.raised(messages, mq)
-                    if result is not success:
-                        result = runner.outcome(result, mq)
-                else:
-                    result = await runner.run(messages, mq)
+                self._in_listener += 1
+                try:
+                    if listener is not None:
+                        try:
+                            result = await listener(messages)
+                        except asyncio.CancelledError:
+                            raise
+                        except Exception:
+                            result = runner.raised(messages, mq)
+                        if result is not success:
+                            result = runner.outcome(result, mq)
+                    else:
+                        result = await runner.run(messages, mq)
+                finally:
+                    self._in_listener -= 1
                 elapsed_s = perf_counter() - started
                 if pq.dropped:
                     # The queue belongs to another member now; it re-consumes from the committed offset.

@@ -66,7 +66,8 @@ class ProcessQueue:
         return (min(offsets), max(offsets)) if offsets else (0, 0)
 
     def put_messages(self, messages: list[MessageExt], next_begin_offset: int = -1) -> None:
-        """Add freshly pulled messages (ascending offsets; ones already seen are ignored).
+        """Add freshly pulled messages (strictly ascending offsets, as a pull returns them; ones
+        already seen are ignored).
 
         ``next_begin_offset`` is the pull's next offset: every offset below it that is not
         inside was filtered out by tag, so an empty queue may commit up to it.
