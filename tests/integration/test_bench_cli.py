@@ -115,3 +115,21 @@ def test_bench_filter_prints_sql_ratio_beside_unfiltered_and_verdict(tmp_path: P
     )
     assert re.search(r"^  target >= 0\.5x: (met|MISSED)$", done.stdout, re.MULTILINE), done.stdout
     assert "removed the benchmark's topics: BenchFilter" in done.stdout
+
+
+def test_bench_consume_compare_defaults_prints_each_consumer_and_its_ratio(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    before = _topics(server.addr)
+    done = _bench(
+        tmp_path, "consume", "-n", server.addr, "--topic", "BenchDefaults", "--compare-defaults", "--no-cpp",
+        "--prefill", "2000", "--duration-s", "30", "--rounds", "2",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.findall(r"^round (\d) of 2: ", done.stdout, re.MULTILINE) == ["1", "2"], done.stdout
+    for name in ("push defaults", "push defaults (def)", "pull defaults"):
+        line = rf"^  {re.escape(name)} +[\d,]+ +[\d,]+ +\d+\.\d\dx [✓✗]"
+        assert re.search(line, done.stdout, re.MULTILINE), done.stdout
+    assert re.search(r"^  push tuned +[\d,]+ +[\d,]+ +1\.00x", done.stdout, re.MULTILINE), done.stdout
+    assert "C++ push defaults      skipped: --no-cpp" in done.stdout
+    assert _topics(server.addr) == before

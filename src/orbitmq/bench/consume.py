@@ -8,7 +8,8 @@ pull`` polls a PullConsumer (``--raw`` leaves records undecoded and counts them 
 buffers), ``--mode push`` runs a PushConsumer with a no-op async listener. A progress line is
 printed every second. With ``--live-rate R`` a background sender keeps producing R msgs/s
 during the run, and the delivery latency (store timestamp -> in the consumer's hands) is
-reported with average/max/p50/p99/p999.
+reported with average/max/p50/p99/p999. ``--compare-defaults`` reads the prefill with consumers
+left at their defaults beside the tuned PushConsumer (``orbitmq.bench._consume_defaults``).
 
 The summary judges the rate against the target (200,000 msgs/s); the exit status is 1 when
 fewer messages than asked for were consumed. Topics the run created are removed at the end.
@@ -26,6 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orbitmq.bench._consume_defaults import (
+    ConsumerRun,
+    compare_defaults,
+    defaults_groups,
+    print_defaults_table,
+)
 from orbitmq.bench._credentials import add_credential_arguments, client_options, request_signer
 from orbitmq.bench._interrupt import INTERRUPTED_STATUS, stop_on_interrupt
 from orbitmq.bench._report import ProgressLine, percentiles_text, verdict
@@ -63,6 +70,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--live-rate", type=float, default=0.0, help="msgs/s sent during the run, for delivery latency"
     )
+    parser.add_argument(
+        "--compare-defaults",
+        action="store_true",
+        help="read the prefill with consumers at their defaults and with the tuned PushConsumer "
+        "(and the C++ client's), one after the other; prints msgs/s and default/tuned ratios",
+    )
+    parser.add_argument("--no-cpp", action="store_true", help="--compare-defaults without the C++ client")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="--compare-defaults: rounds over the backlog (medians printed)"
+    )
     add_credential_arguments(parser)
 
 
@@ -74,11 +91,13 @@ def run(args: argparse.Namespace) -> int:
             server, namesrv = _start_standalone(Path(workdir))
         try:
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
-                stats = runner.run(_run(namesrv, args))
+                stats = runner.run(_run(namesrv, args, server.pid if server is not None else None))
         finally:
             if server is not None:
                 server.terminate()
                 server.wait(30)
+    if isinstance(stats, list):
+        return print_defaults_table(stats, args.count or args.prefill, args.size)
     return _summary(stats, args)
 
 
@@ -106,15 +125,20 @@ class _Stats:
         self.bytes += size_bytes
 
 
-async def _run(namesrv: str, args: argparse.Namespace) -> _Stats:
+async def _run(
+    namesrv: str, args: argparse.Namespace, server_pid: int | None = None
+) -> _Stats | list[list[ConsumerRun]]:
+    groups = defaults_groups(args.rounds) if args.compare_defaults else (args.group,)
     bench_topic = BenchTopic(
-        namesrv, args.topic, args.queues, groups=(args.group,), client_options=client_options(args)
+        namesrv, args.topic, args.queues, groups=groups, client_options=client_options(args)
     )
     await bench_topic.create()
     try:
         queues = await bench_topic.write_queues()
         if args.prefill:
             await _prefill(queues, args)
+        if args.compare_defaults:
+            return await compare_defaults(namesrv, args.topic, args, server_pid)
         return await _bench(namesrv, queues, args)
     finally:
         await bench_topic.remove_created()

@@ -1,8 +1,8 @@
 """Running a push consumer's listener: concurrently, or orderly (serial per queue).
 
 Listeners may be ``async def`` functions (awaited on the event loop) or plain callables (run
-in a thread pool of ``consume_thread_max`` threads). Either returns a :class:`ConsumeResult`;
-an exception counts as RECONSUME_LATER.
+in a thread pool of ``consume_thread_max`` threads); ``orbitmq.client._listener_runner`` calls
+them. Either returns a :class:`ConsumeResult`; an exception counts as RECONSUME_LATER.
 
 Concurrent (RocketMQ ConsumeMessageConcurrentlyService): pulled messages are cut into batches
 of ``consume_message_batch_max_size`` and handed to ``consume_thread_max`` worker tasks. A
@@ -19,33 +19,44 @@ clustering mode a queue is consumed only while this client holds its broker lock
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
+import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Protocol
 
+from orbitmq.client._consume_stats import ConsumeStatsRecorder
 from orbitmq.client._group_api import DELAY_LEVEL_DEAD_LETTER, BrokerInvoker, send_back
+from orbitmq.client._listener_runner import (
+    ConsumeHook,
+    ConsumeResult,
+    ListenerRunner,
+    MessageListener,
+)
 from orbitmq.client._process_queue import ProcessQueue
 from orbitmq.model.message import MessageExt, MessageQueue
+
+__all__ = [
+    "ConcurrentConsumeService",
+    "ConsumeHook",
+    "ConsumeResult",
+    "ConsumeService",
+    "ConsumeSettings",
+    "MessageListener",
+    "OffsetSink",
+    "OrderlyConsumeService",
+]
 
 logger = logging.getLogger(__name__)
 
 LOCAL_RETRY_DELAY_S = 5.0
 """Pause before a message the broker would not take back is consumed again locally."""
-
-
-class ConsumeResult(Enum):
-    """What a listener answers for a batch."""
-
-    CONSUME_SUCCESS = "CONSUME_SUCCESS"
-    RECONSUME_LATER = "RECONSUME_LATER"
-
-
-MessageListener = Callable[[list[MessageExt]], "ConsumeResult | Awaitable[ConsumeResult]"]
+DONE_FLUSH_MESSAGES = 64
+"""Most finished messages a worker keeps before it finishes them and lets the loop run ..."""
+DONE_FLUSH_MS = 10.0
+"""... or listener time they took (a slow listener's batches are finished one by one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,94 +77,46 @@ class OffsetSink(Protocol):
     def queue_lockable(self, mq: MessageQueue, pq: ProcessQueue) -> Awaitable[bool]: ...
 
 
-# How a listener call ended, as RocketMQ's ConsumeReturnType ordinals (trace records carry it).
-RETURN_SUCCESS = 0
-RETURN_EXCEPTION = 2
-RETURN_NULL = 3
-RETURN_FAILED = 4
+class _Run:
+    """The messages of one pull (or of one local retry) of a queue, cut into batches as taken."""
+
+    __slots__ = ("mq", "pq", "messages", "position", "end")
+
+    def __init__(self, mq: MessageQueue, pq: ProcessQueue, messages: list[MessageExt]) -> None:
+        self.mq = mq
+        self.pq = pq
+        self.messages = messages
+        self.position = 0  # index of the first message not yet taken
+        self.end = len(messages)
 
 
-class ConsumeHook(Protocol):
-    """Told about every listener call (consume statistics, message trace)."""
-
-    def consume_started(self, messages: list[MessageExt], mq: MessageQueue) -> object:
-        """Before the call; the returned token comes back to :meth:`consume_finished`."""
-        ...
-
-    def consume_finished(
-        self,
-        token: object,
-        messages: list[MessageExt],
-        mq: MessageQueue,
-        result: ConsumeResult,
-        return_type: int,
-        elapsed_ms: float,
-    ) -> None: ...
-
-
-class _ListenerRunner:
-    """Calls the listener the right way for its kind and maps exceptions to RECONSUME_LATER."""
-
-    def __init__(self, listener: MessageListener, thread_max: int, hooks: Sequence[ConsumeHook] = ()) -> None:
-        self._hooks = tuple(hooks)
-        self._listener = listener
-        self._is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(
-            type(listener).__call__
-        )
-        self._executor = None if self._is_async else ThreadPoolExecutor(thread_max, "orbitmq-consume")
-
-    async def run(self, messages: list[MessageExt], mq: MessageQueue) -> ConsumeResult:
-        if not self._hooks:
-            return (await self._call(messages, mq))[0]
-        tokens = [self._started(hook, messages, mq) for hook in self._hooks]
-        started = time.perf_counter()
-        result, return_type = await self._call(messages, mq)
-        elapsed_ms = (time.perf_counter() - started) * 1000
-        for hook, token in zip(self._hooks, tokens, strict=True):
-            try:
-                hook.consume_finished(token, messages, mq, result, return_type, elapsed_ms)
-            except Exception:
-                logger.exception("consume hook %s failed", type(hook).__name__)
-        return result
-
-    @staticmethod
-    def _started(hook: ConsumeHook, messages: list[MessageExt], mq: MessageQueue) -> object:
-        try:
-            return hook.consume_started(messages, mq)
-        except Exception:
-            logger.exception("consume hook %s failed", type(hook).__name__)
-            return None
-
-    async def _call(self, messages: list[MessageExt], mq: MessageQueue) -> tuple[ConsumeResult, int]:
-        try:
-            if self._executor is None:
-                result = await self._listener(messages)  # type: ignore[misc]
-            else:
-                loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(self._executor, self._listener, messages)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception(
-                "listener failed on %d messages of %s; they will be reconsumed", len(messages), mq
-            )
-            return ConsumeResult.RECONSUME_LATER, RETURN_EXCEPTION
-        if isinstance(result, ConsumeResult):
-            return result, RETURN_SUCCESS if result is ConsumeResult.CONSUME_SUCCESS else RETURN_FAILED
-        logger.warning("listener returned %r for %s; treating it as RECONSUME_LATER", result, mq)
-        return ConsumeResult.RECONSUME_LATER, RETURN_NULL if result is None else RETURN_FAILED
-
-    async def run_directly(self, messages: list[MessageExt], mq: MessageQueue) -> tuple[ConsumeResult, int]:
-        """One listener call for CONSUME_MESSAGE_DIRECTLY: no hooks, no send-back."""
-        return await self._call(messages, mq)
-
-    def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class ConcurrentConsumeService:
-    """Worker tasks that consume batches from any queue in parallel."""
+    """Worker tasks that consume batches from any queue in parallel.
+
+    Theory of operation. :meth:`submit` appends a pull's messages to one FIFO of runs and
+    wakes an idle worker when none is free to take them; a worker cuts the next batch of
+    ``batch_max_size`` messages off the run at the head when it takes it, and calls the
+    listener on that batch alone, exactly as RocketMQ's ConsumeRequests do. What follows a
+    successful call (taking the messages out of their process queue, moving the queue's
+    offset, the consume statistics) is gathered over the batches of one queue that a worker
+    runs back to back, and done once for them: when its next batch is of another queue, when
+    the FIFO is empty, or after :data:`DONE_FLUSH_MESSAGES` messages or
+    :data:`DONE_FLUSH_MS` of listener time, when the worker also lets the event loop run
+    (the pulls go on meanwhile). Until then the finished messages stay in their process
+    queue, so the committed offset can only lag, never pass an unfinished message. While a
+    listener call waits (an ``async def`` listener that awaits), another worker is woken to
+    take the next batch (:meth:`_spread`), up to ``thread_max`` calls at once as before; a
+    listener that never waits is called by one worker at a time, which is all it can use.
+
+    A plain (thread pool) listener without hooks is called from the pool threads through
+    ``ListenerRunner.run_in_thread``: one hop to a thread runs several batches taken from the
+    FIFO (under a lock), one listener call each, rather than one hop per batch; the
+    ``thread_max`` workers keep as many threads busy as before (a run's batches wake as many).
+    """
 
     def __init__(
         self,
@@ -162,12 +125,21 @@ class ConcurrentConsumeService:
         invoker: BrokerInvoker,
         sink: OffsetSink,
         hooks: Sequence[ConsumeHook] = (),
+        stats: ConsumeStatsRecorder | None = None,
     ) -> None:
         self._settings = settings
-        self._runner = _ListenerRunner(listener, settings.thread_max, hooks)
+        self._batch_size = max(settings.batch_max_size, 1)
+        self._runner: ListenerRunner[ProcessQueue] = ListenerRunner(listener, settings.thread_max, hooks)
         self._invoker = invoker
         self._sink = sink
-        self._work: asyncio.Queue[tuple[MessageQueue, ProcessQueue, list[MessageExt]]] = asyncio.Queue()
+        self._stats = stats
+        self._work: deque[_Run] = deque()
+        self._take_lock = threading.Lock()
+        self._idle: deque[asyncio.Future[None]] = deque()
+        self._busy = 0
+        self._in_listener = 0  # workers inside an async listener call now
+        self._spread_scheduled = False
+        self._stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
@@ -176,27 +148,189 @@ class ConcurrentConsumeService:
             self._tasks.add(loop.create_task(self._worker(), name=f"orbitmq consume {index}"))
 
     def submit(self, mq: MessageQueue, pq: ProcessQueue, messages: list[MessageExt]) -> None:
-        size = max(self._settings.batch_max_size, 1)
-        for start in range(0, len(messages), size):
-            self._work.put_nowait((mq, pq, messages[start : start + size]))
+        if not messages:
+            return
+        self._work.append(_Run(mq, pq, messages))
+        if self._runner.batches_in_threads:
+            self._wake(-(-len(messages) // self._batch_size))
+        elif self._in_listener >= self._busy:
+            # No worker is free to take the run now: one is woken, and more join it while
+            # the listener calls wait (_spread).
+            self._wake(1)
+
+    def _wake(self, count: int) -> None:
+        idle = self._idle
+        while count and idle:
+            waiter = idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                count -= 1
+
+    def _spread(self) -> None:
+        """At the loop's next turn after a listener call began: if a call is still waiting (the
+        listener awaited something) and batches are left, wake one more worker to take them.
+        A listener that never waits keeps one worker busy and the others asleep, so the pull
+        loops get their turn every :data:`DONE_FLUSH_MESSAGES` messages, not after every worker's."""
+        self._spread_scheduled = False
+        if self._in_listener and self._work:
+            self._wake(1)
+
+    async def _wait_for_work(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._idle.append(waiter)
+        try:
+            await waiter
+        finally:
+            if not waiter.done():
+                waiter.cancel()
 
     async def _worker(self) -> None:
+        work = self._work
+        in_threads = self._runner.batches_in_threads
         while True:
-            mq, pq, messages = await self._work.get()
+            if not work:
+                await self._wait_for_work()
+                continue
+            self._busy += 1
+            try:
+                if in_threads:
+                    await self._consume_in_thread()
+                else:
+                    await self._consume_on_loop()
+            finally:
+                self._busy -= 1
+
+    async def _consume_on_loop(self) -> None:
+        """Take batches off the FIFO and call the listener on each, until the FIFO is empty."""
+        work, runner, size = self._work, self._runner, self._batch_size
+        listener = runner.awaitable_listener
+        success = ConsumeResult.CONSUME_SUCCESS
+        perf_counter = time.perf_counter
+        loop = asyncio.get_running_loop()
+        flush_s = DONE_FLUSH_MS / 1000
+        # Successful batches of done_pq not yet finished (see the class docstring).
+        done_mq: MessageQueue | None = None
+        done_pq: ProcessQueue | None = None
+        done: list[MessageExt] = []
+        calls = 0
+        rt_s = 0.0
+        try:
+            while work:
+                run = work[0]
+                pq = run.pq
+                if pq.dropped:
+                    work.popleft()
+                    continue
+                start = run.position
+                run.position = end = start + size
+                if end >= run.end:
+                    work.popleft()
+                messages = run.messages[start:end]
+                mq = run.mq
+                if not self._spread_scheduled and work and self._idle:
+                    self._spread_scheduled = True
+                    loop.call_soon(self._spread)
+                started = perf_counter()
+                self._in_listener += 1
+                try:
+                    if listener is not None:
+                        try:
+                            result = await listener(messages)
+                        except asyncio.CancelledError:
+                            raise
+                        except Exception:
+                            result = runner.raised(messages, mq)
+                        if result is not success:
+                            result = runner.outcome(result, mq)
+                    else:
+                        result = await runner.run(messages, mq)
+                finally:
+                    self._in_listener -= 1
+                elapsed_s = perf_counter() - started
+                if pq.dropped:
+                    # The queue belongs to another member now; it re-consumes from the committed offset.
+                    continue
+                if result is not success:
+                    await self._failed(mq, pq, messages, elapsed_s * 1000)
+                    continue
+                if pq is not done_pq:
+                    if done_mq is not None and done_pq is not None:
+                        self._finish(done_mq, done_pq, done, calls, rt_s * 1000)
+                    done_mq, done_pq, done, calls, rt_s = mq, pq, [], 0, 0.0
+                done += messages
+                calls += 1
+                rt_s += elapsed_s
+                if calls * size >= DONE_FLUSH_MESSAGES or rt_s >= flush_s:
+                    self._finish(mq, pq, done, calls, rt_s * 1000)
+                    done_mq = done_pq = None
+                    await asyncio.sleep(0)  # let the pulls (and the other workers) run
+        finally:
+            if done_mq is not None and done_pq is not None:
+                self._finish(done_mq, done_pq, done, calls, rt_s * 1000)
+
+    async def _consume_in_thread(self) -> None:
+        """Hand batches of the FIFO to a pool thread (see the class docstring), then finish them."""
+        outcomes = await self._runner.run_in_thread(self._take_in_thread)
+        done_mq: MessageQueue | None = None
+        done_pq: ProcessQueue | None = None
+        done: list[MessageExt] = []
+        calls = 0
+        rt_ms = 0.0
+        for mq, messages, pq, result, elapsed_ms in outcomes:
             if pq.dropped:
                 continue
-            result = await self._runner.run(messages, mq)
-            if pq.dropped:
-                # The queue belongs to another member now; it re-consumes from the committed offset.
+            if result is not ConsumeResult.CONSUME_SUCCESS:
+                await self._failed(mq, pq, messages, elapsed_ms)
                 continue
-            done = messages
-            if result is ConsumeResult.RECONSUME_LATER:
-                done = await self._send_back(mq, messages)
-                taken_back = {id(m) for m in done}
-                kept = [m for m in messages if id(m) not in taken_back]
-                if kept:
-                    self._retry_locally(mq, pq, kept)
-            self._sink.on_consumed(mq, pq, pq.remove_messages(done))
+            if pq is not done_pq:
+                if done_mq is not None and done_pq is not None:
+                    self._finish(done_mq, done_pq, done, calls, rt_ms)
+                done_mq, done_pq, done, calls, rt_ms = mq, pq, [], 0, 0.0
+            done += messages
+            calls += 1
+            rt_ms += elapsed_ms
+        if done_mq is not None and done_pq is not None:
+            self._finish(done_mq, done_pq, done, calls, rt_ms)
+
+    def _take_in_thread(self) -> tuple[MessageQueue, list[MessageExt], ProcessQueue] | None:
+        """The next batch for a pool thread (called there), or None: nothing left, or stopping."""
+        with self._take_lock:
+            work = self._work
+            while work and not self._stopping:
+                run = work[0]
+                if run.pq.dropped:
+                    work.popleft()
+                    continue
+                start = run.position
+                run.position = end = start + self._batch_size
+                if end >= run.end:
+                    work.popleft()
+                return run.mq, run.messages[start:end], run.pq
+        return None
+
+    def _finish(
+        self, mq: MessageQueue, pq: ProcessQueue, messages: list[MessageExt], calls: int, rt_ms: float
+    ) -> None:
+        """``calls`` listener calls on ``messages`` of ``pq`` succeeded: out of the process queue,
+        the offset moves, the statistics count them."""
+        if pq.dropped:
+            return
+        self._sink.on_consumed(mq, pq, pq.remove_messages(messages))
+        if self._stats is not None:
+            self._stats.on_consumed(mq.topic, len(messages), 0, rt_ms, _now_ms(), calls)
+
+    async def _failed(
+        self, mq: MessageQueue, pq: ProcessQueue, messages: list[MessageExt], elapsed_ms: float
+    ) -> None:
+        """A batch the listener did not consume: sent back, or kept for a local retry."""
+        if self._stats is not None:
+            self._stats.on_consumed(mq.topic, 0, len(messages), elapsed_ms, _now_ms())
+        done = await self._send_back(mq, messages)
+        taken_back = {id(m) for m in done}
+        kept = [m for m in messages if id(m) not in taken_back]
+        if kept:
+            self._retry_locally(mq, pq, kept)
+        self._sink.on_consumed(mq, pq, pq.remove_messages(done))
 
     async def _send_back(self, mq: MessageQueue, messages: list[MessageExt]) -> list[MessageExt]:
         """The messages the broker took back (broadcasting drops failures, as RocketMQ does)."""
@@ -233,12 +367,14 @@ class ConcurrentConsumeService:
         return await self._runner.run_directly(messages, mq)
 
     async def drain(self, timeout_s: float) -> None:
-        """Wait until queued batches are consumed (or ``timeout_s`` passes)."""
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while not self._work.empty() and asyncio.get_running_loop().time() < deadline:
+        """Wait until queued batches are consumed and finished (or ``timeout_s`` passes)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while (self._work or self._busy) and loop.time() < deadline:
             await asyncio.sleep(0.02)
 
     async def stop(self) -> None:
+        self._stopping = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -256,11 +392,13 @@ class OrderlyConsumeService:
         invoker: BrokerInvoker,
         sink: OffsetSink,
         hooks: Sequence[ConsumeHook] = (),
+        stats: ConsumeStatsRecorder | None = None,
     ) -> None:
         self._settings = settings
-        self._runner = _ListenerRunner(listener, settings.thread_max, hooks)
+        self._runner: ListenerRunner[ProcessQueue] = ListenerRunner(listener, settings.thread_max, hooks)
         self._invoker = invoker
         self._sink = sink
+        self._stats = stats
         self._tasks: dict[ProcessQueue, asyncio.Task[None]] = {}
 
     def start(self) -> None:
@@ -290,7 +428,12 @@ class OrderlyConsumeService:
                 messages = pq.take_messages(max(self._settings.batch_max_size, 1))
                 if not messages:
                     return
+                started = time.perf_counter()
                 result = await self._runner.run(messages, mq)
+                if self._stats is not None:
+                    ok = len(messages) if result is ConsumeResult.CONSUME_SUCCESS else 0
+                    elapsed_ms = (time.perf_counter() - started) * 1000
+                    self._stats.on_consumed(mq.topic, ok, len(messages) - ok, elapsed_ms, _now_ms())
                 if pq.dropped:
                     return
                 if result is ConsumeResult.CONSUME_SUCCESS or await self._dead_letter(mq, messages):

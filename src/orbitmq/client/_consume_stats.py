@@ -61,12 +61,15 @@ class ConsumeStatsRecorder:
         bucket.pulls += 1
         bucket.pull_rt_ms += rt_ms
 
-    def on_consumed(self, topic: str, ok: int, failed: int, rt_ms: float, now_ms: int) -> None:
+    def on_consumed(
+        self, topic: str, ok: int, failed: int, rt_ms: float, now_ms: int, calls: int = 1
+    ) -> None:
+        """``calls`` listener calls finished, ``ok`` + ``failed`` messages, ``rt_ms`` their total time."""
         entry = self._topic(topic)
         bucket = entry.bucket(now_ms)
         bucket.ok += ok
         bucket.failed += failed
-        bucket.consumes += 1
+        bucket.consumes += calls
         bucket.consume_rt_ms += rt_ms
         entry.failed_total += failed
 

@@ -66,11 +66,20 @@ class ProcessQueue:
         return (min(offsets), max(offsets)) if offsets else (0, 0)
 
     def put_messages(self, messages: list[MessageExt], next_begin_offset: int = -1) -> None:
-        """Add freshly pulled messages (ascending offsets; ones already seen are ignored).
+        """Add freshly pulled messages (strictly ascending offsets, as a pull returns them; ones
+        already seen are ignored).
 
         ``next_begin_offset`` is the pull's next offset: every offset below it that is not
         inside was filtered out by tag, so an empty queue may commit up to it.
         """
+        if messages and messages[0].queue_offset > self._max_seen_offset:
+            # The usual case, a pull past everything seen: no message to skip.
+            offsets = [message.queue_offset for message in messages]
+            self._messages.update(zip(offsets, messages, strict=True))
+            self._max_seen_offset = max(offsets)
+            self._known = True
+            self.msg_size_bytes += sum([len(message.body) for message in messages])
+            messages = []
         for message in messages:
             queue_offset = message.queue_offset
             if queue_offset <= self._max_seen_offset:

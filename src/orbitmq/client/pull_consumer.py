@@ -3,8 +3,9 @@
 Queues come from :meth:`PullConsumer.assign` (fixed) or :meth:`PullConsumer.subscribe`
 (shared among the group's members by a rebalance, as for push consumers). For every queue a
 prefetch task long-polls the broker and keeps up to ``pull_threshold_for_queue`` messages
-buffered as raw pull bodies; :meth:`poll` hands out what is buffered, decoding only then, and
-moves the queue's consumed offset past it. With ``auto_commit`` the consumed offsets are
+buffered as raw pull bodies (asking for more than ``pull_batch_size`` per pull while the
+queue has a backlog: ``_pull_api.PullSizer``); :meth:`poll` hands out what is buffered,
+decoding only then, and moves the queue's consumed offset past it. With ``auto_commit`` the consumed offsets are
 committed every ``persist_consumer_offset_interval_ms`` and at shutdown; otherwise call
 :meth:`commit_sync` / :meth:`commit_async`.
 
@@ -28,6 +29,7 @@ from orbitmq.client._instance import ClientInstance
 from orbitmq.client._pull_api import (
     PullNodeTable,
     PullRequestSpec,
+    PullSizer,
     PullStatus,
     decode_pull_body,
     pull_queue,
@@ -399,25 +401,29 @@ class PullConsumer:
         if state.next_pull_offset is None:
             state.next_pull_offset = await self._start_offset(mq)
             state.consumed_offset = state.next_pull_offset
-        spec = PullRequestSpec(
-            self.group,
-            self._subscriptions.get(mq.topic, _ALL),
-            self.config.pull_batch_size,
-            self.config.broker_suspend_max_ms,
-            self.config.consumer_timeout_when_suspend_ms,
-        )
+        selector = self._subscriptions.get(mq.topic, _ALL)
+        threshold = self.config.pull_threshold_for_queue
+        sizer = PullSizer(self.config.pull_batch_size)
         while True:
-            if state.buffered_estimate >= self.config.pull_threshold_for_queue:
+            if state.buffered_estimate >= threshold:
                 state.space.clear()
                 await state.space.wait()
                 continue
             queue_offset = state.next_pull_offset
+            spec = PullRequestSpec(
+                self.group,
+                selector,
+                sizer.next_size(threshold - state.buffered_estimate),
+                self.config.broker_suspend_max_ms,
+                self.config.consumer_timeout_when_suspend_ms,
+            )
             try:
                 result = await pull_queue(instance, mq, queue_offset, spec, nodes=self._pull_nodes)
             except OrbitError as exc:
                 logger.info("prefetch of %s at queue offset %d failed: %s", mq, queue_offset, exc)
                 await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
                 continue
+            sizer.on_result(result)
             if result.status is PullStatus.FOUND:
                 batch = RawBatch(mq, queue_offset, result.next_begin_offset, result.body)
                 state.buffer.append(batch)

@@ -6,8 +6,10 @@ the others when this member stops and unregisters), works out this client's queu
 the allocate strategy over the group's members (GET_CONSUMER_LIST_BY_GROUP). Each queue owned
 gets a :class:`ProcessQueue` and a pull task that long-polls the broker and hands messages to
 the consume service; the pull pauses while the queue holds more than
-``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue_mib``. A queue given
-away is dropped: its pull stops, results of its in-flight messages are ignored, its offset is
+``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue_mib``, and is woken
+when consumption has emptied half of it. A pull asks for ``pull_batch_size`` messages, or for
+more while the queue has a backlog and the threshold leaves room (``_pull_api.PullSizer``).
+A queue given away is dropped: its pull stops, results of its in-flight messages are ignored, its offset is
 committed. Consumed offsets (the lowest unfinished offset of each queue) are committed every
 5 s by the ClientInstance, piggybacked on pulls, and at shutdown.
 
@@ -41,6 +43,7 @@ from orbitmq.client._process_queue import ProcessQueue
 from orbitmq.client._pull_api import (
     PullNodeTable,
     PullRequestSpec,
+    PullSizer,
     PullStatus,
     decode_pull_body,
     pull_queue,
@@ -108,6 +111,8 @@ class PushConsumer:
         # Per queue, the broker the last pull answer suggested (a slave while the master is away).
         self._pull_nodes = PullNodeTable()
         self._owned: dict[MessageQueue, _Owned] = {}
+        # Pull loops paused by flow control, woken when consumption makes room (on_consumed).
+        self._room_waiters: dict[ProcessQueue, asyncio.Future[None]] = {}
         self._instance: ClientInstance | None = None
         self._store: OffsetStore | None = None
         self._service: ConsumeService | None = None
@@ -189,7 +194,7 @@ class PushConsumer:
             self.config.suspend_current_queue_time_ms,
         )
         service_type = OrderlyConsumeService if self.config.orderly else ConcurrentConsumeService
-        hooks: list[ConsumeHook] = [_StatsHook(self._stats)]
+        hooks: list[ConsumeHook] = []
         if self.client_config.enable_msg_trace:
             self._trace = TraceDispatcher(
                 self.client_config.namesrv_addr,
@@ -200,7 +205,7 @@ class PushConsumer:
                 client_ip=self.client_config.client_ip,
             )
             hooks.append(TraceConsumeHook(self._trace, self.group, self.client_config.client_ip))
-        self._service = service_type(settings, self._listener, instance, self, hooks)
+        self._service = service_type(settings, self._listener, instance, self, hooks, self._stats)
         self._started_ms = _now_ms()
         self._running = True
         try:
@@ -508,6 +513,14 @@ class PushConsumer:
     def on_consumed(self, mq: MessageQueue, pq: ProcessQueue, commit_offset: int) -> None:
         if commit_offset >= 0 and not pq.dropped and self._store is not None:
             self._store.table.update(mq, commit_offset, increase_only=True)
+        waiter = self._room_waiters.get(pq)
+        if waiter is not None and (
+            pq.msg_count <= self.config.pull_threshold_for_queue // 2
+            and pq.msg_size_bytes <= self.config.pull_threshold_size_for_queue_mib * 512 * 1024
+        ):
+            del self._room_waiters[pq]
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def queue_lockable(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         if not self.clustering:
@@ -521,11 +534,15 @@ class PushConsumer:
         service = self._service
         store = self._store
         assert service is not None and store is not None
+        threshold_count = self.config.pull_threshold_for_queue
         threshold_bytes = self.config.pull_threshold_size_for_queue_mib * 1024 * 1024
+        sizer = PullSizer(self.config.pull_batch_size)
         next_offset = pq.commit_offset()
         while not pq.dropped:
-            if pq.msg_count >= self.config.pull_threshold_for_queue or pq.msg_size_bytes >= threshold_bytes:
-                await asyncio.sleep(PULL_DELAY_ON_FLOW_CONTROL_S)
+            if sizer.worth_waiting(threshold_count - pq.msg_count, threshold_count):
+                await self._wait_for_room(pq)  # then pulls what room there is, as RocketMQ would
+            if pq.msg_count >= threshold_count or pq.msg_size_bytes >= threshold_bytes:
+                await self._wait_for_room(pq)
                 continue
             selector = self._subscriptions.get(mq.topic)
             if selector is None:
@@ -533,7 +550,7 @@ class PushConsumer:
             spec = PullRequestSpec(
                 self.group,
                 selector,
-                self.config.pull_batch_size,
+                sizer.next_size(threshold_count - pq.msg_count),
                 self.config.broker_suspend_max_ms,
                 self.config.consumer_timeout_when_suspend_ms,
             )
@@ -554,6 +571,7 @@ class PushConsumer:
                 continue
             if pq.dropped:
                 return
+            sizer.on_result(result)
             if result.status is PullStatus.FOUND:
                 try:
                     messages = decode_pull_body(result.body, selector, mq)
@@ -594,32 +612,24 @@ class PushConsumer:
                 result.next_begin_offset if result.status is not PullStatus.NO_NEW_MSG else next_offset
             )
 
+    async def _wait_for_room(self, pq: ProcessQueue) -> None:
+        """Flow control: until consumption has emptied half of ``pq`` (see :meth:`on_consumed`),
+        or :data:`PULL_DELAY_ON_FLOW_CONTROL_S` passed (the caller looks at the thresholds again)."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._room_waiters[pq] = waiter
+        try:
+            async with asyncio.timeout(PULL_DELAY_ON_FLOW_CONTROL_S):
+                await waiter
+        except TimeoutError:
+            pass
+        finally:
+            if self._room_waiters.get(pq) is waiter:
+                del self._room_waiters[pq]
+
     def _require_instance(self) -> ClientInstance:
         if self._instance is None:
             raise ClientStateError(f"consumer group {self.group} is not started")
         return self._instance
-
-
-class _StatsHook:
-    """Feeds the listener's outcomes into the consumer's rates (running info)."""
-
-    def __init__(self, stats: ConsumeStatsRecorder) -> None:
-        self._stats = stats
-
-    def consume_started(self, messages: list[MessageExt], mq: MessageQueue) -> object:
-        return None
-
-    def consume_finished(
-        self,
-        token: object,
-        messages: list[MessageExt],
-        mq: MessageQueue,
-        result: ConsumeResult,
-        return_type: int,
-        elapsed_ms: float,
-    ) -> None:
-        ok = len(messages) if result is ConsumeResult.CONSUME_SUCCESS else 0
-        self._stats.on_consumed(mq.topic, ok, len(messages) - ok, elapsed_ms, _now_ms())
 
 
 def _now_ms() -> int:

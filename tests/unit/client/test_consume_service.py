@@ -9,6 +9,7 @@ after max_reconsume_times attempts.
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -139,3 +140,74 @@ async def test_consume_orderly_retries_in_place_then_dead_letters() -> None:
     assert seen == [(0, 0), (1, 0), (1, 1), (1, 2), (2, 0)]
     assert [fields["delayLevel"] for fields in broker.send_backs] == ["-1"]
     assert sink.offsets == [1, 2, 3]
+
+
+@pytest.mark.parametrize("kind", ["async", "plain"])
+async def test_consume_concurrent_listener_gets_batch_max_size_per_call(kind: str) -> None:
+    broker, sink = FakeBroker(), Sink()
+    calls: list[list[int]] = []
+
+    def record(messages: list[MessageExt]) -> ConsumeResult:
+        calls.append([m.queue_offset for m in messages])
+        return ConsumeResult.CONSUME_SUCCESS
+
+    async def on_messages(messages: list[MessageExt]) -> ConsumeResult:
+        return record(messages)
+
+    listener = on_messages if kind == "async" else record
+    service = ConcurrentConsumeService(settings(batch_max_size=3), listener, broker, sink)
+    service.start()
+    pq, messages = fill(200)
+    service.submit(MQ, pq, messages[:100])
+    service.submit(MQ, pq, messages[100:])
+    await settle(lambda: pq.msg_count == 0)
+    await service.stop()
+    # Each pull's messages are cut into batches of 3 (the last one of a pull may be shorter).
+    assert sorted(len(call) for call in calls) == [1] * 2 + [3] * 66
+    assert sorted(offset for call in calls for offset in call) == list(range(200))
+    assert sink.offsets[-1] == 200 and sink.offsets == sorted(sink.offsets)
+
+
+@pytest.mark.parametrize("kind", ["async", "plain"])
+async def test_consume_concurrent_slow_listener_keeps_thread_max_calls_in_flight(kind: str) -> None:
+    """Batches are still handed to thread_max listener calls at once when the listener waits."""
+    broker, sink = FakeBroker(), Sink()
+    in_flight, most = 0, 0
+    lock = threading.Lock()
+    release = threading.Event()
+
+    def enter() -> None:
+        nonlocal in_flight, most
+        with lock:
+            in_flight += 1
+            most = max(most, in_flight)
+
+    def leave() -> ConsumeResult:
+        nonlocal in_flight
+        with lock:
+            in_flight -= 1
+        return ConsumeResult.CONSUME_SUCCESS
+
+    async def waiting(messages: list[MessageExt]) -> ConsumeResult:
+        enter()
+        while not release.is_set():
+            await asyncio.sleep(0.005)
+        return leave()
+
+    def blocking(messages: list[MessageExt]) -> ConsumeResult:
+        enter()
+        release.wait(5)
+        return leave()
+
+    service = ConcurrentConsumeService(
+        settings(thread_max=4), waiting if kind == "async" else blocking, broker, sink
+    )
+    service.start()
+    pq, messages = fill(12)
+    service.submit(MQ, pq, messages)
+    await settle(lambda: most == 4)
+    assert pq.commit_offset() == 0  # nothing finished yet
+    release.set()
+    await settle(lambda: pq.msg_count == 0)
+    await service.stop()
+    assert most == 4 and sink.offsets[-1] == 12

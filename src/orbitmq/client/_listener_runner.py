@@ -1,0 +1,218 @@
+"""Calling a push consumer's listener the right way for its kind, with the consume hooks.
+
+Listeners may be ``async def`` functions (awaited on the event loop) or plain callables (run
+in a thread pool of ``consume_thread_max`` threads). Either returns a :class:`ConsumeResult`;
+an exception counts as RECONSUME_LATER, and so does any other answer (logged).
+
+A plain listener with no hook may also be given a run of batches per hop to a pool thread
+(:meth:`ListenerRunner.run_in_thread`): still one listener call per batch, in the order the
+batches are taken, but one hand-over between the event loop and a thread for up to
+:data:`THREAD_RUN_BATCHES` calls instead of one per call. A slow listener gets one batch per
+hop (:data:`THREAD_RUN_MAX_S`), so every pool thread stays busy as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from enum import Enum
+from typing import Generic, Protocol, TypeVar
+
+from orbitmq.model.message import MessageExt, MessageQueue
+
+__all__ = [
+    "RETURN_EXCEPTION",
+    "RETURN_FAILED",
+    "RETURN_NULL",
+    "RETURN_SUCCESS",
+    "THREAD_RUN_BATCHES",
+    "THREAD_RUN_MAX_S",
+    "Batch",
+    "ConsumeHook",
+    "ConsumeResult",
+    "ListenerRunner",
+    "MessageListener",
+    "Outcome",
+]
+
+logger = logging.getLogger(__name__)
+
+THREAD_RUN_BATCHES = 64
+"""Most batches a pool thread runs for one hop from the event loop ..."""
+THREAD_RUN_MAX_S = 0.01
+"""... or seconds it keeps taking new ones after its first."""
+
+
+class ConsumeResult(Enum):
+    """What a listener answers for a batch."""
+
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+MessageListener = Callable[[list[MessageExt]], "ConsumeResult | Awaitable[ConsumeResult]"]
+
+# How a listener call ended, as RocketMQ's ConsumeReturnType ordinals (trace records carry it).
+RETURN_SUCCESS = 0
+RETURN_EXCEPTION = 2
+RETURN_NULL = 3
+RETURN_FAILED = 4
+
+
+T = TypeVar("T")
+# A batch for one listener call: its queue, its messages, and what the caller tags it with.
+Batch = tuple[MessageQueue, list[MessageExt], T]
+# The same with what the listener answered, and how long the call took (ms).
+Outcome = tuple[MessageQueue, list[MessageExt], T, "ConsumeResult", float]
+
+
+class ConsumeHook(Protocol):
+    """Told about every listener call (message trace)."""
+
+    def consume_started(self, messages: list[MessageExt], mq: MessageQueue) -> object:
+        """Before the call; the returned token comes back to :meth:`consume_finished`."""
+        ...
+
+    def consume_finished(
+        self,
+        token: object,
+        messages: list[MessageExt],
+        mq: MessageQueue,
+        result: ConsumeResult,
+        return_type: int,
+        elapsed_ms: float,
+    ) -> None: ...
+
+
+class ListenerRunner(Generic[T]):
+    """Calls the listener the right way for its kind and maps exceptions to RECONSUME_LATER."""
+
+    def __init__(self, listener: MessageListener, thread_max: int, hooks: Sequence[ConsumeHook] = ()) -> None:
+        self._hooks = tuple(hooks)
+        self._listener = listener
+        is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(
+            type(listener).__call__
+        )
+        self._executor = None if is_async else ThreadPoolExecutor(thread_max, "orbitmq-consume")
+
+    @property
+    def batches_in_threads(self) -> bool:
+        """A plain listener and no hook: :meth:`run_in_thread` may be used."""
+        return self._executor is not None and not self._hooks
+
+    @property
+    def awaitable_listener(self) -> Callable[[list[MessageExt]], Awaitable[object]] | None:
+        """An ``async def`` listener when there is no hook: the caller may await it itself (one
+        coroutine less per call), mapping its answer with :meth:`outcome` and an exception with
+        :meth:`raised`; else None."""
+        if self._executor is not None or self._hooks:
+            return None
+        return self._listener  # type: ignore[return-value]
+
+    @staticmethod
+    def outcome(result: object, mq: MessageQueue) -> ConsumeResult:
+        """What a listener's answer counts as."""
+        return _outcome(result, mq)[0]
+
+    @staticmethod
+    def raised(messages: list[MessageExt], mq: MessageQueue) -> ConsumeResult:
+        """The listener raised (call from an ``except`` block): logged, RECONSUME_LATER."""
+        return _raised(messages, mq)[0]
+
+    async def run(self, messages: list[MessageExt], mq: MessageQueue) -> ConsumeResult:
+        if not self._hooks:
+            return (await self._call(messages, mq))[0]
+        tokens = [self._started(hook, messages, mq) for hook in self._hooks]
+        started = time.perf_counter()
+        result, return_type = await self._call(messages, mq)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        for hook, token in zip(self._hooks, tokens, strict=True):
+            try:
+                hook.consume_finished(token, messages, mq, result, return_type, elapsed_ms)
+            except Exception:
+                logger.exception("consume hook %s failed", type(hook).__name__)
+        return result
+
+    @staticmethod
+    def _started(hook: ConsumeHook, messages: list[MessageExt], mq: MessageQueue) -> object:
+        try:
+            return hook.consume_started(messages, mq)
+        except Exception:
+            logger.exception("consume hook %s failed", type(hook).__name__)
+            return None
+
+    async def _call(self, messages: list[MessageExt], mq: MessageQueue) -> tuple[ConsumeResult, int]:
+        try:
+            if self._executor is None:
+                result = await self._listener(messages)  # type: ignore[misc]
+            else:
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(self._executor, self._listener, messages)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            return _raised(messages, mq)
+        return _outcome(result, mq)
+
+    async def run_in_thread(self, take: Callable[[], Batch[T] | None]) -> list[Outcome[T]]:
+        """In one pool thread, the listener on each batch ``take`` gives until it gives None,
+        :data:`THREAD_RUN_BATCHES` ran or :data:`THREAD_RUN_MAX_S` passed: each batch with its
+        result and the ms its call took. ``take`` runs in the thread.
+
+        Raises:
+            AssertionError: not a plain listener without hooks (see :attr:`batches_in_threads`).
+        """
+        if self._executor is None or self._hooks:
+            raise AssertionError("run_in_thread needs a plain listener and no hooks")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._run_batches, take)
+
+    def _run_batches(self, take: Callable[[], Batch[T] | None]) -> list[Outcome[T]]:
+        outcomes: list[Outcome[T]] = []
+        listener = self._listener
+        perf_counter = time.perf_counter
+        run_started = perf_counter()
+        while len(outcomes) < THREAD_RUN_BATCHES:
+            batch = take()
+            if batch is None:
+                break
+            mq, messages, tag = batch
+            started = perf_counter()
+            try:
+                result = listener(messages)
+                if result is not ConsumeResult.CONSUME_SUCCESS:
+                    result = _outcome(result, mq)[0]
+            except Exception:
+                result = _raised(messages, mq)[0]
+            finished = perf_counter()
+            outcomes.append((mq, messages, tag, result, (finished - started) * 1000))
+            if finished - run_started >= THREAD_RUN_MAX_S:
+                break
+        return outcomes
+
+    async def run_directly(self, messages: list[MessageExt], mq: MessageQueue) -> tuple[ConsumeResult, int]:
+        """One listener call for CONSUME_MESSAGE_DIRECTLY: no hooks, no send-back."""
+        return await self._call(messages, mq)
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _raised(messages: list[MessageExt], mq: MessageQueue) -> tuple[ConsumeResult, int]:
+    """The listener raised (called from an ``except`` block): logged; the batch is reconsumed."""
+    logger.exception("listener failed on %d messages of %s; they will be reconsumed", len(messages), mq)
+    return ConsumeResult.RECONSUME_LATER, RETURN_EXCEPTION
+
+
+def _outcome(result: object, mq: MessageQueue) -> tuple[ConsumeResult, int]:
+    """What a listener's answer counts as, and its ConsumeReturnType."""
+    if result is ConsumeResult.CONSUME_SUCCESS:
+        return ConsumeResult.CONSUME_SUCCESS, RETURN_SUCCESS
+    if isinstance(result, ConsumeResult):
+        return result, RETURN_FAILED
+    logger.warning("listener returned %r for %s; treating it as RECONSUME_LATER", result, mq)
+    return ConsumeResult.RECONSUME_LATER, RETURN_NULL if result is None else RETURN_FAILED
