@@ -432,6 +432,43 @@ def encode_topic_config_wrapper(wrapper: TopicConfigSerializeWrapper) -> bytes:
     return _dumps(_wrapper_json(wrapper))
 
 
+def encode_topic_config_entry(name: str, config: TopicConfig) -> bytes:
+    """One ``"name":{TopicConfig}`` member of a wrapper's topicConfigTable, as
+    :func:`encode_topic_config_wrapper` writes it (for :func:`join_topic_config_wrapper`)."""
+    return _dumps(name) + b":" + _dumps(_topic_config_json(config))
+
+
+def join_topic_config_wrapper(data_version: DataVersion, entries: list[bytes]) -> bytes:
+    """The bytes of :func:`encode_topic_config_wrapper` from already encoded table entries.
+
+    A broker with tens of thousands of topics keeps each topic's entry and re-encodes only the
+    topics that changed; the join is one pass over bytes.
+    """
+    return b"".join(
+        (
+            b'{"dataVersion":',
+            encode_data_version(data_version),
+            b',"topicConfigTable":{',
+            b",".join(entries),
+            b"}}",
+        )
+    )
+
+
+def register_broker_json_body(wrapper_json: bytes, filter_server_list: list[str]) -> bytes:
+    """The JSON REGISTER_BROKER body around an encoded TopicConfigSerializeWrapper (the bytes of
+    :func:`encode_register_broker_body` without ``compressed``)."""
+    return b"".join(
+        (
+            b'{"filterServerList":',
+            _dumps(filter_server_list),
+            b',"topicConfigSerializeWrapper":',
+            wrapper_json,
+            b"}",
+        )
+    )
+
+
 def decode_topic_config_wrapper(data: bytes | bytearray | memoryview | str) -> TopicConfigSerializeWrapper:
     return _wrapper(_loads(data, "TopicConfigSerializeWrapper"), "TopicConfigSerializeWrapper")
 

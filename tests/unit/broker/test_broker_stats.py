@@ -6,10 +6,6 @@ Method: scripted puts and gets at known times; the minute, hour and day windows 
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from types import FrameType
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +14,7 @@ from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.live_config import LIVE_KEYS, apply_live_updates, parse_properties_text, render_configs
 from orbitmq.broker.stats import BrokerStats
 from orbitmq.errors import ConfigError
+from tests.support.calls import python_calls
 
 
 def test_stats_windows_count_what_happened_in_them() -> None:
@@ -64,23 +61,6 @@ def test_live_config_changes_only_live_keys() -> None:
     assert set(rendered) >= LIVE_KEYS
 
 
-def _python_calls(action: Callable[[], object]) -> int:
-    """How many Python functions ``action`` calls (its own work, whatever the time it takes)."""
-    calls = 0
-
-    def count(frame: FrameType, event: str, arg: object) -> None:
-        nonlocal calls
-        if event == "call":
-            calls += 1
-
-    sys.setprofile(count)
-    try:
-        action()
-    finally:
-        sys.setprofile(None)
-    return calls
-
-
 def test_stats_sample_costs_the_same_whatever_the_number_of_items() -> None:
     # Sampling runs on the broker's event loop once a second: with 50,000 topics, a pass over
     # every item held the loop for most of a second. Ticks must cost the same for 10 or 5,000.
@@ -92,7 +72,7 @@ def test_stats_sample_costs_the_same_whatever_the_number_of_items() -> None:
             stats.on_get("G", f"T{index}", 1, 10)
         # One call per second, past minute, 10-minute and hour ticks.
         work.append(
-            _python_calls(lambda stats=stats: [stats.sample(second * 1_000) for second in range(1, 3_602)])
+            python_calls(lambda stats=stats: [stats.sample(second * 1_000) for second in range(1, 3_602)])
         )
     assert work[0] == work[1]
 
