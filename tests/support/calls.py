@@ -9,10 +9,13 @@ are not counted), optionally only those of one name.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import FrameType
+from typing import TypeVar
 
-__all__ = ["python_calls"]
+__all__ = ["python_calls", "python_calls_while"]
+
+_T = TypeVar("_T")
 
 
 def python_calls(action: Callable[[], object], name: str | None = None) -> int:
@@ -30,3 +33,21 @@ def python_calls(action: Callable[[], object], name: str | None = None) -> int:
     finally:
         sys.setprofile(None)
     return calls
+
+
+async def python_calls_while(awaitable: Awaitable[_T], name: str) -> tuple[_T, int]:
+    """``await awaitable`` and count the calls of Python functions named ``name`` on this
+    thread meanwhile (the event loop's other tasks included: an in-process server's handlers)."""
+    calls = 0
+
+    def count(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal calls
+        if event == "call" and frame.f_code.co_name == name:
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        result = await awaitable
+    finally:
+        sys.setprofile(None)
+    return result, calls

@@ -26,6 +26,7 @@ from orbitmq.protocol.bodies import (
     TopicList,
     decode_data_version,
     decode_register_broker_body,
+    decode_register_broker_data_version,
     encode_cluster_info,
     encode_data_version,
     encode_kv_table,
@@ -153,14 +154,22 @@ class NamesrvHandlers:
         topic_table: dict[str, TopicConfig] | None = None
         data_version = None
         if body:
+            # The version this name server already published for this broker: a registration
+            # of the same version (every 30 s) leaves its table alone, so its topics are not
+            # even decoded (RouteInfoManager ignores them too).
+            published = self.route_table.published_version(
+                header.broker_name, header.broker_addr, header.broker_id
+            )
             try:
                 # 100,000 topics take a second to decode and check: off the event loop then,
                 # so route lookups keep being answered meanwhile. A small JSON body is decoded
                 # at once (a compressed one is compressed because it is large).
                 if header.compressed or len(body) > _DECODE_INLINE_BYTES_MAX:
-                    topic_table, data_version = await asyncio.to_thread(self._decode_body, header, body)
+                    topic_table, data_version = await asyncio.to_thread(
+                        self._decode_body, header, body, published
+                    )
                 else:
-                    topic_table, data_version = self._decode_body(header, body)
+                    topic_table, data_version = self._decode_body(header, body, published)
             except RemoteProtocolError as exc:
                 return request.response(
                     ResponseCode.SYSTEM_ERROR, f"bad register body from broker {header.broker_addr}: {exc}"
@@ -211,8 +220,13 @@ class NamesrvHandlers:
         return request.response(ResponseCode.SUCCESS, None, response_header.to_ext())
 
     def _decode_body(
-        self, header: RegisterBrokerRequestHeader, body: bytes
-    ) -> tuple[dict[str, TopicConfig], DataVersion]:
+        self, header: RegisterBrokerRequestHeader, body: bytes, published: DataVersion | None
+    ) -> tuple[dict[str, TopicConfig] | None, DataVersion]:
+        """The body's topics (None when its version is ``published``: nothing to publish) and version."""
+        if published is not None:
+            version = decode_register_broker_data_version(body, compressed=header.compressed)
+            if version == published:
+                return None, version
         decoded = decode_register_broker_body(body, compressed=header.compressed)
         wrapper = decoded.topic_config_serialize_wrapper
         return self._legal_topics(header.broker_addr, wrapper.topic_config_table), wrapper.data_version

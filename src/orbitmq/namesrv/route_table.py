@@ -190,6 +190,14 @@ class RouteTable:
         live = self.broker_live_table.get(broker_addr)
         return live is None or live.data_version != data_version
 
+    def published_version(self, broker_name: str, broker_addr: str, broker_id: int) -> DataVersion | None:
+        """The data version of this broker's last registration, when another registration of
+        the same version would publish nothing (not its first under this name and id)."""
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_data is None or broker_data.broker_addrs.get(broker_id) != broker_addr:
+            return None
+        return self.data_version_of(broker_addr)
+
     def data_version_of(self, broker_addr: str) -> DataVersion | None:
         """The data version the broker last registered, or None if it is not alive."""
         live = self.broker_live_table.get(broker_addr)

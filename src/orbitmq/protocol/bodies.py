@@ -537,6 +537,33 @@ def decode_register_broker_body(
     )
 
 
+def decode_register_broker_data_version(
+    data: bytes | bytearray | memoryview, *, compressed: bool = False
+) -> DataVersion:
+    """Only the DataVersion of a REGISTER_BROKER body: a name server that already holds that
+    version of the broker's table keeps it and need not decode the topics (the compressed
+    layout holds the version first, so only its first bytes are inflated)."""
+    what = "RegisterBrokerBody"
+    if not compressed:
+        obj = _loads(data, what)
+        wrapper = _dict(obj, "topicConfigSerializeWrapper", what)
+        return _data_version(
+            _dict(wrapper, "dataVersion", "topicConfigSerializeWrapper"),
+            "topicConfigSerializeWrapper.dataVersion",
+        )
+    inflater = zlib.decompressobj()
+    try:
+        head = inflater.decompress(bytes(data), 4)
+        if len(head) == 4:
+            length = _INT.unpack(head)[0]
+            if 0 <= length <= MAX_FRAME_BYTES:
+                head += inflater.decompress(inflater.unconsumed_tail, length)
+    except zlib.error as exc:
+        raise RemoteProtocolError(f"{what}: compressed body does not inflate: {exc}") from exc
+    _, version_json = _take_chunk(head, 0, "dataVersion")
+    return decode_data_version(version_json)
+
+
 def _inflate(data: bytes, what: str) -> bytes:
     # Bound the output so a small hostile stream cannot expand into gigabytes.
     inflater = zlib.decompressobj()
