@@ -11,9 +11,10 @@ on/off for single sends and for batches (target: throughput >= 0.95 x).
 
 With ``--topics N`` it measures /metrics at scale instead: one ``orbitmq standalone`` with
 metrics on gets one message on each of N new topics (created by the sends), then is scraped
-``--scrapes`` times while a prober asks the broker GET_MAX_OFFSET every 5 ms. Printed: each
-scrape's time and bytes, the broker's RSS before and after, and the prober's slowest answer
-(target: no request waits more than 100 ms for a scrape). ``--quick`` is that case with 2,000
+``--scrapes`` times while a prober asks the broker GET_MAX_OFFSET every 5 ms. Printed: the
+topic creation rate, each scrape's time and bytes, the broker's RSS before and after, and the
+prober's slowest answer, first for ``--idle-s`` without scrapes, then during the scrapes
+(target: no request waits more than 100 ms). ``--quick`` is that case with 2,000
 topics and three scrapes.
 """
 
@@ -80,7 +81,11 @@ async def _scale(broker_addr: str, url: str, pid: int, args: argparse.Namespace)
     rss_before = _rss_mb(pid)
     started = time.perf_counter()
     await send_to_topics(broker_addr, args.topics, "MetricsScale")
-    print(f"{args.topics:,} topics created by sends in {time.perf_counter() - started:.1f} s")
+    creation_s = time.perf_counter() - started
+    print(
+        f"{args.topics:,} topics created by sends in {creation_s:.1f} s"
+        f" ({args.topics / creation_s:,.0f} topics/s)"
+    )
     rss_sent = _rss_mb(pid)
     result = await scrape_under_probe(broker_addr, url, "MetricsScale0", args.scrapes, idle_s=args.idle_s)
     rss_after = _rss_mb(pid)
@@ -89,7 +94,8 @@ async def _scale(broker_addr: str, url: str, pid: int, args: argparse.Namespace)
     for error in result.scrape_errors:
         print(f"scrape failed: {error}")
     print(
-        f"summary: {args.topics:,} topics, {len(result.scrape_s)}/{args.scrapes} scrapes answered,"
+        f"summary: {args.topics:,} topics, created at {args.topics / creation_s:,.0f} topics/s,"
+        f" {len(result.scrape_s)}/{args.scrapes} scrapes answered,"
         f" median {statistics.median(result.scrape_s) * 1000 if result.scrape_s else 0:.1f} ms,"
         f" largest {max(result.scrape_bytes, default=0):,} bytes"
     )
@@ -104,9 +110,13 @@ async def _scale(broker_addr: str, url: str, pid: int, args: argparse.Namespace)
         f"  prober: {result.probes} requests during the scrapes, slowest {result.probe_max_ms:.1f} ms,"
         f" {len(result.probe_failures)} failed"
     )
-    met = not result.scrape_errors and not result.probe_failures and result.probe_max_ms <= SCRAPE_TARGET_MS
+    slowest_ms = max(result.probe_max_ms, result.idle_probe_max_ms)
+    met = not result.scrape_errors and not result.probe_failures and slowest_ms <= SCRAPE_TARGET_MS
     verdict = "meets" if met else "misses"
-    print(f"  verdict: {verdict} the target (every scrape answered, no request over {SCRAPE_TARGET_MS:g} ms)")
+    print(
+        f"  verdict: {verdict} the target (every scrape answered, no request over {SCRAPE_TARGET_MS:g} ms"
+        " with or without scrapes)"
+    )
     return 0
 
 
