@@ -655,11 +655,18 @@ class BrokerApp:
         state = self._state
         if state is None:
             return
-        writes: list[tuple[Path, bytes]] = []
-        if force or state.offsets.dirty:
-            writes.append((self._config_dir / CONSUMER_OFFSETS_FILE, state.offsets.encode()))
-        if force or state.groups.dirty:
-            writes.append((self._config_dir / SUBSCRIPTION_GROUPS_FILE, state.groups.encode()))
-        for path, data in writes:
-            await asyncio.to_thread(write_atomically, path, data)
+        tables: list[tuple[Path, ConsumerOffsetTable | SubscriptionGroupTable]] = [
+            (self._config_dir / CONSUMER_OFFSETS_FILE, state.offsets),
+            (self._config_dir / SUBSCRIPTION_GROUPS_FILE, state.groups),
+        ]
+        due = [(path, table) for path, table in tables if force or table.dirty]
+
+        def write() -> None:
+            # Encoded on the thread too (each table copies itself under its own lock): tens of
+            # thousands of offsets would hold the event loop every flush interval.
+            for path, table in due:
+                write_atomically(path, table.encode())
+
+        if due:
+            await asyncio.to_thread(write)
         await self._persist_topics(force=force)
