@@ -16,9 +16,10 @@ that a ring ticked (its time goes into one shared ring of tick times). An item c
 it is next counted or read: the totals it holds then are the totals it held at every tick it
 missed (any count since its last catch-up would have caught it up), so it appends those tick
 times with its totals and holds exactly the snapshots it would have held had every tick
-walked every item. Tens of thousands of topics thus cost nothing per second, and each item
-holds one object and three tuples (of tuples of integers, which the cyclic garbage collector
-stops tracking), not a ring object per window.
+walked every item. Tens of thousands of topics thus cost nothing per second. An item is a
+tuple of integers and tuples, replaced on every count: the cyclic garbage collector stops
+tracking such tuples, so 100,000 items add nothing to the full collections that walk every
+tracked object (a ring object per window made them seven objects each).
 
 Items are keyed like RocketMQ's: ``TOPIC_PUT_NUMS``/``TOPIC_PUT_SIZE`` by topic,
 ``GROUP_GET_NUMS``/``GROUP_GET_SIZE`` and ``SNDBCK_PUT_NUMS`` by ``topic@group``,
@@ -88,18 +89,15 @@ def _window(snapshots: tuple[Snapshot, ...], now_ms: int, value: int, times: int
     return WindowFigures(total, total * 1000 / elapsed_ms, total / calls if calls else 0.0)
 
 
-class _Item:
-    """One counter: its totals, and its minute, hour and day snapshots as of the ticks ``ticks``."""
+Rings = tuple[tuple[Snapshot, ...], tuple[Snapshot, ...], tuple[Snapshot, ...]]
+"""An item's minute, hour and day snapshots."""
 
-    __slots__ = ("value", "times", "rings", "ticks")
 
-    def __init__(self, opened_ms: int, ticks: tuple[int, int, int]) -> None:
-        self.value = 0
-        self.times = 0
-        opening = ((opened_ms, 0, 0),)
-        self.rings: tuple[tuple[Snapshot, ...], ...] = (opening, opening, opening)
-        self.ticks = ticks
-        """How many times each ring had ticked when its snapshots were last brought up to date."""
+_Item = tuple[int, int, Rings, tuple[int, int, int]]
+"""One counter: value, times, its snapshots, and how many times each ring had ticked when they
+were last brought up to date. A plain tuple, replaced on every count: the cyclic garbage
+collector stops tracking plain tuples of integers and tuples (not named ones), which spares
+the full collections 100,000 objects at 50,000 topics."""
 
 
 class _Ticks:
@@ -123,20 +121,24 @@ class _Ticks:
         if counts != list(self.counts):
             self.counts = (counts[0], counts[1], counts[2])
 
-    def catch_up(self, item: _Item) -> None:
-        """Give ``item`` the snapshots of the ticks it missed (see the module docstring)."""
-        if item.ticks is self.counts:
-            return
-        value, times = item.value, item.times
-        rings = list(item.rings)
+    def opened(self, opened_ms: int) -> _Item:
+        """A new item, its windows opened with a zero snapshot at ``opened_ms``."""
+        opening = ((opened_ms, 0, 0),)
+        return (0, 0, (opening, opening, opening), self.counts)
+
+    def catch_up(self, item: _Item) -> _Item:
+        """``item`` with the snapshots of the ticks it missed (see the module docstring)."""
+        value, times, current, ticks = item
+        if ticks is self.counts:
+            return item
+        rings = list(current)
         for ring, length in enumerate(_LENGTHS):
-            missed = self.counts[ring] - item.ticks[ring]
+            missed = self.counts[ring] - ticks[ring]
             if missed <= 0:
                 continue
             tick_times = list(self.times[ring])[-min(missed, length) :]
             rings[ring] = (rings[ring] + tuple((tick_ms, value, times) for tick_ms in tick_times))[-length:]
-        item.rings = (rings[0], rings[1], rings[2])
-        item.ticks = self.counts
+        return (value, times, (rings[0], rings[1], rings[2]), self.counts)
 
 
 @dataclass(slots=True)
@@ -201,13 +203,13 @@ class BrokerStats:
 
     def _add(self, name: str, key: str, value: int, times: int = 1) -> None:
         table = self._tables[name]
+        ticks = self._ticks
         item = table.get(key)
         if item is None:
-            item = table[key] = _Item(self._last_sample_ms, self._ticks.counts)
-        elif item.ticks is not self._ticks.counts:
-            self._ticks.catch_up(item)
-        item.value += value
-        item.times += times
+            item = ticks.opened(self._last_sample_ms)
+        elif item[3] is not ticks.counts:
+            item = ticks.catch_up(item)
+        table[key] = (item[0] + value, item[1] + times, item[2], ticks.counts)
 
     def on_put(self, topic: str, count: int, size_bytes: int, latency_ms: float = 0.0) -> None:
         """A put of ``count`` messages (``size_bytes`` written) to ``topic`` succeeded."""
@@ -269,12 +271,10 @@ class BrokerStats:
         """Minute, hour and day figures of one item; None when it was never recorded."""
         with self._lock:
             table = self._tables.get(name)
-            item = table.get(key) if table is not None else None
-            if item is None:
+            if table is None or (found := table.get(key)) is None:
                 return None
-            self._ticks.catch_up(item)
-            value, times = item.value, item.times
-            minute, hour, day = item.rings
+            item = table[key] = self._ticks.catch_up(found)
+            value, times, (minute, hour, day), _ = item
             return (
                 _window(minute, now_ms, value, times),
                 _window(hour, now_ms, value, times),
@@ -307,7 +307,7 @@ class BrokerStats:
             for key, item in self._tables[GROUP_GET_NUMS].items():
                 topic, _, group = key.partition("@")
                 size = sizes.get(key)
-                totals[(topic, group)] = (item.value, size.value if size is not None else 0)
+                totals[(topic, group)] = (item[0], size[0] if size is not None else 0)
             return totals
 
     def keys_of(self, name: str) -> list[str]:
