@@ -8,6 +8,7 @@ are not counted), optionally only those of one name.
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Awaitable, Callable
 from types import FrameType
@@ -27,11 +28,16 @@ def python_calls(action: Callable[[], object], name: str | None = None) -> int:
         if event == "call" and (name is None or frame.f_code.co_name == name):
             calls += 1
 
+    # No collection meanwhile: a library's gc callbacks are Python calls too.
+    collecting = gc.isenabled()
+    gc.disable()
     sys.setprofile(count)
     try:
         action()
     finally:
         sys.setprofile(None)
+        if collecting:
+            gc.enable()
     return calls
 
 
