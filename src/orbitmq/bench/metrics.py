@@ -11,9 +11,10 @@ on/off for single sends and for batches (target: throughput >= 0.95 x).
 
 With ``--topics N`` it measures /metrics at scale instead: one ``orbitmq standalone`` with
 metrics on gets one message on each of N new topics (created by the sends), then is scraped
-``--scrapes`` times while a prober asks the broker GET_MAX_OFFSET every 5 ms. Printed: each
-scrape's time and bytes, the broker's RSS before and after, and the prober's slowest answer
-(target: no request waits more than 100 ms for a scrape). ``--quick`` is that case with 2,000
+``--scrapes`` times while a prober asks the broker GET_MAX_OFFSET every 5 ms. Printed: the
+topic creation rate, each scrape's time and bytes, the broker's RSS before and after, and the
+prober's slowest answer, first for ``--idle-s`` without scrapes, then during the scrapes
+(target: no request waits more than 100 ms). ``--quick`` is that case with 2,000
 topics and three scrapes.
 """
 
@@ -24,6 +25,7 @@ import asyncio
 import os
 import re
 import statistics
+import subprocess
 import tempfile
 import time
 import urllib.request
@@ -67,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 SCRAPE_TARGET_MS = 100.0
+STOP_TIMEOUT_S = 180.0
 
 
 def _rss_mb(pid: int) -> float:
@@ -80,7 +83,11 @@ async def _scale(broker_addr: str, url: str, pid: int, args: argparse.Namespace)
     rss_before = _rss_mb(pid)
     started = time.perf_counter()
     await send_to_topics(broker_addr, args.topics, "MetricsScale")
-    print(f"{args.topics:,} topics created by sends in {time.perf_counter() - started:.1f} s")
+    creation_s = time.perf_counter() - started
+    print(
+        f"{args.topics:,} topics created by sends in {creation_s:.1f} s"
+        f" ({args.topics / creation_s:,.0f} topics/s)"
+    )
     rss_sent = _rss_mb(pid)
     result = await scrape_under_probe(broker_addr, url, "MetricsScale0", args.scrapes, idle_s=args.idle_s)
     rss_after = _rss_mb(pid)
@@ -89,7 +96,8 @@ async def _scale(broker_addr: str, url: str, pid: int, args: argparse.Namespace)
     for error in result.scrape_errors:
         print(f"scrape failed: {error}")
     print(
-        f"summary: {args.topics:,} topics, {len(result.scrape_s)}/{args.scrapes} scrapes answered,"
+        f"summary: {args.topics:,} topics, created at {args.topics / creation_s:,.0f} topics/s,"
+        f" {len(result.scrape_s)}/{args.scrapes} scrapes answered,"
         f" median {statistics.median(result.scrape_s) * 1000 if result.scrape_s else 0:.1f} ms,"
         f" largest {max(result.scrape_bytes, default=0):,} bytes"
     )
@@ -104,9 +112,13 @@ async def _scale(broker_addr: str, url: str, pid: int, args: argparse.Namespace)
         f"  prober: {result.probes} requests during the scrapes, slowest {result.probe_max_ms:.1f} ms,"
         f" {len(result.probe_failures)} failed"
     )
-    met = not result.scrape_errors and not result.probe_failures and result.probe_max_ms <= SCRAPE_TARGET_MS
+    slowest_ms = max(result.probe_max_ms, result.idle_probe_max_ms)
+    met = not result.scrape_errors and not result.probe_failures and slowest_ms <= SCRAPE_TARGET_MS
     verdict = "meets" if met else "misses"
-    print(f"  verdict: {verdict} the target (every scrape answered, no request over {SCRAPE_TARGET_MS:g} ms)")
+    print(
+        f"  verdict: {verdict} the target (every scrape answered, no request over {SCRAPE_TARGET_MS:g} ms"
+        " with or without scrapes)"
+    )
     return 0
 
 
@@ -131,8 +143,15 @@ def _run_scale(args: argparse.Namespace) -> int:
             with asyncio.Runner(loop_factory=new_event_loop) as runner:
                 return runner.run(_scale(f"127.0.0.1:{broker_port}", url, proc.pid, args))
         finally:
+            # Stopping flushes every queue and writes the tables: with 50,000 topics on a loaded
+            # machine that can take a minute; the figures are printed already.
             proc.terminate()
-            proc.wait(30)
+            try:
+                proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                print(f"the broker did not stop within {STOP_TIMEOUT_S:g} s: killed")
+                proc.kill()
+                proc.wait(30)
 
 
 async def _produce(producer: Producer, topic: str, args: argparse.Namespace, batch: int) -> float:

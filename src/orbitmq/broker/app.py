@@ -182,6 +182,7 @@ class BrokerApp:
         self._state: BrokerState | None = None
         self._registration: NamesrvRegistration | None = None
         self._topics_write_lock = asyncio.Lock()
+        self._topics_writer: asyncio.Task[None] | None = None
         self._background_writes: set[asyncio.Task[None]] = set()
         self._writers: list[Service] = []  # controller mode: run while this broker is master
         self._writers_running = False
@@ -595,20 +596,44 @@ class BrokerApp:
             self._registration.request()
         # RocketMQ rewrites topics.json on every change: a topic created by an admin or
         # auto-created for a send must survive a crash, not wait for the periodic persist.
-        task = asyncio.get_running_loop().create_task(self._persist_topics())
+        # One writer at a time, which writes again while changes came in meanwhile: a burst of
+        # 50,000 auto-created topics is a few writes, not 50,000 queued tasks.
+        if self._topics_writer is not None and not self._topics_writer.done():
+            return
+        task = asyncio.get_running_loop().create_task(self._write_topics_while_dirty())
+        self._topics_writer = task
         self._background_writes.add(task)
         task.add_done_callback(self._background_writes.discard)
+
+    async def _write_topics_while_dirty(self) -> None:
+        state = self._state
+        while state is not None and state.topics.dirty:
+            try:
+                await self._persist_topics()
+            except Exception:
+                logger.exception("writing %s failed; the periodic persist tries again", TOPICS_FILE)
+                return
 
     async def _persist_topics(self, force: bool = False) -> None:
         state = self._state
         if state is None:
             return
+        topics = state.topics
+        path = self._config_dir / TOPICS_FILE
+
+        def write() -> None:
+            # Encoded on the thread too: only the changed topics are encoded, but the join
+            # and the copy of the table are still proportional to the table.
+            try:
+                write_atomically(path, topics.encode())
+            except BaseException:
+                topics.mark_dirty()
+                raise
+
         # One writer at a time, each writing the newest table: an older snapshot never lands last.
         async with self._topics_write_lock:
-            if force or state.topics.dirty:
-                await asyncio.to_thread(
-                    write_atomically, self._config_dir / TOPICS_FILE, state.topics.encode()
-                )
+            if force or topics.dirty:
+                await asyncio.to_thread(write)
 
     def _load_tables(self) -> tuple[TopicConfigTable, ConsumerOffsetTable, SubscriptionGroupTable]:
         """Load the persisted tables; damaged entries are skipped (logged), a file that is not
@@ -644,11 +669,18 @@ class BrokerApp:
         state = self._state
         if state is None:
             return
-        writes: list[tuple[Path, bytes]] = []
-        if force or state.offsets.dirty:
-            writes.append((self._config_dir / CONSUMER_OFFSETS_FILE, state.offsets.encode()))
-        if force or state.groups.dirty:
-            writes.append((self._config_dir / SUBSCRIPTION_GROUPS_FILE, state.groups.encode()))
-        for path, data in writes:
-            await asyncio.to_thread(write_atomically, path, data)
+        tables: list[tuple[Path, ConsumerOffsetTable | SubscriptionGroupTable]] = [
+            (self._config_dir / CONSUMER_OFFSETS_FILE, state.offsets),
+            (self._config_dir / SUBSCRIPTION_GROUPS_FILE, state.groups),
+        ]
+        due = [(path, table) for path, table in tables if force or table.dirty]
+
+        def write() -> None:
+            # Encoded on the thread too (each table copies itself under its own lock): tens of
+            # thousands of offsets would hold the event loop every flush interval.
+            for path, table in due:
+                write_atomically(path, table.encode())
+
+        if due:
+            await asyncio.to_thread(write)
         await self._persist_topics(force=force)

@@ -47,12 +47,14 @@ def build_view(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> 
         permission=config.broker_permission,
     )
     max_offsets: dict[tuple[str, int], int] = {}
-    for index, (topic, queue_id) in enumerate(store.queues()):
-        if index % _YIELD_EVERY_QUEUES == _YIELD_EVERY_QUEUES - 1:
-            # Off the loop: hand the GIL and the store's lock to the loop now and then, so a
-            # request never queues behind a whole pass over tens of thousands of queues.
-            time.sleep(0)
-        max_offsets[(topic, queue_id)] = store.get_max_queue_offset(topic, queue_id)
+    queues = list(store.queues())
+    for start in range(0, len(queues), _YIELD_EVERY_QUEUES):
+        # Off the loop, a chunk of queues per hold of the store's lock (one hold per queue
+        # raced the loop's own store calls for it), then the GIL and the lock go to the loop,
+        # so a request never queues behind a whole pass over tens of thousands of queues.
+        chunk = queues[start : start + _YIELD_EVERY_QUEUES]
+        max_offsets.update(zip(chunk, store.get_max_queue_offsets(chunk), strict=True))
+        time.sleep(0)
     for topic in state.topics.names():
         view.topic_max_offsets.setdefault(topic, 0)
     for (topic, _), offset in max_offsets.items():

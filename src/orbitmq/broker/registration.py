@@ -9,7 +9,10 @@ the topics as ``name read write perm filterType`` text) when ``compressedRegiste
 its JSON would pass ``COMPRESS_ABOVE_BYTES``: 100,000 topics are 16 MiB of JSON, more than a
 name server takes in one frame, but well under 1 MiB compressed (``maxTopicsPerBroker``, 150,000
 by default, keeps even 127-character names under the frame limit). When the broker is not both readable and writable, every topic is
-published with the broker's permission instead, as RocketMQ does. A name server that cannot be
+published with the broker's permission instead, as RocketMQ does. The body is built again only
+when the table's DataVersion (or the permission, or the layout) changed: the registration every
+30 s of a broker whose topics did not change sends the bytes it sent last time, and the name
+server, which reads the version first, leaves its routes alone without decoding the topics. A name server that cannot be
 reached is logged and retried at the next round. At shutdown the broker sends
 UNREGISTER_BROKER to each.
 
@@ -31,11 +34,12 @@ from orbitmq.broker._tasks import cancel_and_wait
 from orbitmq.broker.config import BrokerConfig
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.errors import OrbitError
-from orbitmq.model.route import PERM_READ, PERM_WRITE
+from orbitmq.model.route import PERM_READ, PERM_WRITE, DataVersion
 from orbitmq.protocol.bodies import (
     RegisterBrokerBody,
     TopicConfigSerializeWrapper,
     encode_register_broker_body,
+    register_broker_json_body,
 )
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -79,6 +83,9 @@ class NamesrvRegistration:
         self._task: asyncio.Task[None] | None = None
         # Controller mode: the epoch this broker leads (sent as masterEpoch; None otherwise).
         self.master_epoch: int | None = None
+        # The last body: what it was built from (version, permission, compressedRegister),
+        # the bytes and whether they are in the compressed layout.
+        self._body: tuple[tuple[DataVersion, int, bool], bytes, bool] | None = None
 
     @property
     def started(self) -> bool:
@@ -105,8 +112,12 @@ class NamesrvRegistration:
     async def register_all(self) -> list[bool]:
         """Register with every name server at once; True per name server that accepted."""
         # Encoding 100,000 topics takes a fraction of a second: off the event loop then. A small
-        # table is encoded at once (a thread hop can wait behind the table writers' fsyncs).
-        if len(self._topics) > _ENCODE_INLINE_TOPICS_MAX:
+        # table is encoded at once (a thread hop can wait behind the table writers' fsyncs), and
+        # an unchanged one not at all.
+        cached = self._cached_body()
+        if cached is not None:
+            body, compressed = cached
+        elif len(self._topics) > _ENCODE_INLINE_TOPICS_MAX:
             body, compressed = await asyncio.to_thread(self._register_body)
         else:
             body, compressed = self._register_body()
@@ -161,24 +172,52 @@ class NamesrvRegistration:
         role and id, changed)."""
         self._config = config
 
+    def _body_key(self) -> tuple[DataVersion, int, bool]:
+        config = self._config
+        return self._topics.data_version, config.broker_permission, config.compressed_register
+
+    def _cached_body(self) -> tuple[bytes, bool] | None:
+        """The last body, when the table, the permission and the layout are as they were then."""
+        cached = self._body
+        if cached is None or cached[0] != self._body_key():
+            return None
+        return cached[1], cached[2]
+
     def _register_body(self) -> tuple[bytes, bool]:
         """The REGISTER_BROKER body and whether it is in the compressed layout."""
-        wrapper = self._topics.snapshot()
+        cached = self._cached_body()
+        if cached is not None:
+            return cached
+        # The key is read before the table: a change made meanwhile leaves a body newer than
+        # its key, which the next registration builds again.
+        key = self._body_key()
+        body, compressed = self._build_body()
+        self._body = (key, body, compressed)
+        return body, compressed
+
+    def _build_body(self) -> tuple[bytes, bool]:
         permission = self._config.broker_permission
-        if not (permission & PERM_READ and permission & PERM_WRITE):
+        if permission & PERM_READ and permission & PERM_WRITE:
+            if not self._config.compressed_register:
+                # The table's own document (it re-encodes only the topics changed since it was built).
+                plain = register_broker_json_body(self._topics.document(), [])
+                if len(plain) <= COMPRESS_ABOVE_BYTES:
+                    return plain, False
+            wrapper = self._topics.snapshot()
+        else:
+            snapshot = self._topics.snapshot()
             wrapper = TopicConfigSerializeWrapper(
                 {
                     name: replace(config, perm=permission)
-                    for name, config in wrapper.topic_config_table.items()
+                    for name, config in snapshot.topic_config_table.items()
                 },
-                wrapper.data_version,
+                snapshot.data_version,
             )
-        body = RegisterBrokerBody(wrapper)
-        if not self._config.compressed_register:
-            plain = encode_register_broker_body(body)
-            if len(plain) <= COMPRESS_ABOVE_BYTES:
-                return plain, False
-        return encode_register_broker_body(body, compressed=True), True
+            if not self._config.compressed_register:
+                plain = encode_register_broker_body(RegisterBrokerBody(wrapper))
+                if len(plain) <= COMPRESS_ABOVE_BYTES:
+                    return plain, False
+        return encode_register_broker_body(RegisterBrokerBody(wrapper), compressed=True), True
 
     async def _invoke(
         self, addr: str, code: RequestCode, ext: dict[str, str], body: bytes

@@ -14,7 +14,10 @@ Here a send costs one dictionary lookup and a few integer additions per request 
 not per message); labels that derive from the topic (``is_system``) are worked out at scrape.
 
 Thread model: every ``count_*`` method runs on the server's event loop. A scrape calls
-:meth:`capture` on the same loop (C-level copies of the tables, no per-row work) and
+:meth:`capture` on the same loop (C-level copies of the tables, no per-row work; dictionary
+copies, not lists of pairs: 50,000 pairs made on the loop and alive through a few young
+collections are promoted to the oldest generation, and a few scrapes of them start a full
+collection that walks every object of the broker for seconds) and
 :meth:`snapshot_from` on its own thread: that one reads the counters captured by reference
 (integer reads, at worst one request behind) and does the per-row work, so tens of thousands
 of topics cost the loop a few list copies per scrape. Nothing here needs a lock.
@@ -126,9 +129,9 @@ class RecorderCapture:
     """What :meth:`Recorder.capture` takes on the event loop for :meth:`Recorder.snapshot_from`."""
 
     now_ms: int
-    traffic_in: list[tuple[tuple[str, str], _Traffic]]
+    traffic_in: dict[tuple[str, str], _Traffic]
     send_to_dlq: dict[tuple[str, str, bool], int]
-    rpc_latency: list[tuple[RpcKey, LatencyHistogram]]
+    rpc_latency: dict[RpcKey, LatencyHistogram]
     window_start: _Sample
     """The sample the per-minute rates start from (samples are never changed once taken)."""
 
@@ -224,15 +227,15 @@ class Recorder:
         """Remember the totals at ``now_ms`` (called every few seconds) for the TPS gauges."""
         self.add_sample(self.build_sample(now_ms, self.capture_sample()))
 
-    def capture_sample(self) -> list[tuple[tuple[str, str], _Traffic]]:
-        """The event loop's part of a sample: one list copy (see :meth:`build_sample`)."""
-        return list(self._in.items())
+    def capture_sample(self) -> dict[tuple[str, str], _Traffic]:
+        """The event loop's part of a sample: one dictionary copy (see :meth:`build_sample`)."""
+        return self._in.copy()
 
-    def build_sample(self, now_ms: int, traffic_in: list[tuple[tuple[str, str], _Traffic]]) -> _Sample:
+    def build_sample(self, now_ms: int, traffic_in: dict[tuple[str, str], _Traffic]) -> _Sample:
         """A sample of the totals from :meth:`capture_sample`'s copy (any thread: O(topics))."""
         sample = _Sample(now_ms)
         put = sample.put
-        for (topic, _), traffic in traffic_in:
+        for (topic, _), traffic in traffic_in.items():
             messages = traffic.messages
             put[topic] = put.get(topic, 0) + messages
             sample.put_total += messages
@@ -295,9 +298,9 @@ class Recorder:
         """The event loop's part of a scrape: list copies and references, no per-row work."""
         return RecorderCapture(
             now_ms=now_ms,
-            traffic_in=list(self._in.items()),
+            traffic_in=self._in.copy(),
             send_to_dlq=self.send_to_dlq.copy(),
-            rpc_latency=list(self.rpc_latency.items()),
+            rpc_latency=self.rpc_latency.copy(),
             window_start=self._oldest_within(now_ms, RATE_WINDOW_MS) if self._samples else _Sample(now_ms),
         )
 
@@ -316,7 +319,7 @@ class Recorder:
         message_size: dict[InKey, Histogram] = {}
         put: dict[str, int] = {}
         put_total = 0
-        for (topic, message_type), traffic in capture.traffic_in:
+        for (topic, message_type), traffic in capture.traffic_in.items():
             messages, size_bytes = traffic.messages, traffic.size_bytes
             put[topic] = put.get(topic, 0) + messages
             put_total += messages
@@ -346,7 +349,7 @@ class Recorder:
             },
             message_size=message_size,
             send_to_dlq=capture.send_to_dlq,
-            rpc_latency={key: value.to_ms() for key, value in capture.rpc_latency},
+            rpc_latency={key: value.to_ms() for key, value in capture.rpc_latency.items()},
             put_tps=_rates(put, oldest.put, span_s),
             get_tps=_rates(get, oldest.get, span_s),
             broker_put_tps=_rate(put_total, oldest.put_total, span_s),

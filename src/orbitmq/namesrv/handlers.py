@@ -10,13 +10,13 @@ import asyncio
 import logging
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol, Self, TypeVar
 
 from orbitmq.errors import BadRequestError, BrokerResponseError, RemoteProtocolError
-from orbitmq.model.route import DataVersion, TopicConfig
+from orbitmq.model.route import MASTER_BROKER_ID, DataVersion, TopicConfig
 from orbitmq.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigTable
-from orbitmq.namesrv.route_table import RouteTable
+from orbitmq.namesrv.route_table import RouteTable, TopicTableChanges, topic_table_changes
 from orbitmq.protocol.admin_headers import (
     DeleteKVConfigRequestHeader,
     GetKVListByNamespaceRequestHeader,
@@ -26,6 +26,7 @@ from orbitmq.protocol.bodies import (
     TopicList,
     decode_data_version,
     decode_register_broker_body,
+    decode_register_broker_data_version,
     encode_cluster_info,
     encode_data_version,
     encode_kv_table,
@@ -152,15 +153,30 @@ class NamesrvHandlers:
             )
         topic_table: dict[str, TopicConfig] | None = None
         data_version = None
+        changes: TopicTableChanges | None = None
         if body:
+            # The version this name server already published for this broker: a registration
+            # of the same version (every 30 s) leaves its table alone, so its topics are not
+            # even decoded (RouteInfoManager ignores them too).
+            published = self.route_table.published_version(
+                header.broker_name, header.broker_addr, header.broker_id
+            )
+            # A master's new version is worked out against the table last published for it.
+            base = (
+                self.route_table.published_table(header.broker_name)
+                if header.broker_id == MASTER_BROKER_ID
+                else None
+            )
             try:
                 # 100,000 topics take a second to decode and check: off the event loop then,
                 # so route lookups keep being answered meanwhile. A small JSON body is decoded
                 # at once (a compressed one is compressed because it is large).
                 if header.compressed or len(body) > _DECODE_INLINE_BYTES_MAX:
-                    topic_table, data_version = await asyncio.to_thread(self._decode_body, header, body)
+                    topic_table, data_version, changes = await asyncio.to_thread(
+                        self._decode_body, header, body, published, base
+                    )
                 else:
-                    topic_table, data_version = self._decode_body(header, body)
+                    topic_table, data_version, changes = self._decode_body(header, body, published, base)
             except RemoteProtocolError as exc:
                 return request.response(
                     ResponseCode.SYSTEM_ERROR, f"bad register body from broker {header.broker_addr}: {exc}"
@@ -193,6 +209,7 @@ class NamesrvHandlers:
             data_version=data_version if data_version is not None else DataVersion(),
             connection_id=ctx.connection.id,
             now_ms=self._clock_ms(),
+            changes=changes,
         )
         if not known_before:
             _log_limit.log(
@@ -211,11 +228,23 @@ class NamesrvHandlers:
         return request.response(ResponseCode.SUCCESS, None, response_header.to_ext())
 
     def _decode_body(
-        self, header: RegisterBrokerRequestHeader, body: bytes
-    ) -> tuple[dict[str, TopicConfig], DataVersion]:
+        self,
+        header: RegisterBrokerRequestHeader,
+        body: bytes,
+        published: DataVersion | None,
+        base: Mapping[str, TopicConfig] | None,
+    ) -> tuple[dict[str, TopicConfig] | None, DataVersion, TopicTableChanges | None]:
+        """The body's topics (None when its version is ``published``: nothing to publish), its
+        version, and how the topics differ from ``base`` (when given)."""
+        if published is not None:
+            version = decode_register_broker_data_version(body, compressed=header.compressed)
+            if version == published:
+                return None, version, None
         decoded = decode_register_broker_body(body, compressed=header.compressed)
         wrapper = decoded.topic_config_serialize_wrapper
-        return self._legal_topics(header.broker_addr, wrapper.topic_config_table), wrapper.data_version
+        topics = self._legal_topics(header.broker_addr, wrapper.topic_config_table)
+        changes = topic_table_changes(base, topics) if base is not None else None
+        return topics, wrapper.data_version, changes
 
     def _legal_topics(self, broker_addr: str, table: dict[str, TopicConfig]) -> dict[str, TopicConfig]:
         """The registration's topic table without entries that break a topic rule (logged).

@@ -24,6 +24,12 @@ Rules (remoting-protocol §2.17-§2.18):
   Queue data belongs to a broker *name*, so it goes only when the name's last address goes.
 - A topic has a route only while it has both queue data and broker data.
 
+A master's new table is usually its previous one and a few topics: the handler works out, off
+the event loop, which topics changed against the table the name server last published for that
+broker (:func:`topic_table_changes`), and the registration applies just those, as long as
+nothing else touched that broker's queue data meanwhile (otherwise it replaces them all). At
+50,000 topics replacing everything held the event loop half a second per registration.
+
 ``version`` counts changes to what a route lookup returns (queue data and broker addresses);
 a re-registration that changes neither leaves it alone, so answers derived from routes (the
 handlers' encoded route bodies) stay valid until it moves.
@@ -47,7 +53,14 @@ from orbitmq.model.route import (
     TopicRouteData,
 )
 
-__all__ = ["BROKER_CHANNEL_EXPIRED_MS", "BrokerLiveInfo", "RegisterResult", "RouteTable"]
+__all__ = [
+    "BROKER_CHANNEL_EXPIRED_MS",
+    "BrokerLiveInfo",
+    "RegisterResult",
+    "RouteTable",
+    "TopicTableChanges",
+    "topic_table_changes",
+]
 
 BROKER_CHANNEL_EXPIRED_MS = 120_000
 """A broker silent for this long is considered dead (RocketMQ's BROKER_CHANNEL_EXPIRED_TIME)."""
@@ -71,6 +84,25 @@ class RegisterResult:
     master_addr: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class TopicTableChanges:
+    """How a master's new topic table differs from ``base``, the one last published for it."""
+
+    base: Mapping[str, TopicConfig]
+    changed: dict[str, TopicConfig]
+    removed: list[str]
+
+
+def topic_table_changes(
+    base: Mapping[str, TopicConfig], table: Mapping[str, TopicConfig]
+) -> TopicTableChanges:
+    """The topics of ``table`` new or different from ``base``, and those gone (any thread: both
+    tables are left as they are)."""
+    changed = {name: config for name, config in table.items() if base.get(name) != config}
+    removed = [name for name in base if name not in table]
+    return TopicTableChanges(base, changed, removed)
+
+
 class RouteTable:
     """RocketMQ's route tables with its registration, expiry and lookup rules."""
 
@@ -86,6 +118,9 @@ class RouteTable:
         # Controller mode: the highest master epoch a group's id-0 registration carried. A master
         # registering with a lower one was deposed (it was paused, say): it may not take id 0 back.
         self.master_epochs: dict[str, int] = {}
+        # Broker name -> the topic table its queue data was last published from, while nothing
+        # else has changed that queue data (a base for TopicTableChanges).
+        self._published: dict[str, Mapping[str, TopicConfig]] = {}
         self.version = 0
         """Bumped whenever a route lookup's answer may change (see the module docstring)."""
 
@@ -112,8 +147,14 @@ class RouteTable:
         data_version: DataVersion,
         connection_id: int | None,
         now_ms: int,
+        changes: TopicTableChanges | None = None,
     ) -> RegisterResult:
-        """Record a broker's registration (REGISTER_BROKER) and, for a master, its topics."""
+        """Record a broker's registration (REGISTER_BROKER) and, for a master, its topics.
+
+        ``changes``, worked out against :meth:`published_table`, lets a publication apply only
+        what changed (module docstring); without them, or when they are stale, every topic's
+        queue data is replaced.
+        """
         self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
         broker_data = self.broker_addr_table.get(broker_name)
         first_registration = broker_data is None
@@ -133,7 +174,11 @@ class RouteTable:
         # Compare versions before the live table records the new one.
         publishes = first_registration or self.is_data_version_changed(broker_addr, data_version)
         if topic_config_table is not None and broker_id == MASTER_BROKER_ID and publishes:
-            self._replace_queue_data(broker_name, topic_config_table)
+            if changes is not None and self._published.get(broker_name) is changes.base:
+                self._apply_changes(broker_name, changes)
+            else:
+                self._replace_queue_data(broker_name, topic_config_table)
+            self._published[broker_name] = topic_config_table
 
         self.broker_live_table[broker_addr] = BrokerLiveInfo(
             last_update_ms=now_ms,
@@ -142,6 +187,24 @@ class RouteTable:
             ha_server_addr=ha_addr,
         )
         return self._register_result(broker_data, broker_id)
+
+    def published_table(self, broker_name: str) -> Mapping[str, TopicConfig] | None:
+        """The topic table this broker's queue data was last published from, if nothing changed
+        that queue data since (never modified: a base to work changes out against)."""
+        return self._published.get(broker_name)
+
+    def _apply_changes(self, broker_name: str, changes: TopicTableChanges) -> None:
+        self.version += 1
+        shared: dict[tuple[int, int, int, int], QueueData] = {}
+        table = self.topic_queue_table
+        for topic, config in changes.changed.items():
+            layout = (config.read_queue_nums, config.write_queue_nums, config.perm, config.topic_sys_flag)
+            queue_data = shared.get(layout)
+            if queue_data is None:
+                queue_data = shared[layout] = QueueData(broker_name, *layout)
+            table.setdefault(topic, {})[broker_name] = queue_data
+        for topic in changes.removed:
+            self._remove_queue_data(topic, broker_name)
 
     def _replace_queue_data(self, broker_name: str, topic_config_table: Mapping[str, TopicConfig]) -> None:
         # QueueData is frozen: topics with the same layout share one (a broker's 100,000
@@ -196,6 +259,14 @@ class RouteTable:
         live = self.broker_live_table.get(broker_addr)
         return live is None or live.data_version != data_version
 
+    def published_version(self, broker_name: str, broker_addr: str, broker_id: int) -> DataVersion | None:
+        """The data version of this broker's last registration, when another registration of
+        the same version would publish nothing (not its first under this name and id)."""
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_data is None or broker_data.broker_addrs.get(broker_id) != broker_addr:
+            return None
+        return self.data_version_of(broker_addr)
+
     def data_version_of(self, broker_addr: str) -> DataVersion | None:
         """The data version the broker last registered, or None if it is not alive."""
         live = self.broker_live_table.get(broker_addr)
@@ -236,6 +307,7 @@ class RouteTable:
 
     def _remove_broker_name(self, broker_name: str, cluster: str) -> None:
         self.version += 1
+        self._published.pop(broker_name, None)
         self.broker_addr_table.pop(broker_name, None)
         for cluster_name in [cluster, *self.cluster_addr_table]:
             names = self.cluster_addr_table.get(cluster_name)
@@ -263,6 +335,7 @@ class RouteTable:
         version: a topic created or changed there), which brings back the perm its config has.
         """
         count = 0
+        self._published.pop(broker_name, None)
         for by_broker in self.topic_queue_table.values():
             queue_data = by_broker.get(broker_name)
             if queue_data is None:
@@ -308,6 +381,9 @@ class RouteTable:
         by_broker = self.topic_queue_table.get(topic)
         if by_broker is None:
             return False
+        # The brokers' next publication must bring the topic back as RocketMQ's does: in full.
+        for name in by_broker:
+            self._published.pop(name, None)
         if cluster is None:
             del self.topic_queue_table[topic]
             self.version += 1

@@ -440,6 +440,43 @@ def encode_topic_config_wrapper(wrapper: TopicConfigSerializeWrapper) -> bytes:
     return _dumps(_wrapper_json(wrapper))
 
 
+def encode_topic_config_entry(name: str, config: TopicConfig) -> bytes:
+    """One ``"name":{TopicConfig}`` member of a wrapper's topicConfigTable, as
+    :func:`encode_topic_config_wrapper` writes it (for :func:`join_topic_config_wrapper`)."""
+    return _dumps(name) + b":" + _dumps(_topic_config_json(config))
+
+
+def join_topic_config_wrapper(data_version: DataVersion, entries: list[bytes]) -> bytes:
+    """The bytes of :func:`encode_topic_config_wrapper` from already encoded table entries.
+
+    A broker with tens of thousands of topics keeps each topic's entry and re-encodes only the
+    topics that changed; the join is one pass over bytes.
+    """
+    return b"".join(
+        (
+            b'{"dataVersion":',
+            encode_data_version(data_version),
+            b',"topicConfigTable":{',
+            b",".join(entries),
+            b"}}",
+        )
+    )
+
+
+def register_broker_json_body(wrapper_json: bytes, filter_server_list: list[str]) -> bytes:
+    """The JSON REGISTER_BROKER body around an encoded TopicConfigSerializeWrapper (the bytes of
+    :func:`encode_register_broker_body` without ``compressed``)."""
+    return b"".join(
+        (
+            b'{"filterServerList":',
+            _dumps(filter_server_list),
+            b',"topicConfigSerializeWrapper":',
+            wrapper_json,
+            b"}",
+        )
+    )
+
+
 def decode_topic_config_wrapper(data: bytes | bytearray | memoryview | str) -> TopicConfigSerializeWrapper:
     return _wrapper(_loads(data, "TopicConfigSerializeWrapper"), "TopicConfigSerializeWrapper")
 
@@ -509,6 +546,33 @@ def decode_register_broker_body(
         topic_config_serialize_wrapper=TopicConfigSerializeWrapper(table, version),
         filter_server_list=_strings(filters_value, "filterServerList"),
     )
+
+
+def decode_register_broker_data_version(
+    data: bytes | bytearray | memoryview, *, compressed: bool = False
+) -> DataVersion:
+    """Only the DataVersion of a REGISTER_BROKER body: a name server that already holds that
+    version of the broker's table keeps it and need not decode the topics (the compressed
+    layout holds the version first, so only its first bytes are inflated)."""
+    what = "RegisterBrokerBody"
+    if not compressed:
+        obj = _loads(data, what)
+        wrapper = _dict(obj, "topicConfigSerializeWrapper", what)
+        return _data_version(
+            _dict(wrapper, "dataVersion", "topicConfigSerializeWrapper"),
+            "topicConfigSerializeWrapper.dataVersion",
+        )
+    inflater = zlib.decompressobj()
+    try:
+        head = inflater.decompress(bytes(data), 4)
+        if len(head) == 4:
+            length = _INT.unpack(head)[0]
+            if 0 <= length <= MAX_FRAME_BYTES:
+                head += inflater.decompress(inflater.unconsumed_tail, length)
+    except zlib.error as exc:
+        raise RemoteProtocolError(f"{what}: compressed body does not inflate: {exc}") from exc
+    _, version_json = _take_chunk(head, 0, "dataVersion")
+    return decode_data_version(version_json)
 
 
 def _inflate(data: bytes, what: str) -> bytes:

@@ -488,6 +488,19 @@ class MessageStore:
             queue = self._queues.get(topic, queue_id)
             return queue.max_queue_offset if queue is not None else 0
 
+    def get_max_queue_offsets(self, keys: Sequence[tuple[str, int]]) -> list[int]:
+        """:meth:`get_max_queue_offset` of each (topic, queue id), under one hold of the lock.
+
+        For a reader of many queues on another thread (a /metrics scrape): taking the lock once
+        per queue hands it back and forth with the event loop's own store calls, and a loop
+        call that loses that race waits behind the reader's whole pass.
+        """
+        with self._lock:
+            self._require_open()
+            table = self._queues
+            found = [table.get(topic, queue_id) for topic, queue_id in keys]
+            return [queue.max_queue_offset if queue is not None else 0 for queue in found]
+
     def consume_queue_entries(
         self, topic: str, queue_id: int, queue_offset: int, count_max: int
     ) -> list[tuple[int, int, int]] | None:
