@@ -203,6 +203,8 @@ class RouteTable:
             if queue_data is None:
                 queue_data = shared[layout] = QueueData(broker_name, *layout)
             table.setdefault(topic, {})[broker_name] = queue_data
+        if not self.delete_topic_with_broker_registration:
+            return  # as _replace_queue_data: a topic left out of a registration is kept
         for topic in changes.removed:
             self._remove_queue_data(topic, broker_name)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from orbitmq.model.route import PERM_INHERIT, PERM_READ_WRITE, DataVersion, QueueData, TopicConfig
 from orbitmq.namesrv.route_table import RegisterResult, RouteTable, topic_table_changes
 from tests.support.calls import python_calls
@@ -263,7 +265,7 @@ def test_route_table_publication_applies_only_the_topics_that_changed() -> None:
     # server's event loop half a second per registration while topics were being created.
     work = []
     for count in (10, 2_000):
-        table = RouteTable()
+        table = RouteTable(delete_topic_with_broker_registration=True)
         published = topics(*(f"T{index}" for index in range(count)))
         _publish(table, published, 1)
         newer = {**published, "New": TopicConfig("New", 2, 2)}
@@ -282,19 +284,22 @@ def test_route_table_publication_applies_only_the_topics_that_changed() -> None:
     assert work[0] == work[1]
 
 
-def test_route_table_changed_publications_end_as_a_full_replacement() -> None:
-    # The tables reached by publishing changes, or by replacing everything each time, are one.
+@pytest.mark.parametrize("delete_topics", [True, False], ids=["deleteTopicWithBrokerRegistration", "keep"])
+def test_route_table_changed_publications_end_as_a_full_replacement(delete_topics: bool) -> None:
+    # The tables reached by publishing changes, or by replacing everything each time, are one,
+    # whether a topic left out of a registration is dropped or kept (RocketMQ's default).
     steps = [
         topics("A", "B", "C"),
         {**topics("A", "C"), "D": TopicConfig("D", 8, 8, PERM_READ_WRITE | PERM_INHERIT)},
         topics("A", "C", "D", queues=2),
     ]
-    incremental = RouteTable()
+    incremental = RouteTable(delete_topic_with_broker_registration=delete_topics)
+    full = RouteTable(delete_topic_with_broker_registration=delete_topics)
     for counter, topic_table in enumerate(steps, 1):
         _publish(incremental, topic_table, counter)
-        full = RouteTable()
-        register(full, topic_table=topic_table)
+        register(full, topic_table=topic_table, version=DataVersion(1000, counter))
         assert incremental.topic_queue_table == full.topic_queue_table
+    assert (incremental.topic_route("B") is None) == delete_topics
     # Something else changed the broker's queue data (a topic deleted on the name server):
     # the next publication replaces everything, so the deleted topic comes back.
     incremental.delete_topic("A")
