@@ -173,7 +173,7 @@ class TopicConfigTable:
                 return False
             self._check_room(config)
             self._topics[config.topic_name] = config
-            self._bump()
+            self._bump(config.topic_name)
             return True
 
     def remove(self, topic: str) -> bool:
