@@ -36,6 +36,7 @@ import functools
 import importlib.util
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +52,7 @@ from orbitmq.bench._topics import BenchTopic
 from orbitmq.bench.peers import _clients
 from orbitmq.bench.peers._jvm import JavaServer, rss_peak_mib, start_kafka, start_rocketmq
 from orbitmq.bench.peers._maven import JavaMissing, classpath, java_missing
+from orbitmq.bench.peers._profile import ServerProfile
 from orbitmq.bench.peers._summary import APACHE, KAFKA, ORBIT, REDIS, Results, report
 from orbitmq.bench.peers._tools import (
     kafka_consumer_perf,
@@ -94,14 +96,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=int, default=1_000, help="msgs/s of the end-to-end latency series")
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="seconds of the latency series")
     parser.add_argument(
-        "--tool-seconds", type=float, default=21.0, help="seconds each RocketMQ tool runs (>= 11)"
+        "--tool-seconds", type=float, default=16.0, help="seconds each RocketMQ tool runs (>= 11)"
     )
     parser.add_argument(
-        "--kafka-records", type=int, default=2_000_000, help="records per ProducerPerformance run"
+        "--kafka-records", type=int, default=300_000, help="records per ProducerPerformance run"
     )
     parser.add_argument("--java", default="java", help="the java binary for the Java peers")
     parser.add_argument("--mvn", default="mvn", help="the mvn binary that resolves their artifacts")
     parser.add_argument("--redis-server", help="redis-server binary (default: found on PATH)")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="record the OrbitMQ server with py-spy (the profile extra) into DIR; print where its time went",
+    )
     parser.add_argument("--quick", action="store_true", help="a short smoke run (small counts, 1-3 s series)")
 
 
@@ -152,6 +159,9 @@ class _Systems:
         return None
 
 
+_LABELS = {"rocketmq": "Apache RocketMQ", "kafka": "Apache Kafka"}
+
+
 def _start(args: argparse.Namespace, workdir: Path, systems: _Systems) -> None:
     wanted = {name.strip() for name in args.peers.split(",") if name.strip()}
     flush_flag = "ASYNC_FLUSH" if args.flush == "async" else "SYNC_FLUSH"
@@ -165,16 +175,16 @@ def _start(args: argparse.Namespace, workdir: Path, systems: _Systems) -> None:
     systems.stack.callback(stop_orbit)
     java_peers = [name for name in ("rocketmq", "kafka") if name in wanted]
     missing = java_missing(args.java, args.mvn) if java_peers else None
-    for name in java_peers:
-        label = "Apache RocketMQ" if name == "rocketmq" else "Apache Kafka"
+    paths: dict[str, str] = {}
+    for name in java_peers:  # resolved first: a first run fetches them before any server starts
         if missing:
-            print(f"{label} skipped: {missing} not found (install a JDK 17+ and Maven)", flush=True)
+            print(f"{_LABELS[name]} skipped: {missing} not found (install a JDK 17+ and Maven)", flush=True)
             continue
         try:
-            path = classpath(name, args.mvn)
+            paths[name] = classpath(name, args.mvn)
         except (JavaMissing, OSError) as exc:
-            print(f"{label} skipped: {exc}", flush=True)
-            continue
+            print(f"{_LABELS[name]} skipped: {exc}", flush=True)
+    for name, path in paths.items():
         try:
             if name == "rocketmq":
                 systems.rocketmq_classpath = path
@@ -186,7 +196,7 @@ def _start(args: argparse.Namespace, workdir: Path, systems: _Systems) -> None:
                 systems.kafka = start_kafka(args.java, path, workdir / "kafka", args.queues)
                 systems.stack.callback(systems.kafka.stop)
         except (RuntimeError, OSError) as exc:
-            print(f"{label} skipped: {exc}", flush=True)
+            print(f"{_LABELS[name]} skipped: {exc}", flush=True)
     if "redis" in wanted:
         binary = find_redis_server(args.redis_server)
         if binary is None:
@@ -204,7 +214,6 @@ def run(args: argparse.Namespace) -> int:
     if args.quick:
         for key, value in _QUICK.items():
             setattr(args, key, value)
-    args.tool_seconds = max(args.tool_seconds, 11.5)
     hiredis = _hiredis_active()
     load = os.getloadavg()
     print(
@@ -219,9 +228,16 @@ def run(args: argparse.Namespace) -> int:
         with systems.stack:
             _start(args, workdir, systems)
             results = Results()
+            profile = None
+            if args.profile and systems.orbit:
+                Path(args.profile).mkdir(parents=True, exist_ok=True)
+                profile = ServerProfile(systems.orbit[0].pid, Path(args.profile) / "orbitmq-server.raw")
+                systems.stack.callback(profile.stop)
             _client_group(args, systems, results)
             if not args.no_tools:
                 _tools_group(args, systems, results, workdir)
+            if profile is not None:
+                profile.stop()
         present = [
             name
             for name, up in (
@@ -233,6 +249,8 @@ def run(args: argparse.Namespace) -> int:
             if up
         ]
         report(args, present, results)
+        if profile is not None:
+            print("\n" + profile.summary(), flush=True)
     return 0
 
 
@@ -253,7 +271,9 @@ def _client_group(args: argparse.Namespace, systems: _Systems, results: Results)
         print(f"{system}: OrbitMQ's Python client workloads", flush=True)
         cpu_before = systems.cpu_of(system)
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            runner.run(_orbit_client(args, system, namesrv, functools.partial(systems.cpu_of, system), results))
+            runner.run(
+                _orbit_client(args, system, namesrv, functools.partial(systems.cpu_of, system), results)
+            )
         results.put("client-cpu", system, systems.cpu_of(system) - cpu_before)
         results.put("client-rss", system, systems.rss_of(system))
     if systems.redis:
@@ -341,6 +361,8 @@ def _redis_client(args: argparse.Namespace, redis: RedisServer, results: Results
 def _tools_group(args: argparse.Namespace, systems: _Systems, results: Results, workdir: Path) -> None:
     logs = workdir / "tool-logs"
     logs.mkdir(exist_ok=True)
+    # One report a second after the tool's first 10 s; each covers the 9 s before it.
+    reports = max(1, round(args.tool_seconds) - 10)
     if systems.rocketmq_classpath and systems.orbit:
         targets = [(ORBIT, f"127.0.0.1:{systems.orbit[1]}")]
         if systems.apache:
@@ -362,21 +384,25 @@ def _tools_group(args: argparse.Namespace, systems: _Systems, results: Results, 
                         topic,
                         size,
                         threads,
-                        args.tool_seconds,
+                        reports,
                         log,
                     )
             print(f"{system}: RocketMQ benchmark Consumer beside a Producer (100 B, 16 threads)", flush=True)
             tag = system.split()[0]
+            stop = threading.Event()
             with ThreadPoolExecutor(1) as pool:
                 consumer = pool.submit(
-                    rocketmq_consumer, args.java, systems.rocketmq_classpath, namesrv, "ToolBenchPC", 20,
-                    args.tool_seconds + 2, logs / f"consumer-{tag}.log",
+                    rocketmq_consumer, args.java, systems.rocketmq_classpath, namesrv, "ToolBenchPC", 20, stop,
+                    logs / f"consumer-{tag}.log",
                 )  # fmt: skip
-                time.sleep(2)
-                results.tools[("rmq-pc-producer", system)] = rocketmq_producer(
-                    args.java, systems.rocketmq_classpath, namesrv, "ToolBenchPC", 100, 16, args.tool_seconds,
-                    logs / f"producer-pc-{tag}.log",
-                )  # fmt: skip
+                try:
+                    time.sleep(2)
+                    results.tools[("rmq-pc-producer", system)] = rocketmq_producer(
+                        args.java, systems.rocketmq_classpath, namesrv, "ToolBenchPC", 100, 16, reports,
+                        logs / f"producer-pc-{tag}.log",
+                    )  # fmt: skip
+                finally:
+                    stop.set()
                 results.tools[("rmq-consumer", system)] = consumer.result()
             results.put("tools-cpu", system, systems.cpu_of(system) - cpu_before)
             results.put("tools-rss", system, systems.rss_of(system))

@@ -100,18 +100,24 @@ class JavaServer:
             self.proc = subprocess.Popen(
                 list(cmd), stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
+        try:
+            self._wait_for_port()
+        except BaseException:  # not ready, or Ctrl-C while it starts: it is in a session of its own
+            self.stop()
+            raise
+
+    def _wait_for_port(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{name} exited at start-up ({self.proc.returncode}); see {log}")
+                raise RuntimeError(f"{self.name} exited at start-up ({self.proc.returncode}); see {self.log}")
             try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                     return
             except OSError:
                 if time.monotonic() > deadline:
-                    self.stop()
                     raise RuntimeError(
-                        f"{name} did not open port {port} within {START_TIMEOUT_S:g} s"
+                        f"{self.name} did not open port {self.port} within {START_TIMEOUT_S:g} s"
                     ) from None
                 time.sleep(0.1)
 
@@ -127,7 +133,10 @@ class JavaServer:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.proc.wait(30)
 
 

@@ -17,7 +17,9 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +35,8 @@ __all__ = [
 ]
 
 # 5.5.0's lines: "Current Time: ... | Send TPS: 1234 | Max RT(ms): 5 | Average RT(ms):   0.812 | Send Failed: 0 | ..."
+# The JVM's start, the client's and the first 10 one-second snapshots before a first report.
+START_ALLOWANCE_S = 90.0
 _PRODUCER_LINE = re.compile(
     r"Send TPS: (\d+) \| Max RT\(ms\): (\d+) \| Average RT\(ms\):\s*([\d.]+|NaN) \| Send Failed: (\d+)"
 )
@@ -65,9 +69,9 @@ def _java(java: str, classpath: str, main: str, *args: str) -> list[str]:
 
 
 def _run_for(
-    cmd: list[str], seconds: float, log: Path, until: re.Pattern[str] | None = None
+    cmd: list[str], seconds: float, log: Path, until: Callable[[str], bool] | None = None
 ) -> tuple[str, float]:
-    """Run ``cmd`` for ``seconds`` (or until it exits); its output and CPU seconds."""
+    """Run ``cmd`` until ``until(output)`` holds, it exits, or ``seconds`` pass; its output and CPU seconds."""
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     cpu = 0.0
@@ -76,7 +80,7 @@ def _run_for(
         while proc.poll() is None and time.monotonic() < deadline:
             cpu = process_cpu_s(proc.pid) or cpu
             time.sleep(0.25)
-            if until is not None and until.search(log.read_text(errors="replace")):
+            if until is not None and until(log.read_text(errors="replace")):
                 break
         cpu = process_cpu_s(proc.pid) or cpu
     finally:
@@ -96,14 +100,17 @@ def _number(text: str) -> float | None:
 
 
 def rocketmq_producer(
-    java: str, classpath: str, namesrv: str, topic: str, size: int, threads: int, seconds: float, log: Path
+    java: str, classpath: str, namesrv: str, topic: str, size: int, threads: int, reports: int, log: Path
 ) -> ToolResult:
-    """RocketMQ's benchmark Producer for ``seconds`` (at least 11: it prints every 10 s)."""
+    """RocketMQ's benchmark Producer until it printed ``reports`` reports (one a second once
+    its first 10 s are behind it); the last one's figures."""
     cmd = _java(
         java, classpath, "org.apache.rocketmq.example.benchmark.Producer",
         "-n", namesrv, "-t", topic, "-s", str(size), "-w", str(threads), "-ri", "1000",
     )  # fmt: skip
-    text, cpu = _run_for(cmd, seconds, log)
+    text, cpu = _run_for(
+        cmd, reports + START_ALLOWANCE_S, log, lambda out: len(_PRODUCER_LINE.findall(out)) >= reports
+    )
     lines = _PRODUCER_LINE.findall(text)
     if not lines:
         return ToolResult(None, tool_cpu_s=cpu, note=_tail(text))
@@ -112,15 +119,15 @@ def rocketmq_producer(
 
 
 def rocketmq_consumer(
-    java: str, classpath: str, namesrv: str, topic: str, threads: int, seconds: float, log: Path
+    java: str, classpath: str, namesrv: str, topic: str, threads: int, stop: threading.Event, log: Path
 ) -> ToolResult:
-    """RocketMQ's benchmark Consumer (a new group) for ``seconds``; its last line."""
+    """RocketMQ's benchmark Consumer (a new group) until ``stop`` is set; its last report."""
     cmd = _java(
         java, classpath, "org.apache.rocketmq.example.benchmark.Consumer",
         "-n", namesrv, "-t", topic, "-w", str(threads), "-g", f"bench_consumer_{topic}", "-p", "false",
         "-ri", "1000",
     )  # fmt: skip
-    text, cpu = _run_for(cmd, seconds, log)
+    text, cpu = _run_for(cmd, 3600, log, lambda _: stop.is_set())
     lines = _CONSUMER_LINE.findall(text)
     if not lines:
         return ToolResult(None, tool_cpu_s=cpu, note=_tail(text))
