@@ -96,7 +96,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=int, default=1_000, help="msgs/s of the end-to-end latency series")
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="seconds of the latency series")
     parser.add_argument(
-        "--tool-seconds", type=float, default=16.0, help="seconds each RocketMQ tool runs (>= 11)"
+        "--tool-seconds",
+        type=float,
+        default=16.0,
+        help="seconds of each RocketMQ tool run after its start-up; its last report covers the last 9",
     )
     parser.add_argument(
         "--kafka-records", type=int, default=300_000, help="records per ProducerPerformance run"

@@ -111,11 +111,18 @@ def rocketmq_producer(
     text, cpu = _run_for(
         cmd, reports + START_ALLOWANCE_S, log, lambda out: len(_PRODUCER_LINE.findall(out)) >= reports
     )
+    result = parse_rocketmq_producer(text)
+    result.tool_cpu_s = cpu
+    return result
+
+
+def parse_rocketmq_producer(text: str) -> ToolResult:
+    """The last report of RocketMQ's benchmark Producer in ``text``."""
     lines = _PRODUCER_LINE.findall(text)
     if not lines:
-        return ToolResult(None, tool_cpu_s=cpu, note=_tail(text))
+        return ToolResult(None, note=_tail(text))
     tps, max_rt, avg_rt, failed = lines[-1]
-    return ToolResult(float(tps), _number(avg_rt), float(max_rt), failed=int(failed), tool_cpu_s=cpu)
+    return ToolResult(float(tps), _number(avg_rt), float(max_rt), failed=int(failed))
 
 
 def rocketmq_consumer(
@@ -128,11 +135,18 @@ def rocketmq_consumer(
         "-ri", "1000",
     )  # fmt: skip
     text, cpu = _run_for(cmd, 3600, log, lambda _: stop.is_set())
+    result = parse_rocketmq_consumer(text)
+    result.tool_cpu_s = cpu
+    return result
+
+
+def parse_rocketmq_consumer(text: str) -> ToolResult:
+    """The last report of RocketMQ's benchmark Consumer in ``text``."""
     lines = _CONSUMER_LINE.findall(text)
     if not lines:
-        return ToolResult(None, tool_cpu_s=cpu, note=_tail(text))
+        return ToolResult(None, note=_tail(text))
     tps, avg_b2c, max_b2c = lines[-1]
-    return ToolResult(float(tps), _number(avg_b2c), float(max_b2c), tool_cpu_s=cpu)
+    return ToolResult(float(tps), _number(avg_b2c), float(max_b2c))
 
 
 def kafka_producer_perf(
@@ -145,16 +159,19 @@ def kafka_producer_perf(
         "--producer-props", f"bootstrap.servers={bootstrap}",
     )  # fmt: skip
     text, cpu = _run_for(cmd, seconds, log)
+    result = parse_kafka_producer(text)
+    result.tool_cpu_s = cpu
+    return result
+
+
+def parse_kafka_producer(text: str) -> ToolResult:
+    """ProducerPerformance's final line (the one with percentiles) in ``text``."""
     found = [match for match in _KAFKA_PRODUCER.finditer(text) if match.group(6)]
     if not found:
-        return ToolResult(None, tool_cpu_s=cpu, note=_tail(text))
+        return ToolResult(None, note=_tail(text))
     match = found[-1]
     return ToolResult(
-        float(match.group(2)),
-        float(match.group(4)),
-        float(match.group(5)),
-        float(match.group(8)),
-        tool_cpu_s=cpu,
+        float(match.group(2)), float(match.group(4)), float(match.group(5)), float(match.group(8))
     )
 
 
@@ -168,10 +185,17 @@ def kafka_consumer_perf(
         "--group", f"perf-{topic}", "--timeout", str(int(seconds * 1000)),
     )  # fmt: skip
     text, cpu = _run_for(cmd, seconds + 30, log)
+    result = parse_kafka_consumer(text)
+    result.tool_cpu_s = cpu
+    return result
+
+
+def parse_kafka_consumer(text: str) -> ToolResult:
+    """ConsumerPerformance's CSV line in ``text``: its fetch rate (msgs/s) when it gives one."""
     for line in reversed(text.splitlines()):
         fields = [field.strip() for field in line.split(",")]
         if len(fields) >= 6 and re.fullmatch(r"[\d.]+", fields[5] or "x"):
             # start, end, MB, MB/s, nMsg, nMsg/s, rebalance ms, fetch ms, fetch MB/s, fetch nMsg/s
             rate = float(fields[9]) if len(fields) >= 10 and float(fields[9]) > 0 else float(fields[5])
-            return ToolResult(rate, tool_cpu_s=cpu)
-    return ToolResult(None, tool_cpu_s=cpu, note=_tail(text))
+            return ToolResult(rate)
+    return ToolResult(None, note=_tail(text))
