@@ -35,6 +35,7 @@ import asyncio
 import functools
 import importlib.util
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -44,6 +45,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from subprocess import Popen
 
+from orbitmq.bench._interrupt import INTERRUPTED_STATUS
 from orbitmq.bench._peers import Phase, process_cpu_s
 from orbitmq.bench._redis_peer import INSTALL_HINT, RedisServer, find_redis_server
 from orbitmq.bench._report import percentile
@@ -228,6 +230,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="orbitmq-peers-") as tmp:
         workdir = Path(tmp)
         systems = _Systems()
+        status = 0
         with systems.stack:
             _start(args, workdir, systems)
             results = Results()
@@ -236,9 +239,14 @@ def run(args: argparse.Namespace) -> int:
                 Path(args.profile).mkdir(parents=True, exist_ok=True)
                 profile = ServerProfile(systems.orbit[0].pid, Path(args.profile) / "orbitmq-server.raw")
                 systems.stack.callback(profile.stop)
-            _client_group(args, systems, results)
-            if not args.no_tools:
-                _tools_group(args, systems, results, workdir)
+            try:
+                _client_group(args, systems, results)
+                if not args.no_tools:
+                    _tools_group(args, systems, results, workdir)
+            except KeyboardInterrupt:
+                # The first Ctrl-C: the servers are stopped below, then what was measured is printed.
+                print("\ninterrupted: stopping the servers and summarising", file=sys.stderr, flush=True)
+                status = INTERRUPTED_STATUS
             if profile is not None:
                 profile.stop()
         present = [
@@ -254,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
         report(args, present, results)
         if profile is not None:
             print("\n" + profile.summary(), flush=True)
-    return 0
+    return status
 
 
 # --- measuring --------------------------------------------------------------------------------
