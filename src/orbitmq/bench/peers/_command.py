@@ -47,7 +47,7 @@ from subprocess import Popen
 
 from orbitmq.bench._interrupt import INTERRUPTED_STATUS
 from orbitmq.bench._peers import Phase, process_cpu_s
-from orbitmq.bench._redis_peer import INSTALL_HINT, RedisServer, find_redis_server
+from orbitmq.bench._redis_peer import INSTALL_HINT, RedisServer, find_redis_server, hiredis_active
 from orbitmq.bench._report import percentile
 from orbitmq.bench._servers import start_standalone
 from orbitmq.bench._topics import BenchTopic
@@ -115,14 +115,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="record the OrbitMQ server with py-spy (the profile extra) into DIR; print where its time went",
     )
     parser.add_argument("--quick", action="store_true", help="a short smoke run (small counts, 1-3 s series)")
-
-
-def _hiredis_active() -> bool:
-    try:
-        from redis.utils import HIREDIS_AVAILABLE
-    except ImportError:
-        return False
-    return bool(HIREDIS_AVAILABLE)
 
 
 class _Systems:
@@ -219,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
     if args.quick:
         for key, value in _QUICK.items():
             setattr(args, key, value)
-    hiredis = _hiredis_active()
+    hiredis = hiredis_active()
     load = os.getloadavg()
     print(
         f"bench peers: flush {args.flush.upper()}, {args.queues} queues/partitions per topic, "
