@@ -44,4 +44,6 @@ def test_bench_compare_prints_both_peers_ratios_and_cpu(tmp_path: Path) -> None:
             rf"^sync publish p50\s+[\d.]+ ms \({series}\)\s+[\d.]+ ms \(\w+_FLUSH\)\s+\d+\.\d\dx$", out, re.M
         ), out
     assert len(re.findall(r"CPU s: server \d+\.\d\d, client \d+\.\d\d", out)) == 6, out
+    # The compare extra installs hiredis, so redis-py runs as Redis users run it.
+    assert "redis-py with hiredis: active" in out, out
     assert "skipped" not in out

@@ -49,6 +49,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "orbitmq.bench.compare",
         "OrbitMQ beside Redis Streams through their Python clients: produce, consume, sync latency",
     ),
+    "peers": (
+        "orbitmq.bench.peers",
+        "OrbitMQ beside Apache RocketMQ, Kafka and Redis: their own tools and the same client, one run",
+    ),
     "namesrv": (
         "orbitmq.bench.namesrv",
         "route queries/s, CPU per query and registration rounds of one name server, simulated brokers",

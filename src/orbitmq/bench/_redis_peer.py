@@ -27,6 +27,7 @@ __all__ = [
     "INSTALL_HINT",
     "RedisServer",
     "find_redis_server",
+    "hiredis_active",
     "redis_consume_group",
     "redis_consume_xread",
     "redis_produce",
@@ -47,6 +48,15 @@ def find_redis_server(explicit: str | None = None) -> str | None:
     if explicit:
         return explicit if os.access(explicit, os.X_OK) else None
     return shutil.which("redis-server") or shutil.which("redis-server", path="/usr/bin:/usr/sbin")
+
+
+def hiredis_active() -> bool:
+    """Whether redis-py parses replies with hiredis (its C parser, installed by the compare extra)."""
+    try:
+        from redis.utils import HIREDIS_AVAILABLE
+    except ImportError:
+        return False
+    return bool(HIREDIS_AVAILABLE)
 
 
 def _free_port() -> int:

@@ -45,6 +45,7 @@ from orbitmq.bench._redis_peer import (
     INSTALL_HINT,
     RedisServer,
     find_redis_server,
+    hiredis_active,
     redis_consume_group,
     redis_consume_xread,
     redis_produce,
@@ -232,6 +233,7 @@ def _report(results: _Results, redis_version: str | None, args: argparse.Namespa
         f"\nOrbitMQ beside {redis_name} Streams, Python clients, {args.count:,} x {args.size} B, "
         f"medians of {args.runs} run(s); ratio = OrbitMQ / Redis"
     )
+    print(f"redis-py with hiredis: {'active' if hiredis_active() else 'NOT installed'}")
     width = 44
     print(f"{'':<34}{'Redis Streams':<{width}}{'OrbitMQ':<{width}}ratio")
     status = 0
