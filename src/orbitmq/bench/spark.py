@@ -8,7 +8,11 @@ topic is removed at the end unless it existed before). Then, one after the other
    from its min to its max offset with ``pull_range`` (decoded messages, queues concurrently);
 2. ``count``: a ``local[N]`` Spark session runs a batch read's ``count()`` over the same offsets;
 3. ``parquet``: the ``orbitmq`` streaming source under ``Trigger.AvailableNow`` writes the same
-   offsets into Parquet files (every column).
+   offsets into Parquet files (every column);
+4. ``floor``: ``count()`` over a Python data source that yields the source's own Arrow batches
+   of the first messages again and again (same rows, partitions and schema; no broker, no
+   pull, no decoding: ``_spark_floor.py``): what Spark alone costs, so the best ratio
+   ``count()`` could reach on this machine.
 
 A warm-up batch read runs first, so Python helper start-up is not counted; the Spark figures
 are wall times from the action's start to its end. The readers alternate ``--rounds`` times
@@ -36,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orbitmq.bench import _spark_floor
 from orbitmq.bench._servers import add_namesrv_argument, start_standalone
 from orbitmq.bench._topics import BenchTopic
 from orbitmq.client.blocking import BlockingAdminClient, BlockingProducer
@@ -45,7 +50,8 @@ from orbitmq.transport.runner import new_event_loop
 
 TARGET_RATIO = 0.7
 _PULL_GROUP = "bench-spark-pull"
-_PHASES = ("pull", "count", "parquet")
+_PHASES = ("pull", "count", "parquet", "floor")
+_FLOOR_SAMPLE_ROWS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +106,8 @@ def _measure(
 ) -> list[Round]:
     """Each round: the pull consumer, the batch count() and the availableNow query into Parquet."""
     spark = _spark_session(namesrv, args)
+    _spark_floor.save_sample(spark, _read_options(namesrv, args), _FLOOR_SAMPLE_ROWS, workdir / "floor.arrow")
+    _spark_floor.register(spark)
     try:
         rounds = []
         for index in range(args.rounds):
@@ -108,7 +116,8 @@ def _measure(
             parquet = _timed(
                 functools.partial(_spark_parquet, spark, namesrv, args, workdir / f"round-{index}")
             )
-            rounds.append({"pull": pull, "count": count, "parquet": parquet})
+            floor = _timed(functools.partial(_spark_floor_count, spark, args, workdir / "floor.arrow"))
+            rounds.append({"pull": pull, "count": count, "parquet": parquet, "floor": floor})
         return rounds
     finally:
         spark.stop()
@@ -234,6 +243,13 @@ def _spark_count(spark: Any, namesrv: str, args: argparse.Namespace) -> int:
     return rows
 
 
+def _spark_floor_count(spark: Any, args: argparse.Namespace, sample: Path) -> int:
+    options = {"path": str(sample), "rows": str(args.prefill), "partitions": str(args.queues)}
+    rows = int(spark.read.format(_spark_floor.FORMAT).options(**options).load().count())
+    print(f"spark floor count(): {rows} rows", flush=True)
+    return rows
+
+
 def _spark_parquet(spark: Any, namesrv: str, args: argparse.Namespace, workdir: Path) -> int:
     options = _read_options(namesrv, args)
     if args.max_offsets_per_trigger:
@@ -270,6 +286,7 @@ def _summary(args: argparse.Namespace, rounds: list[Round]) -> int:
     print(f"  pull consumer (pull_range)         {_rates(count, args.size, best['pull'])}")
     print(f"  spark batch count()                {_rates(count, args.size, best['count'])}")
     print(f"  spark availableNow into Parquet    {_rates(count, args.size, best['parquet'])}")
+    print(f"  spark floor count() (no broker)    {_rates(count, args.size, best['floor'])}")
     print("  CPU per message (all processes): " + ", ".join(
         f"{name} {best_cpu[name] / count * 1e6:.1f} us" for name in _PHASES))  # fmt: skip
     verdicts = []
@@ -282,4 +299,8 @@ def _summary(args: argparse.Namespace, rounds: list[Round]) -> int:
         )
     print("ratios:")
     print("\n".join(verdicts))
+    print(
+        f"  floor count() (Spark alone) / pull consumer: {best['pull'] / best['floor']:.2f} wall,"
+        f" {best_cpu['pull'] / best_cpu['floor']:.2f} per CPU-s (the most count() could reach here)"
+    )
     return 0 if all(phase.rows == count for r in rounds for phase in r.values()) else 1

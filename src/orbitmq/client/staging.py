@@ -18,6 +18,13 @@ own part. If the writer dies in between, the next commit of the key gets the rec
 back from the coordinator and completes it on the other brokers, ignoring its own new chunks;
 every broker's part is idempotent. The coordinator must stay the same while a batch is in
 doubt: adding or removing the first-sorting broker at that moment breaks the guarantee.
+
+Failover. A broker group is named by its broker name, not by its master's address: staging and
+each broker's part of a commit ask the name server for the group's master again after a
+connection fault, a ``SERVICE_NOT_AVAILABLE`` (a deposed master, a slave) or while the group
+has no master, and retry with back-off until their budget is spent. In controller mode the
+promoted slave holds the staged records and the ledger (both in the replicated CommitLog), so
+the retried commit is recorded once: a key the old master committed is answered as committed.
 """
 
 from __future__ import annotations
@@ -29,7 +36,16 @@ from dataclasses import dataclass
 
 from orbitmq.client._send import prepare_batches
 from orbitmq.client.producer import Producer, select_queue_by_hash
-from orbitmq.errors import NoRouteError, OrbitError, RemoteProtocolError, RequestTimeoutError, error_for_code
+from orbitmq.errors import (
+    NoRouteError,
+    OrbitError,
+    RemoteProtocolError,
+    RemotingError,
+    RequestTimeoutError,
+    ServiceNotAvailableError,
+    SystemBusyError,
+    error_for_code,
+)
 from orbitmq.model.message import Message, MessageQueue
 from orbitmq.model.route import MASTER_BROKER_ID
 from orbitmq.protocol.bodies import decode_cluster_info
@@ -38,6 +54,11 @@ from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.staging import CommitBody, CommitStagedRequestHeader, StageMessagesRequestHeader
 
 __all__ = ["CommitResult", "StagedChunk", "StagingProducer"]
+
+_FIRST_BACKOFF_S = 0.05
+_MAX_BACKOFF_S = 1.0
+_FAILOVER_FAULTS = (RemotingError, SystemBusyError, ServiceNotAvailableError, NoRouteError)
+"""What a broker group failing over answers: retried until the budget is spent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +95,11 @@ class StagingProducer(Producer):
         """Stage messages of one topic; one chunk per request (at most the max message size).
 
         Without ``queue`` each request goes to the next queue (round robin, retried on another
-        broker like a send); with one (e.g. :meth:`queue_for_key`), every message goes there,
-        in order, without retry (as :meth:`send_orderly`).
+        queue like a send); with one (e.g. :meth:`queue_for_key`), every message goes there,
+        in order. A request that fails retriably (its broker group failing over included) is
+        sent again, to the group's master of the moment, with back-off, until ``timeout_ms``
+        (default ``send_msg_timeout_ms``) is spent; each attempt waits at most
+        ``send_msg_timeout_ms``.
 
         Raises:
             MessageValidationError: as :meth:`send_batch` (nothing was staged).
@@ -86,13 +110,11 @@ class StagingProducer(Producer):
         chunks = []
         for batch in batches:
             count = len(batch.uniq_keys)
-            if queue is not None:
-                budget = timeout_ms or self.config.send_msg_timeout_ms
-                chunks.append(await self._stage_one(queue, batch.body, count, write_id, batch_id, budget))
-            else:
-                chunks.append(
-                    await self._stage_retrying(batch.topic, batch.body, count, write_id, batch_id, timeout_ms)
-                )
+            budget_ms = timeout_ms or self.config.send_msg_timeout_ms
+            retry = _Retry(time.monotonic() + budget_ms / 1000)
+            chunks.append(
+                await self._stage_retrying(batch.topic, batch.body, count, write_id, batch_id, queue, retry)
+            )
         return chunks
 
     async def queue_for_key(self, topic: str, sharding_key: str) -> MessageQueue:
@@ -102,30 +124,43 @@ class StagingProducer(Producer):
         return select_queue_by_hash(info.queues, Message(topic, b"-"), sharding_key)
 
     async def _stage_retrying(
-        self, topic: str, body: bytes, count: int, write_id: str, batch_id: int, timeout_ms: int | None
+        self,
+        topic: str,
+        body: bytes,
+        count: int,
+        write_id: str,
+        batch_id: int,
+        fixed_queue: MessageQueue | None,
+        retry: _Retry,
     ) -> StagedChunk:
-        """Stage on the next queue; on a retriable fault, on another broker (as a send)."""
-        budget_ms = timeout_ms or self.config.send_msg_timeout_ms
-        deadline = time.monotonic() + budget_ms / 1000
-        info = await self._publish_info(topic)
+        """Stage on ``fixed_queue`` or the next queue; a failover's faults are retried until the
+        budget is spent, other retriable faults ``retry_times_when_send_failed`` times."""
+        what = f"staging to topic {topic}"
         failed_broker: str | None = None
-        last_error: OrbitError | None = None
-        for _ in range(1 + self.config.retry_times_when_send_failed):
-            remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if remaining_ms <= 0:
-                break
-            queue = self._select(info, failed_broker)
+        refresh = False
+        other_faults = 0
+        while True:
+            queue = fixed_queue
             try:
-                return await self._stage_one(queue, body, count, write_id, batch_id, remaining_ms)
+                if queue is None:
+                    queue = self._select(await self._publish_info(topic, refresh=refresh), failed_broker)
+                elif refresh:
+                    await self._publish_info(topic, refresh=True)
+                attempt_ms = min(retry.remaining_ms(), self.config.send_msg_timeout_ms)
+                return await self._stage_one(queue, body, count, write_id, batch_id, attempt_ms)
             except OrbitError as exc:
                 if not exc.retriable:
                     raise
-                last_error, failed_broker = exc, queue.broker_name
-                if exc.refresh_route:
-                    info = await self._publish_info(topic, refresh=True)
-        if last_error is not None:
-            raise last_error
-        raise RequestTimeoutError(f"staging to topic {topic} used up its {budget_ms} ms budget")
+                if not isinstance(exc, _FAILOVER_FAULTS):
+                    other_faults += 1
+                    if other_faults > self.config.retry_times_when_send_failed:
+                        raise
+                if queue is not None:
+                    failed_broker = queue.broker_name
+                    what = f"staging to topic {topic} on broker {queue.broker_name}"
+                refresh = exc.refresh_route or isinstance(exc, RequestTimeoutError)
+                retry.failed(what, exc)
+                await retry.back_off()
 
     async def _stage_one(
         self, queue: MessageQueue, body: bytes, count: int, write_id: str, batch_id: int, timeout_ms: int
@@ -157,69 +192,134 @@ class StagingProducer(Producer):
         """Make ``chunks`` visible unless ``(write_id, batch_id)`` was committed before.
 
         A broker writes a big commit's messages before it answers, so the request may time
-        out; it is then sent again (it is idempotent) until ``timeout_ms`` is spent. An answer
-        that the key is committed with exactly this decision is this commit's own success.
+        out; it is then sent again (it is idempotent) until ``timeout_ms`` is spent, as it is
+        after a connection fault, ``SYSTEM_BUSY`` or ``SERVICE_NOT_AVAILABLE``, each time to
+        the broker group's master of the moment (a failover; see the module docstring). An
+        answer that the key is committed with exactly this decision is this commit's own
+        success.
 
         Raises:
-            NoRouteError: no broker is known to the name server.
-            OrbitError: a broker refused or could not be reached in time; commit again.
+            NoRouteError: no broker is known to the name server, or none by a chunk's name.
+            OrbitError: a broker refused, or no master of a group answered in time; commit again.
         """
-        instance = self._running_instance()
         deadline = time.monotonic() + timeout_ms / 1000
-        response = await instance.invoke_namesrv(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
-        if response.code != ResponseCode.SUCCESS:
-            raise error_for_code(response.code, response.remark)
-        masters = {
-            name: data.broker_addrs[MASTER_BROKER_ID]
-            for name, data in decode_cluster_info(response.body).broker_addr_table.items()
-            if MASTER_BROKER_ID in data.broker_addrs
-        }
+        groups = _Groups(self)
+        members = await groups.members()
         by_broker: dict[str, list[int]] = {}
         for chunk in chunks:
             by_broker.setdefault(chunk.broker_name, []).append(chunk.commit_log_offset)
-        unknown = sorted(set(by_broker) - set(masters))
-        if not masters or unknown:
-            raise NoRouteError(
-                f"no master address for broker(s) {unknown or 'any'} to commit write {write_id}"
-            )
-        coordinator = min(masters)
+        unknown = sorted(set(by_broker) - set(members))
+        if not members or unknown:
+            raise NoRouteError(f"no broker named {unknown or 'any'} is registered to commit write {write_id}")
+        # Among every registered group, masterless ones included: a failover must not move it.
+        coordinator = min(members)
         remote = {name: offsets for name, offsets in by_broker.items() if name != coordinator}
         decision = CommitBody(by_broker.get(coordinator, []), remote)
-        recorded = await self._commit_on(masters[coordinator], write_id, batch_id, decision, deadline)
+        recorded = await self._commit_on(_Master(groups, coordinator), write_id, batch_id, decision, deadline)
         for name, offsets in sorted(recorded.remote.items()):
-            if name not in masters:
-                raise NoRouteError(f"broker {name} of write {write_id} batch {batch_id} has no master now")
-            await self._commit_on(masters[name], write_id, batch_id, CommitBody(offsets, {}), deadline)
+            part = CommitBody(offsets, {})
+            await self._commit_on(_Master(groups, name), write_id, batch_id, part, deadline)
         return CommitResult(recorded != decision, 1 + len(recorded.remote))
 
     async def _commit_on(
-        self, addr: str, write_id: str, batch_id: int, body: CommitBody, deadline: float
+        self, target: str | _Master, write_id: str, batch_id: int, body: CommitBody, deadline: float
     ) -> CommitBody:
-        """COMMIT_STAGED to one broker, resent on a connection fault or SYSTEM_BUSY; returns the
-        recorded decision."""
+        """COMMIT_STAGED to ``target`` (an address, or a group's master of the moment), resent on
+        a failover's faults until ``deadline`` (see :meth:`commit`); returns the recorded decision."""
         instance = self._running_instance()
         header = CommitStagedRequestHeader(write_id=write_id, batch_id=batch_id).to_ext()
         payload = body.encode()
+        retry = _Retry(deadline)
+        where = target if isinstance(target, str) else f"broker {target.broker_name}"
+        what = f"commit of write {write_id} batch {batch_id} on {where}"
         while True:
-            remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if remaining_ms <= 0:
-                raise RequestTimeoutError(
-                    f"commit of write {write_id} batch {batch_id} to {addr} not answered"
-                )
-            request = RemotingCommand.request(RequestCode.COMMIT_STAGED, header, payload)
             try:
-                response = await instance.remoting.invoke(addr, request, remaining_ms)
-            except OrbitError as exc:
-                if not exc.retriable:
-                    raise
-                await asyncio.sleep(0.1)
-                continue
-            if response.code == ResponseCode.SYSTEM_BUSY:
-                # E.g. a broker just made master by the controller, still loading its ledger.
-                await asyncio.sleep(0.1)
+                addr = target if isinstance(target, str) else await target.address()
+                request = RemotingCommand.request(RequestCode.COMMIT_STAGED, header, payload)
+                response = await instance.remoting.invoke(addr, request, retry.remaining_ms())
+                if response.code in (ResponseCode.SYSTEM_BUSY, ResponseCode.SERVICE_NOT_AVAILABLE):
+                    # A broker just made master, still loading its ledger; a deposed master; a slave.
+                    raise error_for_code(response.code, f"{addr}: {response.remark}")
+            except _FAILOVER_FAULTS as exc:
+                if not isinstance(target, str) and (
+                    exc.refresh_route or isinstance(exc, RequestTimeoutError)
+                ):
+                    target.groups.forget()
+                retry.failed(what, exc)
+                await retry.back_off()
                 continue
             if response.code != ResponseCode.SUCCESS:
                 raise error_for_code(response.code, response.remark)
             if response.ext_fields.get("alreadyCommitted") == "true":
                 return CommitBody.decode(response.body)
             return body
+
+
+class _Retry:
+    """A retry loop's deadline, back-off and record of what failed (for the final error)."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.attempts = 0
+        self._backoff_s = _FIRST_BACKOFF_S
+        self._first: str | None = None
+        self._last = ""
+
+    def remaining_ms(self) -> int:
+        return max(1, int((self.deadline - time.monotonic()) * 1000))
+
+    def failed(self, what: str, exc: OrbitError) -> None:
+        """Record a retriable failure; raise when no time is left to try again."""
+        self.attempts += 1
+        self._last = f"{type(exc).__name__}: {exc}"
+        self._first = self._first or self._last
+        if time.monotonic() + self._backoff_s >= self.deadline:
+            first = "" if self._first == self._last else f"; first: {self._first}"
+            raise RequestTimeoutError(
+                f"{what} not done after {self.attempts} attempt(s) within its budget; last: {self._last}{first}"
+            ) from exc
+
+    async def back_off(self) -> None:
+        await asyncio.sleep(self._backoff_s)
+        self._backoff_s = min(self._backoff_s * 2, _MAX_BACKOFF_S)
+
+
+class _Groups:
+    """The name server's broker groups (name -> member id -> address), asked again on demand."""
+
+    def __init__(self, producer: StagingProducer) -> None:
+        self._producer = producer
+        self._members: dict[str, dict[int, str]] | None = None
+
+    async def members(self) -> dict[str, dict[int, str]]:
+        if self._members is None:
+            instance = self._producer._running_instance()
+            request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+            response = await instance.invoke_namesrv(request)
+            if response.code != ResponseCode.SUCCESS:
+                raise error_for_code(response.code, response.remark)
+            table = decode_cluster_info(response.body).broker_addr_table
+            self._members = {name: dict(data.broker_addrs) for name, data in table.items()}
+        return self._members
+
+    async def master(self, broker_name: str) -> str:
+        """The group's master address; a retriable error while it has none."""
+        addr = (await self.members()).get(broker_name, {}).get(MASTER_BROKER_ID)
+        if addr is None:
+            self.forget()
+            raise NoRouteError(f"broker group {broker_name} has no master registered")
+        return addr
+
+    def forget(self) -> None:
+        self._members = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Master:
+    """The master of one broker group, looked up when a request is sent."""
+
+    groups: _Groups
+    broker_name: str
+
+    async def address(self) -> str:
+        return await self.groups.master(self.broker_name)

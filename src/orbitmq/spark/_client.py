@@ -105,7 +105,13 @@ class ProducerPort(Protocol):
     def send_orderly(self, msg: Message, sharding_key: str) -> Any: ...
 
     def stage(
-        self, messages: Sequence[Message], write_id: str, batch_id: int, *, queue: MessageQueue | None = None
+        self,
+        messages: Sequence[Message],
+        write_id: str,
+        batch_id: int,
+        *,
+        queue: MessageQueue | None = None,
+        timeout_ms: int | None = None,
     ) -> list[StagedChunk]: ...
 
     def queue_for_key(self, topic: str, sharding_key: str) -> MessageQueue: ...

@@ -62,7 +62,9 @@ _READ_KEYS = _COMMON_KEYS | {
     "fetchoffset.retryintervalms",
     "failovertimeoutms",
 }
-_WRITE_KEYS = _COMMON_KEYS | {"topic", "producergroup", "writebatchsize", "exactlyonce", "committimeoutms"}
+_WRITE_KEYS = _COMMON_KEYS | {
+    "topic", "producergroup", "writebatchsize", "exactlyonce", "committimeoutms", "failovertimeoutms"
+}  # fmt: skip
 _STREAM_ONLY_KEYS = frozenset({"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"})
 _BATCH_ONLY_KEYS = frozenset({"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"})
 _START_KEYS = ("startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp")
@@ -241,6 +243,8 @@ class WriteOptions:
     request_timeout_ms: int = 10_000
     exactly_once: bool = False
     commit_timeout_ms: int = 120_000
+    failover_timeout_ms: int = 30_000
+    """How long an exactly-once write task's staging waits for a broker group to have a master."""
     security: ClientSecurity = field(default_factory=ClientSecurity)
 
 
@@ -323,6 +327,7 @@ def parse_write_options(options: dict[str, str]) -> WriteOptions:
         request_timeout_ms=_positive_int(opts, "requestTimeoutMs") or 10_000,
         exactly_once=_bool(opts, "exactlyOnce", False),
         commit_timeout_ms=_positive_int(opts, "commitTimeoutMs") or 120_000,
+        failover_timeout_ms=_non_negative_int(opts, "failoverTimeoutMs", 30_000),
         security=_security(opts),
     )
 

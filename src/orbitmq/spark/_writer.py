@@ -167,7 +167,14 @@ class RowStager(RowSender):
         messages = self._staged.pop(target, [])
         if messages:
             source = self.source
-            self.chunks += self.producer.stage(messages, source.write_id, source.batch_id, queue=target[1])
+            # A failover of the queue's broker group is waited out (failoverTimeoutMs).
+            self.chunks += self.producer.stage(
+                messages,
+                source.write_id,
+                source.batch_id,
+                queue=target[1],
+                timeout_ms=self.options.failover_timeout_ms or None,
+            )
             self.sent += len(messages)
 
 

@@ -189,7 +189,13 @@ class FakeProducer:
         self.broker = broker
 
     def stage(
-        self, messages: Sequence[Message], write_id: str, batch_id: int, *, queue: MessageQueue | None = None
+        self,
+        messages: Sequence[Message],
+        write_id: str,
+        batch_id: int,
+        *,
+        queue: MessageQueue | None = None,
+        timeout_ms: int | None = None,
     ) -> list[StagedChunk]:
         chunk = StagedChunk(
             "broker-a",
