@@ -149,9 +149,6 @@ KNOWN_DEFECTS: list[Allowed] = [
         known_defect=True,
     ),
     Allowed(
-        "*", "*", "body.dataVersion.stateVersion", "DataVersion lacks stateVersion (5.x)", known_defect=True
-    ),
-    Allowed(
         "subscription_groups",
         "get deleted",
         "*",
@@ -162,13 +159,6 @@ KNOWN_DEFECTS: list[Allowed] = [
 ]
 
 KNOWN_DEFECTS += [
-    Allowed(
-        "namesrv_data_version",
-        "stale data version",
-        "body.stateVersion",
-        "DataVersion lacks stateVersion (5.x)",
-        known_defect=True,
-    ),
     Allowed(
         "recall_bad_handle",
         "*",

@@ -118,7 +118,11 @@ class SubscriptionGroupTable:
             "subscriptionGroupTable": {
                 name: config.to_json() for name, config in sorted(self._groups.items())
             },
-            "dataVersion": {"timestamp": self._data_version[0], "counter": self._data_version[1]},
+            "dataVersion": {
+                "timestamp": self._data_version[0],
+                "counter": self._data_version[1],
+                "stateVersion": 0,
+            },
         }
         return orjson.dumps(document, option=orjson.OPT_INDENT_2)
 

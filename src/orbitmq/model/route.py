@@ -87,11 +87,15 @@ class TopicConfig:
 
 @dataclass(frozen=True, slots=True, order=True)
 class DataVersion:
-    """Version of a broker's topic table: bumped on every change, compared by the name server."""
+    """Version of a broker's topic table: bumped on every change, compared by the name server.
+
+    ``state_version`` is RocketMQ 5's ``stateVersion`` (the broker's controller-mode state): kept
+    and carried as received, 0 from an OrbitMQ broker."""
 
     timestamp: int = 0
     counter: int = 0
+    state_version: int = 0
 
     def bumped(self, timestamp_ms: int) -> DataVersion:
         """The next version, stamped with ``timestamp_ms``."""
-        return DataVersion(timestamp=timestamp_ms, counter=self.counter + 1)
+        return DataVersion(timestamp=timestamp_ms, counter=self.counter + 1, state_version=self.state_version)

@@ -443,7 +443,7 @@ def encode_subscription_group_wrapper(
 ) -> bytes:
     return dumps(
         {
-            "dataVersion": {"counter": data_version[1], "timestamp": data_version[0]},
+            "dataVersion": {"counter": data_version[1], "stateVersion": 0, "timestamp": data_version[0]},
             "subscriptionGroupTable": {
                 name: dict(sorted(config.to_json().items())) for name, config in sorted(groups.items())
             },

@@ -393,11 +393,15 @@ def topic_config_problem(config: TopicConfig) -> str | None:
 
 
 def _data_version_json(version: DataVersion) -> dict[str, Any]:
-    return {"counter": version.counter, "timestamp": version.timestamp}
+    return {"counter": version.counter, "stateVersion": version.state_version, "timestamp": version.timestamp}
 
 
 def _data_version(obj: dict[str, Any], what: str) -> DataVersion:
-    return DataVersion(timestamp=_int(obj, "timestamp", what, 0), counter=_int(obj, "counter", what, 0))
+    return DataVersion(
+        timestamp=_int(obj, "timestamp", what, 0),
+        counter=_int(obj, "counter", what, 0),
+        state_version=_int(obj, "stateVersion", what, 0),
+    )
 
 
 def encode_data_version(version: DataVersion) -> bytes:

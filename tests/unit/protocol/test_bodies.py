@@ -188,18 +188,24 @@ def test_register_broker_body_compressed_layout() -> None:
         TopicConfigSerializeWrapper({"TopicA": TopicConfig("TopicA", 4, 4, 6)}, DataVersion(1795000000000, 3))
     )
     raw = zlib.decompress(bodies.encode_register_broker_body(body, compressed=True))
-    version_json = b'{"counter":3,"timestamp":1795000000000}'
+    # RocketMQ 5 writes DataVersion with its stateVersion; a 4.x broker without it.
+    version_json = b'{"counter":3,"stateVersion":0,"timestamp":1795000000000}'
     topic_text = b"TopicA 4 4 6 SINGLE_TAG"
-    expected = (
-        struct.pack(">i", len(version_json))
-        + version_json
-        + struct.pack(">ii", 1, len(topic_text))
-        + topic_text
-        + struct.pack(">i", 2)
-        + b"[]"
-    )
-    assert raw == expected
-    assert bodies.decode_register_broker_body(zlib.compress(expected), compressed=True) == body
+
+    def layout(version_json: bytes) -> bytes:
+        return (
+            struct.pack(">i", len(version_json))
+            + version_json
+            + struct.pack(">ii", 1, len(topic_text))
+            + topic_text
+            + struct.pack(">i", 2)
+            + b"[]"
+        )
+
+    assert raw == layout(version_json)
+    assert bodies.decode_register_broker_body(zlib.compress(layout(version_json)), compressed=True) == body
+    version_4x = b'{"counter":3,"timestamp":1795000000000}'
+    assert bodies.decode_register_broker_body(zlib.compress(layout(version_4x)), compressed=True) == body
 
 
 @pytest.mark.parametrize(

@@ -199,7 +199,9 @@ class BrokerInfoHandlers:
             f"{key}={value}\n" for key, value in render_configs(state.config, state.store_config).items()
         )
         timestamp, counter = state.config_version
-        version = GetBrokerConfigResponseHeader(f'{{"counter":{counter},"timestamp":{timestamp}}}')
+        version = GetBrokerConfigResponseHeader(
+            f'{{"counter":{counter},"stateVersion":0,"timestamp":{timestamp}}}'
+        )
         return request.response(ResponseCode.SUCCESS, None, version.to_ext(), text.encode())
 
     async def update_broker_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
