@@ -111,8 +111,16 @@ class ClientRelayHandlers:
         topic_config = state.topics.get(header.topic)
         if topic_config is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] does not exist")
-        # A group with no config, offsets or consumers yet is reset too, as RocketMQ's broker
-        # does: the offsets it sets are where that group starts when it comes.
+        known_group = (
+            state.groups.get(header.group) is not None
+            or bool(state.offsets.topics_of_group(header.group))
+            or state.consumers.get(header.group) is not None
+        )
+        if not known_group:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.group}] does not exist",
+            )
         if header.queue_id is not None and header.queue_id >= 0:
             if header.queue_id >= topic_config.read_queue_nums:
                 return request.response(
