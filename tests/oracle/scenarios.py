@@ -24,6 +24,7 @@ from orbitmq.protocol.bodies import (
     encode_register_broker_body,
 )
 from orbitmq.protocol.codes import RequestCode as R
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.message_id import decode_offset_msg_id
 from orbitmq.protocol.properties import encode_properties
@@ -969,4 +970,12 @@ async def register_broker(t: Target) -> None:
         t.record(f"route{suffix}", route, select=["queueDatas"], values=["queueDatas"])
     unregister = {key: broker[key] for key in ("brokerName", "brokerAddr", "clusterName", "brokerId")}
     t.record("unregister", await t.namesrv(R.UNREGISTER_BROKER, unregister))
-    t.record("route after unregister", await t.namesrv(R.GET_ROUTEINFO_BY_TOPIC, {"topic": topic + "_a"}))
+    # RocketMQ 5's name server unregisters in batches on a thread of its own
+    # (BatchUnregistrationService): its route may outlive the answer for a moment. Compare the
+    # settled state, waiting a bounded time on either side.
+    for _ in range(50):
+        route = await t.namesrv(R.GET_ROUTEINFO_BY_TOPIC, {"topic": topic + "_a"})
+        if route.code != ResponseCode.SUCCESS:
+            break
+        await asyncio.sleep(0.1)
+    t.record("route after unregister", route)
