@@ -131,16 +131,6 @@ INTENDED: list[Allowed] = [
 ]
 
 KNOWN_DEFECTS: list[Allowed] = [
-    *(
-        Allowed(
-            scenario,
-            "*",
-            "msg[[]*[]].properties",
-            "a committed transactional message loses TRAN_MSG and lacks __transactionId__",
-            known_defect=True,
-        )
-        for scenario in ("transaction_commit",)
-    ),
     Allowed(
         "send_refused",
         "*",

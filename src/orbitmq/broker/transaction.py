@@ -1,10 +1,13 @@
 """Transactional messages: half messages, END_TRANSACTION decisions and the check service.
 
 A send with ``TRAN_MSG=true`` is stored as a *half message* in ``RMQ_SYS_TRANS_HALF_TOPIC``
-queue 0 (transaction bits cleared, ``REAL_TOPIC``/``REAL_QID`` set), where no consumer
-subscribes (remoting-protocol §2.15). Its producer later sends END_TRANSACTION: *commit*
-writes the real message (properties minus the transaction bookkeeping, sysFlag COMMIT,
-``preparedTransactionOffset`` = the half message's commit-log offset); *rollback* writes
+queue 0 (transaction bits cleared, ``REAL_TOPIC``/``REAL_QID`` set, and ``__transactionId__``
+= its ``UNIQ_KEY``), where no consumer subscribes (remoting-protocol §2.15). Its producer later
+sends END_TRANSACTION: *commit* writes the real message (properties minus the half queue's
+bookkeeping, sysFlag COMMIT, ``preparedTransactionOffset`` = the half message's commit-log
+offset); as RocketMQ's broker does, the committed copy keeps ``TRAN_MSG=true`` and
+``__transactionId__``, which consumers read (the Java client takes the transaction id of a
+pulled message whose ``TRAN_MSG`` is true from its ``UNIQ_KEY``); *rollback* writes
 nothing; either way an *op* record is appended to ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` (tag ``d``,
 body = the half queue offset as decimal text), so the decision survives restarts.
 
@@ -56,8 +59,10 @@ logger = logging.getLogger(__name__)
 CHECK_OFFSET_FILE = "transactionCheckOffset.json"
 OP_TAG = "d"
 _READ_BATCH = 64
+# RocketMQ's TransactionalMessageUtil.TRANSACTION_ID: a half message's UNIQ_KEY, kept on commit.
+TRANSACTION_ID = "__transactionId__"
+# What a commit leaves out of the half message's properties. TRAN_MSG stays, as in RocketMQ.
 _COMMIT_DROPPED = (
-    MessageConst.TRANSACTION_PREPARED,
     MessageConst.REAL_TOPIC,
     MessageConst.REAL_QUEUE_ID,
     MessageConst.TRANSACTION_CHECK_TIMES,
@@ -71,6 +76,9 @@ def is_transactional(properties: dict[str, str]) -> bool:
 
 def to_half(put: PutMessageRequest) -> None:
     """Rewrite ``put`` in place into a half message (visible to no consumer)."""
+    uniq_key = put.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    if uniq_key:
+        put.properties[TRANSACTION_ID] = uniq_key
     put.properties[MessageConst.REAL_TOPIC] = put.topic
     put.properties[MessageConst.REAL_QUEUE_ID] = str(put.queue_id)
     put.sys_flag &= ~SysFlag.TRANSACTION_MASK

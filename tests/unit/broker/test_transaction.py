@@ -117,7 +117,7 @@ async def test_transaction_half_is_hidden_until_commit(broker: BrokerApp, client
     assert real.body == b"payload"
     assert real.sys_flag & SysFlag.TRANSACTION_MASK == SysFlag.TRANSACTION_COMMIT_TYPE
     assert real.prepared_transaction_offset == offset
-    for key in (MessageConst.TRANSACTION_PREPARED, MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID):
+    for key in (MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID):
         assert key not in real.properties
     assert real.uniq_key == half.uniq_key
     (op,) = messages(broker, TRANS_OP_HALF_TOPIC)
@@ -126,6 +126,23 @@ async def test_transaction_half_is_hidden_until_commit(broker: BrokerApp, client
     again = await client.invoke(broker.address, end_command(queue_offset, offset, COMMIT))
     assert again.code == ResponseCode.SUCCESS
     assert len(messages(broker, "TxCommit", 1)) == 1
+
+
+async def test_transaction_commit_keeps_tran_msg_and_transaction_id(
+    broker: BrokerApp, client: RemotingClient
+) -> None:
+    # RocketMQ's broker keeps TRAN_MSG on the committed copy and stores the UNIQ_KEY as
+    # __transactionId__ on the half message, which the commit carries over (oracle tier:
+    # transaction_commit); the Java consumer reads the transaction id of a TRAN_MSG message.
+    queue_offset, offset = await send_half(client, broker, "TxKeeps", b"kept")
+    (half,) = messages(broker, TRANS_HALF_TOPIC)
+    assert half.properties["__transactionId__"] == half.uniq_key
+    response = await client.invoke(broker.address, end_command(queue_offset, offset, COMMIT))
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    (real,) = messages(broker, "TxKeeps", 1)
+    assert real.properties[MessageConst.TRANSACTION_PREPARED] == "true"
+    assert real.properties["__transactionId__"] == half.uniq_key
+    assert real.sys_flag & SysFlag.TRANSACTION_MASK == SysFlag.TRANSACTION_COMMIT_TYPE
 
 
 async def test_transaction_rollback_delivers_nothing(broker: BrokerApp, client: RemotingClient) -> None:
