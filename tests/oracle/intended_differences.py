@@ -132,13 +132,6 @@ INTENDED: list[Allowed] = [
 
 KNOWN_DEFECTS: list[Allowed] = [
     Allowed(
-        "send_refused",
-        "*",
-        "ext.*",
-        "refused sends carry no MSG_REGION/TRACE_ON ext fields (Apache adds them before checking)",
-        known_defect=True,
-    ),
-    Allowed(
         "subscription_groups",
         "get deleted",
         "*",

@@ -31,6 +31,7 @@ answers carry the usual msgId, queue id and queue offset.
 
 from __future__ import annotations
 
+import logging
 import random
 
 from orbitmq.broker.config import BrokerRole
@@ -67,9 +68,16 @@ from orbitmq.protocol.properties import decode_properties, encode_properties
 from orbitmq.store.batch_put import BatchPut
 from orbitmq.store.config import FlushDiskType
 from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
+from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server import RequestContext
 
+logger = logging.getLogger(__name__)
+# Producers can send refused messages at any rate: one line per interval.
+_log_limit = LogLimiter(logger)
+
 MSG_REGION_DEFAULT = "DefaultRegion"
+# The names a send header's topic goes by (V1 ``topic``, V2 ``b``; BadRequestError.field).
+_TOPIC_WIRE_NAMES = frozenset(("topic", "b"))
 # Answers to a message that was stored: they carry its msgId, queue id and queue offset.
 _STORED_CODES = frozenset(
     (
@@ -123,7 +131,30 @@ class SendHandlers:
     # -- send ----------------------------------------------------------------------------------
 
     async def send_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE."""
+        """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE.
+
+        Every answer to a send the header of which was read carries the broker's ``MSG_REGION``
+        and ``TRACE_ON``, refusals too: RocketMQ's broker puts them on the response before its
+        checks. A header it cannot read (a field missing or not a number) gets neither, as in
+        RocketMQ; a topic that is there but breaks the name rule is a check, so it gets them.
+        """
+        try:
+            response = await self._send(ctx, request)
+        except BadRequestError as exc:
+            if exc.field not in _TOPIC_WIRE_NAMES or _topic_text(request) is None:
+                raise
+            _log_limit.warning(
+                f"send-refused:{exc.field}",
+                "refused send from %s: %s",
+                ctx.peer_address, exc.remark,
+            )  # fmt: skip
+            response = request.response(exc.code, exc.remark)
+        ext = response.ext_fields
+        ext.setdefault(MessageConst.MSG_REGION, self._state.config.region_id)
+        ext.setdefault(MessageConst.TRACE_SWITCH, "true" if self._state.config.trace_on else "false")
+        return response
+
+    async def _send(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = _read_send_header(request)
         rejection = self._check_broker_writable() or check_send_topic(header.topic)
         if rejection is not None:
@@ -538,6 +569,12 @@ def _read_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
     if request.code == RequestCode.SEND_MESSAGE_V2 or ("b" in ext and "topic" not in ext):
         return SendMessageRequestHeader.from_v2_ext(ext)
     return SendMessageRequestHeader.from_ext(ext)
+
+
+def _topic_text(request: RemotingCommand) -> str | None:
+    """The topic a send names, under its V1 or V2 name (None when it names none)."""
+    ext = request.ext_fields
+    return ext.get("topic", ext.get("b"))
 
 
 def _longest_properties_bytes(
