@@ -131,14 +131,6 @@ INTENDED: list[Allowed] = [
 ]
 
 KNOWN_DEFECTS: list[Allowed] = [
-    Allowed(
-        "subscription_groups",
-        "get deleted",
-        "*",
-        "GET_SUBSCRIPTIONGROUP_CONFIG after DELETE_SUBSCRIPTIONGROUP answers "
-        "SUBSCRIPTION_GROUP_NOT_EXIST; Apache (autoCreateSubscriptionGroup) answers a default config",
-        known_defect=True,
-    ),
 ]
 
 KNOWN_DEFECTS += [

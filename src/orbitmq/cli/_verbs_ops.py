@@ -25,7 +25,7 @@ from orbitmq.client.admin import AdminClient
 from orbitmq.errors import ClientError, OrbitError, SubscriptionGroupNotExistError, error_for_code
 from orbitmq.protocol.admin_bodies import decode_consume_stats_list
 from orbitmq.protocol.codes import RequestCode, ResponseCode
-from orbitmq.protocol.headers import CreateTopicRequestHeader, GetConsumerListByGroupRequestHeader
+from orbitmq.protocol.headers import CreateTopicRequestHeader
 
 __all__ = [
     "allocate_mq",
@@ -178,19 +178,26 @@ async def write_perm(admin: AdminClient, args: argparse.Namespace) -> None:
 
 
 async def get_consumer_config(admin: AdminClient, args: argparse.Namespace) -> None:
-    """``getConsumerConfig -g G``: the group's subscription group config on each broker that has it."""
+    """``getConsumerConfig -g G``: the group's subscription group config on each broker that has it.
+
+    Each broker's whole table is read (GET_ALL_SUBSCRIPTIONGROUP_CONFIG): GET_SUBSCRIPTIONGROUP_CONFIG
+    would create a group the broker does not have (autoCreateSubscriptionGroup, as RocketMQ 5's
+    broker does), so a mistyped name would be shown, and kept, as a new group.
+    """
     info = await admin.cluster_info()
     cluster_of = {name: cluster for cluster, names in info.cluster_addr_table.items() for name in names}
-    ext = GetConsumerListByGroupRequestHeader(args.group).to_ext() | {"group": args.group}
     found: list[tuple[str, str, dict[str, object]]] = []
     for name, data in sorted(info.broker_addr_table.items()):
         # RocketMQ's selectBrokerAddr: the master, else a slave.
         addr = data.master_addr or (min(data.broker_addrs.items())[1] if data.broker_addrs else None)
         if addr is None:
             continue
-        response = await invoke(admin, addr, RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, ext)
-        if response.code == ResponseCode.SUCCESS:
-            found.append((cluster_of.get(name, ""), name, orjson.loads(response.body)))
+        response = await invoke(admin, addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
+        if response.code != ResponseCode.SUCCESS:
+            continue
+        config = orjson.loads(response.body).get("subscriptionGroupTable", {}).get(args.group)
+        if config is not None:
+            found.append((cluster_of.get(name, ""), name, config))
     if not found:
         raise SubscriptionGroupNotExistError(
             ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"no broker has the subscription group {args.group}"

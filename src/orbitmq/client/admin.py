@@ -64,6 +64,7 @@ from orbitmq.errors import (
 )
 from orbitmq.model.message import MessageQueue
 from orbitmq.model.route import ClusterInfo, TopicConfig, TopicRouteData
+from orbitmq.protocol.admin_bodies import decode_subscription_group_wrapper
 from orbitmq.protocol.bodies import decode_cluster_info, decode_topic_config_wrapper, decode_topic_list
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -593,18 +594,27 @@ class AdminClient(AdminOperations, AdminViews):
         return await consumer_progress(self, group, topic)
 
     async def broker_knows_group(self, group: str) -> bool:
-        """Does some master hold ``group``'s subscription group config (GET_SUBSCRIPTIONGROUP_CONFIG;
-        a broker creates it when a consumer of the group first heartbeats) or list an online
-        member of it (GET_CONSUMER_LIST_BY_GROUP)?"""
-        by_config = GetConsumerListByGroupRequestHeader(group).to_ext() | {"group": group}
+        """Does some master hold ``group``'s subscription group config (its table, read with
+        GET_ALL_SUBSCRIPTIONGROUP_CONFIG; a broker creates the config when a consumer of the
+        group first heartbeats) or list an online member of it (GET_CONSUMER_LIST_BY_GROUP)?
+
+        Never GET_SUBSCRIPTIONGROUP_CONFIG: like RocketMQ 5's, a broker with
+        ``autoCreateSubscriptionGroup`` creates the group that request names, so asking would
+        make a mistyped name known.
+        """
+        by_group = GetConsumerListByGroupRequestHeader(group).to_ext()
+        remoting = self._client.remoting
+        timeout_ms = self.client_config.request_timeout_ms
         for addr in await self._master_addrs(None):
-            for code in (RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
-                request = RemotingCommand.request(code, by_config)
-                response = await self._client.remoting.invoke(
-                    addr, request, self.client_config.request_timeout_ms
-                )
-                if response.code == ResponseCode.SUCCESS:
-                    return True
+            table = RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
+            response = await remoting.invoke(addr, table, timeout_ms)
+            if response.code == ResponseCode.SUCCESS and group in decode_subscription_group_wrapper(
+                response.body
+            ):
+                return True
+            members = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, by_group)
+            if (await remoting.invoke(addr, members, timeout_ms)).code == ResponseCode.SUCCESS:
+                return True
         return False
 
     async def reset_offset_by_time(

@@ -10,7 +10,11 @@ names (TBW102 and the system topics) cannot be created or deleted.
 
 Consumer groups: GET_SUBSCRIPTIONGROUP_CONFIG (352; header ``group``). The gRPC proxy reads a
 group's ``consumeMessageOrderly`` and ``retryMaxTimes`` this way (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
-and the other group codes are in :mod:`orbitmq.broker.handlers.group_admin`).
+and the other group codes are in :mod:`orbitmq.broker.handlers.group_admin`). As RocketMQ 5's
+broker does, a group the broker does not have is created with the default config when
+``autoCreateSubscriptionGroup`` is on (its default), and that config is the answer; with it off
+the answer is SUBSCRIPTION_GROUP_NOT_EXIST. So a read that must not create a group (the admin
+tools checking a name) reads GET_ALL_SUBSCRIPTIONGROUP_CONFIG instead.
 
 QUERY_CONSUME_QUEUE (321, ``mqadmin queryCq``): ``count`` consume queue entries of one queue
 from ``index`` (commit-log offset, size, tags code), the queue's min and max index, and with a
@@ -112,7 +116,8 @@ class AdminHandlers:
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand:
         group = GetSubscriptionGroupConfigRequestHeader.from_ext(request.ext_fields).group
-        config = self._state.groups.get(group)
+        state = self._state
+        config = state.groups.find_or_create(group, state.config.auto_create_subscription_group)
         if config is None:
             return request.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] not exist"
