@@ -135,14 +135,6 @@ KNOWN_DEFECTS: list[Allowed] = [
 
 KNOWN_DEFECTS += [
     Allowed(
-        "recall_bad_handle",
-        "*",
-        "*",
-        "Apache 5.5 refuses RECALL_MESSAGE with NO_PERMISSION while the broker has recall turned off "
-        "(its default); OrbitMQ always serves it, and answers a bad handle with ILLEGAL handle (604)",
-        known_defect=True,
-    ),
-    Allowed(
         "relays_to_absent_clients",
         "reset offset, no consumer",
         "*",

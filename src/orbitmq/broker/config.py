@@ -149,6 +149,8 @@ class BrokerConfig:
     timer_wheel_enable: bool = field(default=True, metadata=_key("timerWheelEnable"))
     # Width of one time-wheel slot; delivery itself is to the millisecond.
     timer_precision_ms: int = field(default=1_000, metadata=_key("timerPrecisionMs"))
+    # Whether RECALL_MESSAGE is served; off by default, as in RocketMQ (recallMessageEnable).
+    recall_message_enable: bool = field(default=False, metadata=_key("recallMessageEnable"))
     # Timed messages due further ahead than this are refused with MESSAGE_ILLEGAL.
     timer_max_delay_sec: int = field(default=259_200, metadata=_key("timerMaxDelaySec"))
     # Period of flushing the timer log and wheel and writing the timer checkpoint.

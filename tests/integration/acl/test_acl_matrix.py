@@ -66,7 +66,14 @@ def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
     root = tmp_path_factory.mktemp("acl-matrix")
     accounts = root / "plain_acl.yml"
     accounts.write_text(ACCOUNTS)
-    proc = start_broker(root, None, aclEnable=True, aclFile=str(accounts), bindAddress="127.0.0.1")
+    proc = start_broker(
+        root,
+        None,
+        aclEnable=True,
+        aclFile=str(accounts),
+        bindAddress="127.0.0.1",
+        recallMessageEnable=True,  # off by default, as in RocketMQ; the matrix checks it is served
+    )
     try:
         yield proc
     finally:

@@ -24,6 +24,7 @@ FAST_CONF: dict[str, object] = {
     "grpcBindAddress": "127.0.0.1",
     "enablePropertyFilter": "true",  # SQL92 subscriptions (off by default, as in RocketMQ)
     "enableMixedMessageType": "true",  # a topic of every message type (off by default, as in RocketMQ)
+    "recallMessageEnable": "true",  # recall of timed messages (off by default, as in RocketMQ)
 }
 
 

@@ -6,10 +6,14 @@ that the handle is for this broker and topic and that the message is still ahead
 answer's ``msgId`` is the recalled message's id. A marker for a message that does not exist
 (or was already delivered) changes nothing, as in RocketMQ.
 
-| refusal | code |
+Recall is served only with ``recallMessageEnable=true``; it is off by default, as in RocketMQ.
+Every answer carries the broker's ``MSG_REGION``, as RocketMQ's does.
+
+| refusal (in the order checked) | code |
 | --- | --- |
+| ``recallMessageEnable`` off | NO_PERMISSION ``recall failed, operation is forbidden`` |
+| a slave broker | SLAVE_NOT_AVAILABLE |
 | timer wheel off, or the broker not writable | NO_PERMISSION / SERVICE_NOT_AVAILABLE |
-| a slave broker | SERVICE_NOT_AVAILABLE |
 | unknown topic | TOPIC_NOT_EXIST |
 | malformed handle, other topic or broker, due time past or too far | ILLEGAL_OPERATION |
 """
@@ -21,6 +25,7 @@ from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.status_map import put_response_code
 from orbitmq.broker.timer import recall_marker
 from orbitmq.errors import RemoteProtocolError
+from orbitmq.model.message import MessageConst
 from orbitmq.model.route import PERM_WRITE
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -36,14 +41,21 @@ class RecallHandlers:
         self._state = state
 
     async def recall_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        response = self._recall(request)
+        response.ext_fields.setdefault(MessageConst.MSG_REGION, self._state.config.region_id)
+        return response
+
+    def _recall(self, request: RemotingCommand) -> RemotingCommand:
         state = self._state
         header = RecallMessageRequestHeader.from_ext(request.ext_fields)
         topic = header.topic
+        if not state.config.recall_message_enable:
+            return request.response(ResponseCode.NO_PERMISSION, "recall failed, operation is forbidden")
         if state.config.broker_role is BrokerRole.SLAVE:
             # A slave runs no timer of its own; the marker must go to the master's log.
             return request.response(
-                ResponseCode.SERVICE_NOT_AVAILABLE,
-                f"broker {state.config.broker_name} is a slave: recall on its master",
+                ResponseCode.SLAVE_NOT_AVAILABLE,
+                f"recall failed, broker {state.config.broker_name} is a slave: recall on its master",
             )
         if state.timer is None:
             return request.response(ResponseCode.NO_PERMISSION, "recall failed, timerWheelEnable is off")
