@@ -130,18 +130,7 @@ INTENDED: list[Allowed] = [
     ),
 ]
 
-KNOWN_DEFECTS: list[Allowed] = [
-]
-
-KNOWN_DEFECTS += [
-    Allowed(
-        "relays_to_absent_clients",
-        "reset offset, no consumer",
-        "*",
-        "INVOKE_BROKER_TO_RESET_OFFSET for a group without a subscription-group config answers "
-        "SUBSCRIPTION_GROUP_NOT_EXIST; Apache resets the offsets and answers the new offset table",
-        known_defect=True,
-    ),
-]
+# None open: each one found so far is fixed, with the scenario that found it passing.
+KNOWN_DEFECTS: list[Allowed] = []
 
 ALLOWED: list[Allowed] = INTENDED + KNOWN_DEFECTS

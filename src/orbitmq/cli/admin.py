@@ -265,6 +265,8 @@ async def _consumer_progress(admin: AdminClient, args: argparse.Namespace) -> No
 
 
 async def _consumer_reset(admin: AdminClient, args: argparse.Namespace) -> None:
+    # Brokers reset any group they are asked to (as RocketMQ's do): a mistyped one is refused here.
+    await admin.require_group(args.group, args.topic)
     args.force = True
     await _verbs.reset_offset_by_time(admin, args)
     _out(args).line("online consumers move to the new offsets without a restart")

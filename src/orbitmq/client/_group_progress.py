@@ -5,6 +5,10 @@ requests: QUERY_CONSUMER_OFFSET with ``setZeroIfNotFound=false`` (so "never comm
 from "committed 0"), GET_MIN_OFFSET and GET_MAX_OFFSET. A group exists when some broker holds
 an offset it committed, its subscription group config or an online member of it; a mistyped
 group has none of these, and is an error rather than an empty, healthy-looking answer.
+
+:func:`require_group` makes that check alone, before an offset reset: a broker resets the
+offsets of any group it is asked to (RocketMQ's does; the offsets wait for the group to come),
+so a mistyped name is caught here, before offsets are written for it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from orbitmq.errors import SubscriptionGroupNotExistError, TopicNotExistError
 from orbitmq.model.message import MessageQueue
 from orbitmq.protocol.codes import ResponseCode
 
-__all__ = ["QueueProgress", "consumer_progress"]
+__all__ = ["QueueProgress", "consumer_progress", "require_group"]
 
 
 class _Admin(Protocol):
@@ -83,6 +87,27 @@ async def consumer_progress(
             "of it or an offset it committed",
         )
     return progress
+
+
+async def require_group(admin: _Admin, group: str, topic: str) -> None:
+    """Return when ``group`` exists: an offset it committed (on ``topic`` or elsewhere), its
+    config or an online member on some broker.
+
+    Raises:
+        TopicNotExistError: the name server does not know ``topic`` (checked first).
+        SubscriptionGroupNotExistError: no broker knows ``group``.
+    """
+    queues = await admin.fetch_queues(topic)
+    committed = await asyncio.gather(
+        *(admin.committed_offset(group, mq, zero_if_not_found=False) for mq in queues)
+    )
+    if any(offset is not None for offset in committed) or await _group_exists(admin, group, {topic}):
+        return
+    raise SubscriptionGroupNotExistError(
+        ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+        f"consumer group {group} does not exist: no broker has its config, an online member "
+        "of it or an offset it committed",
+    )
 
 
 async def _queues_by_topic(admin: _Admin, topics: list[str]) -> dict[str, list[MessageQueue]]:

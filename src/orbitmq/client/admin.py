@@ -49,7 +49,7 @@ from orbitmq.client._admin_api import AdminOperations
 from orbitmq.client._admin_core import AdminCore
 from orbitmq.client._admin_views import AdminViews
 from orbitmq.client._cluster_status import MemberStatus, member_statuses
-from orbitmq.client._group_progress import QueueProgress, consumer_progress
+from orbitmq.client._group_progress import QueueProgress, consumer_progress, require_group
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client._topic_names import check_topic_perm, is_internal_topic
 from orbitmq.client.acl_admin import AclAdminClient
@@ -632,5 +632,16 @@ class AdminClient(AdminOperations, AdminViews):
                 get offsets written for it).
             TopicNotExistError: the name server does not know ``topic``.
         """
-        await self.fetch_queues(topic)  # raises for a topic the name server does not know
+        await self.require_group(group, topic)
         return await self.reset_offset(group, topic, timestamp_ms, force=True)
+
+    async def require_group(self, group: str, topic: str) -> None:
+        """Return when ``group`` exists (an offset it committed, its config or an online member
+        on some broker), before its offsets on ``topic`` are reset: brokers reset any group they
+        are asked to, as RocketMQ's do.
+
+        Raises:
+            TopicNotExistError: the name server does not know ``topic``.
+            SubscriptionGroupNotExistError: no broker knows ``group``.
+        """
+        await require_group(self, group, topic)

@@ -9,7 +9,7 @@ import pytest
 
 from orbitmq.client import AdminClient, Producer
 from orbitmq.client.blocking import BlockingAdminClient
-from orbitmq.errors import TopicNotExistError
+from orbitmq.errors import SubscriptionGroupNotExistError, TopicNotExistError
 from orbitmq.model.message import Message, MessageQueue
 from tests.integration.client.test_producer import wait_for_brokers
 from tests.integration.conftest import Cluster
@@ -79,6 +79,20 @@ async def test_admin_reset_offset_by_time(standalone: ServerProcess) -> None:
         assert offsets == {mq: 3}
         assert await admin.committed_offset("CG_RESET", mq) == 3
         assert await admin.search_offset(mq, 0) == 0
+
+
+async def test_admin_reset_offset_by_time_refuses_a_group_nobody_knows(standalone: ServerProcess) -> None:
+    # The broker resets any group it is asked to, as RocketMQ's does; the admin client checks
+    # the name first so that a mistyped group gets no offsets written for it.
+    async with AdminClient(standalone.addr) as admin:
+        await wait_for_brokers(admin)
+        await admin.create_topic("ResetNobodyTopic", 1)
+        with pytest.raises(SubscriptionGroupNotExistError, match="CG_NOBODY_KNOWS"):
+            await admin.reset_offset_by_time("CG_NOBODY_KNOWS", "ResetNobodyTopic", 0)
+        mq = MessageQueue("ResetNobodyTopic", "broker-a", 0)
+        assert await admin.committed_offset("CG_NOBODY_KNOWS", mq, zero_if_not_found=False) is None
+        with pytest.raises(TopicNotExistError):
+            await admin.reset_offset_by_time("CG_NOBODY_KNOWS", "NoSuchResetTopic", 0)
 
 
 def test_blocking_admin_client_lists_and_creates(standalone: ServerProcess) -> None:

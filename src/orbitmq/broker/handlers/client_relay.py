@@ -7,9 +7,10 @@
   Consumer <group> <client> not online``; one that does not answer in time, SYSTEM_ERROR naming
   the timeout.
 * INVOKE_BROKER_TO_RESET_OFFSET (222), RocketMQ 5's server-side way (operations-features §5):
-  the topic (TOPIC_NOT_EXIST) and group (SUBSCRIPTION_GROUP_NOT_EXIST: no config, no committed
-  offset and no online member) must exist; each queue's
-  new offset is the first message stored at or after ``timestamp`` (-1: the queue's max offset,
+  the topic must exist (TOPIC_NOT_EXIST); a group the broker has never seen (no config, no
+  committed offset, no online member) is reset too, as RocketMQ's broker does: the offsets set
+  are where it starts when it comes. (``orbitmq admin consumer reset-offset`` refuses a group
+  nobody knows itself, before asking the brokers.) Each queue's new offset is the first message stored at or after ``timestamp`` (-1: the queue's max offset,
   i.e. skip what accumulated), or the exact ``offset`` of one ``queueId``. Without ``isForce``
   an offset only moves back. The offsets are committed and held as pending resets
   (``broker.offsets``): the group's next pull of each queue answers PULL_OFFSET_MOVED with the
@@ -111,16 +112,6 @@ class ClientRelayHandlers:
         topic_config = state.topics.get(header.topic)
         if topic_config is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] does not exist")
-        known_group = (
-            state.groups.get(header.group) is not None
-            or bool(state.offsets.topics_of_group(header.group))
-            or state.consumers.get(header.group) is not None
-        )
-        if not known_group:
-            return request.response(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{header.group}] does not exist",
-            )
         if header.queue_id is not None and header.queue_id >= 0:
             if header.queue_id >= topic_config.read_queue_nums:
                 return request.response(
