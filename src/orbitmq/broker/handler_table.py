@@ -21,6 +21,7 @@ from orbitmq.broker.handlers.query import QueryHandlers
 from orbitmq.broker.handlers.recall import RecallHandlers
 from orbitmq.broker.handlers.reply import ReplyHandlers
 from orbitmq.broker.handlers.send import SendHandlers
+from orbitmq.broker.handlers.send_back import SendBackHandlers
 from orbitmq.broker.handlers.staging import StagingHandlers
 from orbitmq.broker.handlers.sync import SyncHandlers
 from orbitmq.broker.handlers.transaction import TransactionHandlers
@@ -33,6 +34,7 @@ __all__ = ["build_handler_table"]
 def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers) -> dict[int, Handler]:
     """Every request code the broker serves, mapped to its handler (RocketMQ's registerProcessor)."""
     send = SendHandlers(state)
+    send_back = SendBackHandlers(state, send)
     pull = PullHandlers(state)
     offsets = OffsetHandlers(state)
     admin = AdminHandlers(state)
@@ -50,7 +52,7 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
         RequestCode.SEND_MESSAGE: send.send_message,
         RequestCode.SEND_MESSAGE_V2: send.send_message,
         RequestCode.SEND_BATCH_MESSAGE: send.send_message,
-        RequestCode.CONSUMER_SEND_MSG_BACK: send.consumer_send_msg_back,
+        RequestCode.CONSUMER_SEND_MSG_BACK: send_back.consumer_send_msg_back,
         RequestCode.PULL_MESSAGE: pull.pull_message,
         RequestCode.LITE_PULL_MESSAGE: pull.pull_message,
         RequestCode.QUERY_CONSUMER_OFFSET: offsets.query_consumer_offset,

@@ -1,4 +1,4 @@
-"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and CONSUMER_SEND_MSG_BACK (36).
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320).
 
 Send path (remoting-protocol §2.4): read the header (V1 long names, or V2 one-letter names),
 check broker and topic permissions and names, find or auto-create the topic, pick the queue,
@@ -6,10 +6,7 @@ redirect exhausted retries to ``%DLQ%<group>``, store, and under SYNC_FLUSH wait
 future without blocking the event loop. A batch is recognised by code 320 or by the header's
 ``batch`` flag being ``true``/``1`` (the C++ client sends code 10 with ``batch:"1"``).
 
-Send-back (§2.11) stores a copy of a failed message in ``%RETRY%<group>`` with
-``reconsumeTimes + 1``, or in ``%DLQ%<group>`` once the group's maximum is reached; the retry
-waits in ``SCHEDULE_TOPIC_XXXX`` for its delay level (3 + reconsumeTimes unless the consumer
-names one).
+Send-back (CONSUMER_SEND_MSG_BACK) is in :mod:`orbitmq.broker.handlers.send_back`.
 
 Special messages are rewritten before the put (:meth:`SendHandlers._route`):
 
@@ -50,7 +47,6 @@ from orbitmq.broker.validation import (
     check_queue_id,
     check_send_topic,
     dlq_topic,
-    retry_topic,
     stamps_that_fit,
 )
 from orbitmq.errors import BadRequestError, RemoteProtocolError
@@ -60,8 +56,7 @@ from orbitmq.model.route import PERM_READ_WRITE, PERM_WRITE, TopicConfig
 from orbitmq.protocol.batch import decode_batch_columns
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import INT32_MAX, ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
-from orbitmq.protocol.message_codec import decode_stored_message
+from orbitmq.protocol.headers import SendMessageRequestHeader
 from orbitmq.protocol.message_id import UniqKeyGenerator, join_offset_msg_ids
 from orbitmq.protocol.names import group_name_problem
 from orbitmq.protocol.properties import decode_properties, encode_properties
@@ -102,7 +97,7 @@ _BATCH_CHECKED_KEYS_WITH_TIMER = _BATCH_CHECKED_KEYS | _TIMER_KEYS
 
 
 class SendHandlers:
-    """Producer sends and consumer send-backs."""
+    """Producer sends."""
 
     def __init__(self, state: BrokerState) -> None:
         self._state = state
@@ -111,7 +106,7 @@ class SendHandlers:
         self._uniq_key_generator: UniqKeyGenerator | None = None
 
     @property
-    def _targets(self) -> ReputTargets:
+    def targets(self) -> ReputTargets:
         """The DLQ re-put checks (made on first use: the table is built before some states)."""
         if self._reput_targets is None:
             self._reput_targets = ReputTargets(self._state.topics)
@@ -156,7 +151,7 @@ class SendHandlers:
 
     async def _send(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = _read_send_header(request)
-        rejection = self._check_broker_writable() or check_send_topic(header.topic)
+        rejection = self.check_broker_writable() or check_send_topic(header.topic)
         if rejection is not None:
             return rejection.response(request)
         properties = decode_properties(header.properties or "")
@@ -180,7 +175,7 @@ class SendHandlers:
             return await self._send_batch(ctx, request, header, queue_id)
         return await self._send_single(ctx, request, header, topic_config, queue_id, properties)
 
-    def _check_broker_writable(self) -> Rejection | None:
+    def check_broker_writable(self) -> Rejection | None:
         config = self._state.config
         replicas = self._state.replicas
         if replicas is not None:
@@ -232,7 +227,7 @@ class SendHandlers:
             if redirected is not None:
                 topic, queue_id = redirected, 0
                 # The DLQ topic gets the checks the retry topic got (it may be read-only).
-                rejection = self._targets.check("retry-dlq", properties.get("UNIQ_KEY", ""), topic, 0)
+                rejection = self.targets.check("retry-dlq", properties.get("UNIQ_KEY", ""), topic, 0)
                 if rejection is not None:
                     return rejection.response(request)
         properties_bytes = len((header.properties or "").encode())
@@ -341,10 +336,10 @@ class SendHandlers:
         if reconsume_times < limit:
             return None
         dead_letter_topic = dlq_topic(group)
-        self._ensure_topic(dead_letter_topic, 1, PERM_WRITE)
+        self.ensure_topic(dead_letter_topic, 1, PERM_WRITE)
         return dead_letter_topic
 
-    def _ensure_topic(self, topic: str, queue_nums: int, perm: int) -> TopicConfig:
+    def ensure_topic(self, topic: str, queue_nums: int, perm: int) -> TopicConfig:
         existing = self._state.topics.get(topic)
         if existing is not None:
             return existing
@@ -491,76 +486,6 @@ class SendHandlers:
             # A single message's UNIQ_KEY, as RocketMQ answers it (SendResult.transactionId).
             ext["transactionId"] = transaction_id
         return request.response(code, remark, ext)
-
-    # -- send back -----------------------------------------------------------------------------
-
-    async def consumer_send_msg_back(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        """CONSUMER_SEND_MSG_BACK: re-store a failed message for retry (or dead-letter it)."""
-        header = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
-        state = self._state
-        group_config = state.groups.find_or_create(header.group, state.config.auto_create_subscription_group)
-        if group_config is None:
-            return request.response(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{header.group}] not exist"
-            )
-        rejection = self._check_broker_writable()
-        if rejection is not None:
-            return rejection.response(request)
-        if group_config.retry_queue_nums <= 0:
-            return request.response(ResponseCode.SUCCESS, None, {})
-        raw = state.store.read_message(header.commit_log_offset)
-        if raw is None:
-            return request.response(
-                ResponseCode.SYSTEM_ERROR,
-                f"look message by offset failed, commit-log offset {header.commit_log_offset}",
-            )
-        original, _ = decode_stored_message(raw)
-        properties = dict(original.properties)
-        properties.setdefault(MessageConst.RETRY_TOPIC, original.topic)
-        limit = (
-            header.max_reconsume_times
-            if header.max_reconsume_times is not None
-            else group_config.retry_max_times
-        )
-        delay_level = 0
-        if original.reconsume_times >= limit or header.delay_level < 0:
-            target, queue_id = dlq_topic(header.group), 0
-            topic_config = self._ensure_topic(target, 1, PERM_WRITE)
-        else:
-            target = retry_topic(header.group)
-            topic_config = self._ensure_topic(target, group_config.retry_queue_nums, PERM_READ_WRITE)
-            queue_id = random.randrange(max(topic_config.write_queue_nums, 1))
-            delay_level = header.delay_level or 3 + original.reconsume_times
-        rejection = self._targets.check("send-back", original.msg_id, target, queue_id)
-        if rejection is not None:
-            return rejection.response(request)
-        properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, header.origin_msg_id or original.offset_msg_id)
-        put = PutMessageRequest(
-            topic=target,
-            queue_id=queue_id,
-            body=original.body,
-            flag=original.flag,
-            properties=properties,
-            sys_flag=original.sys_flag,
-            born_timestamp=original.born_timestamp,
-            born_host=original.born_host,
-            store_host=state.store_host,
-            # Saturates: a record's count is a 32-bit int, and past the group's maximum it is DLQ'd.
-            reconsume_times=min(original.reconsume_times + 1, INT32_MAX),
-        )
-        if delay_level > 0 and state.schedule is not None:
-            to_schedule(put, delay_level, state.schedule.level_count)
-        result = state.store.put_message(put)
-        if (
-            state.recorder is not None
-            and result.status is PutStatus.PUT_OK
-            and target != retry_topic(header.group)
-        ):
-            state.recorder.count_dlq(header.group, original.topic)
-        code, remark = put_response_code(result.status, result.remark)
-        if code == ResponseCode.SUCCESS:
-            state.stats.on_send_back(header.group, original.topic)
-        return request.response(code, remark, {})
 
 
 def _read_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
