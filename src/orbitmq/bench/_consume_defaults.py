@@ -16,9 +16,13 @@ a fresh consumer group, one after the other:
   ``rocketmq`` wheel, the test extra) in a child process at its default settings, with a C
   callback that counts (``_cpp_consume_native.c``, compiled at run time with ``cc``);
 - ``C++ push defaults (py)``: the same client through its Python binding, a Python callback
-  that counts (``orbitmq.bench._cpp_consume``): the binding's cost per message shows here.
+  that counts (``orbitmq.bench._cpp_consume``): the binding's cost per message shows here;
+- ``Java push defaults``: Apache RocketMQ's Java ``DefaultMQPushConsumer`` (5.5.0, from
+  Maven Central into ``.cache/m2``) in a JVM of its own at its defaults, a listener that counts
+  (``orbitmq.bench._java_consume``).
 
-The C++ lines are skipped with a message when the package (or a C compiler) is absent.
+The C++ lines are skipped with a message when the package (or a C compiler) is absent, the
+Java line when java, javac or mvn is; ``--no-cpp`` and ``--no-java`` leave them out.
 
 Each line gives msgs/s over the whole run (from the consumer's construction, start-up and
 rebalance included, to the last message) and steady (first message to last), the ratio of
@@ -49,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from orbitmq.bench._credentials import client_options
+from orbitmq.bench._java_consume import java_push_consume
 from orbitmq.bench._peers import process_cpu_s
 from orbitmq.client.pull_consumer import PullConsumer
 from orbitmq.client.push_consumer import ConsumeResult, PushConsumer
@@ -75,7 +80,9 @@ _NAMES = (
     "push tuned",
     "C++ push defaults",
     "C++ push defaults (py)",
+    "Java push defaults",
 )
+_CPP_NAMES = frozenset(_NAMES[4:6])
 
 
 def _group(name: str, round_index: int) -> str:
@@ -130,35 +137,55 @@ async def compare_defaults(
     goal = args.count or args.prefill
     timeout_s = args.duration_s
     options = client_options(args)
-    consumers: list[tuple[Callable[[int], Awaitable[ConsumerRun]], bool]] = [
-        (lambda at: _push(namesrv, topic, _NAMES[0], at, goal, timeout_s, options, asynchronous=True), True),
-        (lambda at: _push(namesrv, topic, _NAMES[1], at, goal, timeout_s, options, asynchronous=False), True),
-        (lambda at: _pull(namesrv, topic, _NAMES[2], at, goal, timeout_s, options), True),
+    consumers: list[tuple[str, Callable[[int], Awaitable[ConsumerRun]], bool]] = [
         (
+            _NAMES[0],
+            lambda at: _push(namesrv, topic, _NAMES[0], at, goal, timeout_s, options, asynchronous=True),
+            True,
+        ),
+        (
+            _NAMES[1],
+            lambda at: _push(namesrv, topic, _NAMES[1], at, goal, timeout_s, options, asynchronous=False),
+            True,
+        ),
+        (_NAMES[2], lambda at: _pull(namesrv, topic, _NAMES[2], at, goal, timeout_s, options), True),
+        (
+            _NAMES[3],
             lambda at: _push(
                 namesrv, topic, _NAMES[3], at, goal, timeout_s, {**options, **TUNED_PUSH}, asynchronous=True
             ),
             True,
         ),
         (
+            _NAMES[4],
             lambda at: asyncio.to_thread(
                 _cpp_push, namesrv, topic, at, goal, timeout_s, options, native=True
             ),
             False,
         ),
         (
+            _NAMES[5],
             lambda at: asyncio.to_thread(
                 _cpp_push, namesrv, topic, at, goal, timeout_s, options, native=False
             ),
             False,
         ),
+        (
+            _NAMES[6],
+            lambda at: asyncio.to_thread(_java_push, namesrv, topic, at, goal, timeout_s, options),
+            False,
+        ),
     ]
-    if args.no_cpp:
-        consumers = consumers[:4]
+    left_out = {name: "--no-cpp" for name in _CPP_NAMES if args.no_cpp}
+    if args.no_java:
+        left_out[_NAMES[6]] = "--no-java"
     rounds = []
     for round_index in range(max(args.rounds, 1)):
         runs = []
-        for consume, in_process in consumers:
+        for name, consume, in_process in consumers:
+            if name in left_out:
+                runs.append(ConsumerRun(name, skipped=left_out[name]))
+                continue
             server_before = process_cpu_s(server_pid) if server_pid is not None else 0.0
             client_before = time.process_time()
             run = await consume(round_index)
@@ -167,8 +194,6 @@ async def compare_defaults(
             if server_pid is not None:
                 run.server_cpu_s = process_cpu_s(server_pid) - server_before
             runs.append(run)
-        if args.no_cpp:
-            runs += [ConsumerRun(name, skipped="--no-cpp") for name in _NAMES[4:]]
         if args.rounds > 1:
             tuned = runs[3].steady_rate
             ratios = ", ".join(
@@ -301,6 +326,25 @@ def _cpp_push(
     run.count = int(result["count"])
     run.client_cpu_s = float(result["cpu_s"])
     run.started, run.first, run.last = (float(result[key]) for key in ("started", "first", "last"))
+    return run
+
+
+def _java_push(
+    namesrv: str, topic: str, round_index: int, goal: int, timeout_s: float, options: dict[str, Any]
+) -> ConsumerRun:
+    """The Java client's DefaultMQPushConsumer at its defaults, in a JVM of its own."""
+    run = ConsumerRun(_NAMES[6])
+    if options:
+        run.skipped = "the benchmark passes no credentials or TLS to the Java client"
+        return run
+    result = java_push_consume(namesrv, topic, _group(run.name, round_index), goal, timeout_s)
+    if result.skipped:
+        run.skipped = result.skipped
+        return run
+    # The JVM's clock (System.nanoTime, CLOCK_MONOTONIC as time.monotonic) timed its run.
+    run.count = result.count
+    run.client_cpu_s = result.cpu_s
+    run.started, run.first, run.last = result.started, result.first, result.last
     return run
 
 

@@ -77,6 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(and the C++ client's), one after the other; prints msgs/s and default/tuned ratios",
     )
     parser.add_argument("--no-cpp", action="store_true", help="--compare-defaults without the C++ client")
+    parser.add_argument("--no-java", action="store_true", help="--compare-defaults without the Java client")
     parser.add_argument(
         "--rounds", type=int, default=1, help="--compare-defaults: rounds over the backlog (medians printed)"
     )

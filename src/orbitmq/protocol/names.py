@@ -14,6 +14,7 @@ a short remark that names the rule broken and shows at most the start of the val
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 
@@ -73,11 +74,17 @@ def _name_problem(kind: str, name: str, max_chars: int) -> str | None:
     return None
 
 
+# Every request names its topic and group, mostly the same few: the verdicts are cached.
+_NAME_VERDICTS_MAX = 4096
+
+
+@functools.lru_cache(maxsize=_NAME_VERDICTS_MAX)
 def topic_name_problem(topic: str) -> str | None:
     """RocketMQ's TopicValidator rule; None when ``topic`` is legal, else the remark."""
     return _name_problem("topic", topic, TOPIC_NAME_MAX_CHARS)
 
 
+@functools.lru_cache(maxsize=_NAME_VERDICTS_MAX)
 def group_name_problem(group: str) -> str | None:
     """The group rule; None when ``group`` is legal, else the remark."""
     return _name_problem("group", group, GROUP_NAME_MAX_CHARS)

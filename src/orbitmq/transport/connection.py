@@ -78,15 +78,18 @@ class FrameWriter:
     are, so a large body is not copied (uvloop hands the buffers to ``writev``).
     """
 
-    __slots__ = ("_transport", "_buffers", "_scheduled", "_buffered_max", "_on_overflow")
+    __slots__ = ("_transport", "_buffers", "_scheduled", "_buffered_max", "_on_overflow", "_loop")
 
     def __init__(
         self,
         transport: asyncio.Transport,
         buffered_max_bytes: int = 0,
         on_overflow: Callable[[int], None] | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self._transport = transport
+        # The transport's loop (asyncio.get_running_loop() costs a getpid() call per frame).
+        self._loop = loop or asyncio.get_running_loop()
         self._buffers: list[bytes] = []
         self._scheduled = False
         # When the transport holds more than this many unsent bytes after a flush,
@@ -102,7 +105,7 @@ class FrameWriter:
             self._buffers.append(body)
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+            self._loop.call_soon(self.flush)
 
     def flush(self) -> None:
         """Hand every queued frame to the transport now."""

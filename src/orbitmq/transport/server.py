@@ -133,11 +133,15 @@ class _ServerProtocol(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._connection: ServerConnection | None = None
         self._context: RequestContext | None = None
+        # The loop that runs this protocol, taken once: asyncio.get_running_loop() costs a
+        # getpid() system call on every call (CPython checks for a fork), once per request.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
         transport = typing.cast(asyncio.Transport, transport)
         self._transport = transport
+        self._loop = asyncio.get_running_loop()
         server = self._server
         peer = _host_port(transport.get_extra_info("peername"))
         if len(server._connections) >= server.limits.max_connections:
@@ -154,7 +158,7 @@ class _ServerProtocol(asyncio.Protocol):
         connection = ServerConnection(server._new_connection_id(), transport, peer)
         limits = server.limits
         connection._writer = FrameWriter(
-            transport, limits.write_buffer_max_bytes, lambda held: self._on_write_overflow(held)
+            transport, limits.write_buffer_max_bytes, lambda held: self._on_write_overflow(held), self._loop
         )
         self._connection = connection
         self._context = RequestContext(connection, peer[0], peer[1], local[0], local[1])
@@ -252,8 +256,8 @@ class _ServerProtocol(asyncio.Protocol):
                 command.response(ResponseCode.SERVICE_NOT_AVAILABLE, "server is shutting down"),
             )
             return
-        assert self._context is not None
-        task = asyncio.get_running_loop().create_task(self._handle(handler, connection, command))
+        assert self._context is not None and self._loop is not None
+        task = self._loop.create_task(self._handle(handler, connection, command))
         self._server._track(task)
 
     async def _handle(self, handler: Handler, connection: ServerConnection, request: RemotingCommand) -> None:

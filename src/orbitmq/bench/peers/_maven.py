@@ -65,6 +65,11 @@ def _resolve(mvn: str, pom: Path, profile: str, repo: Path, out: Path) -> None:
         raise JavaMissing(f"resolving the {profile} artifacts failed: {' / '.join(tail)}")
 
 
+def _stale(text: str) -> bool:
+    """Whether a written classpath names a jar that is not there (any more)."""
+    return any(not Path(entry).exists() for entry in text.strip().split(":") if entry)
+
+
 def classpath(profile: str, mvn: str = "mvn", cache: Path | None = None) -> str:
     """The classpath of ``profile``'s artifacts, resolving them on first use."""
     cache = cache or cache_dir()
@@ -72,6 +77,9 @@ def classpath(profile: str, mvn: str = "mvn", cache: Path | None = None) -> str:
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
     builds = cache / "bench-peers"
     classpath_file = builds / f"{profile}-{digest}.classpath"
+    if classpath_file.exists() and _stale(classpath_file.read_text()):
+        # Written by a checkout whose .cache (a shared one) it named by another path, now gone.
+        classpath_file.unlink(missing_ok=True)
     if not classpath_file.exists():
         builds.mkdir(parents=True, exist_ok=True)
         # The oracle tier's lock file: both write into the same .cache/m2.

@@ -2,8 +2,14 @@
 
 QUERY_CONSUMER_OFFSET answers a group's committed offset. For a group that never committed,
 it answers 0 when the queue was never truncated (its min offset is 0), so a new group sees the
-messages already stored, as a RocketMQ broker does; otherwise QUERY_NOT_FOUND, and the client
-starts from the max offset. UPDATE_CONSUMER_OFFSET stores an offset. GET_MAX_OFFSET,
+messages already stored; otherwise QUERY_NOT_FOUND, and a client at CONSUME_FROM_LAST_OFFSET
+(the Java, C++ and Go clients' default) starts from the max offset. ``setZeroIfNotFound=false``
+always answers QUERY_NOT_FOUND. This is Apache RocketMQ 5.5's rule (ConsumerManageProcessor)
+but for one condition: Apache answers 0 only while the queue's first message is also in the
+page cache (``checkInMemByConsumeOffset(topic, queueId, 0, 1)``, a mincore of its commit-log
+bytes), so a backlog recently written starts from its oldest message on both brokers, and
+one whose first message the kernel evicted starts from the end on Apache's, from its oldest
+message here (the choice that loses nothing). UPDATE_CONSUMER_OFFSET stores an offset. GET_MAX_OFFSET,
 GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME and SEARCH_OFFSET_BY_TIMESTAMP ask the store.
 Every response carries an extFields object, since the C++ client dereferences it.
 """
