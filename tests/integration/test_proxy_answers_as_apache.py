@@ -38,7 +38,12 @@ def grpc_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     def build() -> ServerProcess:
         broker_port, grpc_port = free_port(), free_port()
         conf = broker_conf(
-            tmp_path, "broker-a", namesrv.addr, broker_port, grpcServerPort=grpc_port, grpcBindAddress="127.0.0.1"
+            tmp_path,
+            "broker-a",
+            namesrv.addr,
+            broker_port,
+            grpcServerPort=grpc_port,
+            grpcBindAddress="127.0.0.1",
         )
         conf_path = write_conf(tmp_path / "broker.conf", conf)
         args = [sys.executable, "-m", "orbitmq.cli", "broker", "-c", str(conf_path), "--enable-proxy"]
@@ -77,7 +82,9 @@ async def test_proxy_send_entry_of_a_normal_message_carries_a_transaction_id(
     assert sent.entries[0].transaction_id
 
 
-async def test_proxy_query_assignment_queues_name_no_message_types(stub: spb_grpc.MessagingServiceStub) -> None:
+async def test_proxy_query_assignment_queues_name_no_message_types(
+    stub: spb_grpc.MessagingServiceStub,
+) -> None:
     request = spb.QueryAssignmentRequest(topic=pb.Resource(name=TOPIC), group=pb.Resource(name="CG_PARITY"))
     answer = await stub.QueryAssignment(request, metadata=CLIENT, timeout=10)
     assert answer.status.code == pb.OK and answer.assignments

@@ -103,7 +103,9 @@ _RUN_TAG = f"_{os.getpid()}" if os.environ.get("ORACLE_GRPC_APACHE") else ""
 def _collapsed(differences: list[Difference]) -> list[Difference]:
     """Differences under a field that one side does not have at all, shown once (at that field)."""
     absent = {
-        (d.label, d.path) for d in differences if "<absent>" in (d.apache, d.orbitmq) and not d.path.endswith("=")
+        (d.label, d.path)
+        for d in differences
+        if "<absent>" in (d.apache, d.orbitmq) and not d.path.endswith("=")
     }
     return [
         d

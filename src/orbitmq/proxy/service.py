@@ -191,9 +191,7 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 # As Apache's proxy: a client is known by the settings of its Telemetry stream,
                 # whatever client type its heartbeat names.
                 return spb.HeartbeatResponse(
-                    status=status(
-                        pb.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client"
-                    )
+                    status=status(pb.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
                 )
             return spb.HeartbeatResponse(status=status(pb.OK))
 
@@ -464,7 +462,8 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
     @staticmethod
     async def _unimplemented(rpc: str, context: Any) -> NoReturn:
         await context.abort(
-            grpc.StatusCode.UNIMPLEMENTED, f"Method apache.rocketmq.v2.MessagingService/{rpc} is unimplemented"
+            grpc.StatusCode.UNIMPLEMENTED,
+            f"Method apache.rocketmq.v2.MessagingService/{rpc} is unimplemented",
         )
         raise AssertionError("context.abort returned")
 

@@ -86,4 +86,3 @@ async def test_proxy_offset_rpcs_end_with_grpc_unimplemented(
         else:
             await call
     assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
-
