@@ -80,6 +80,13 @@ INTENDED: list[Allowed] = [
         "send one message per request",
     ),
     Allowed(
+        "receive_fifo",
+        "receive[[]*[]]",
+        "message.user_properties=",
+        "A FIFO message's group is delivered in system_properties.message_group only; Apache's "
+        "proxy also leaks the broker's __SHARDINGKEY property into user_properties",
+    ),
+    Allowed(
         "offsets_and_pull",
         "sync lite subscription",
         "status.code=",

@@ -545,3 +545,21 @@ async def offsets_and_pull(target: GrpcTarget) -> None:
     await target.record_call("pull, first frame", pull_frames())
     lite = spb.SyncLiteSubscriptionRequest(topic=_resource(topic), group=_resource(group))
     await target.record_call("sync lite subscription", client.unary("SyncLiteSubscription", lite))
+
+
+@scenario
+async def receive_fifo(target: GrpcTarget) -> None:
+    topic = target.name_of("t")
+    group = target.name_of("g")
+    await target.create_topic(topic, queues=2, message_type="FIFO")
+    sender = await producer(target, topic)
+    for index in range(2):
+        await _send(sender, message(target, topic, index, kind=pb.FIFO, message_group="order-1"))
+    client = await consumer(target, group, topic, fifo=True)
+    request = spb.QueryAssignmentRequest(
+        topic=_resource(topic), group=_resource(group), endpoints=target.endpoints
+    )
+    target.record("assignment of a fifo group", await client.unary("QueryAssignment", request))
+    # A FIFO group gets one message group's messages in order, the next only after an ack.
+    frames = await receive_until(client, receive_request(target, group, topic, batch=4), 1)
+    target.record_frames("receive", frames)
