@@ -41,8 +41,8 @@ INTENDED: list[Allowed] = [
     Allowed("receive_and_ack", "change invisible duration bad handle", "status.code=", _BAD_HANDLE),
     Allowed("forward_to_dead_letter_queue", "forward bad handle", "status.code=", _BAD_HANDLE),
     Allowed(
-        "receive_and_ack",
-        "change invisible duration bad handle",
+        "*",
+        "change invisible duration*",
         "receipt_handle",
         "A failed ChangeInvisibleDuration echoes the request's receipt handle (grpc-v5-protocol "
         "P10): SDKs that store the answer's handle must never be left with an empty one; Apache "
@@ -85,6 +85,13 @@ INTENDED: list[Allowed] = [
         "message.user_properties=",
         "A FIFO message's group is delivered in system_properties.message_group only; Apache's "
         "proxy also leaks the broker's __SHARDINGKEY property into user_properties",
+    ),
+    Allowed(
+        "receive_typed",
+        "committed transactional message[[]*[]]",
+        "message.user_properties=",
+        "A committed transactional message's user properties are the producer's; Apache's proxy "
+        "also leaks the broker's __transactionId__ property into them",
     ),
     Allowed(
         "offsets_and_pull",

@@ -563,3 +563,76 @@ async def receive_fifo(target: GrpcTarget) -> None:
     # A FIFO group gets one message group's messages in order, the next only after an ack.
     frames = await receive_until(client, receive_request(target, group, topic, batch=4), 1)
     target.record_frames("receive", frames)
+
+
+@scenario
+async def receive_typed(target: GrpcTarget) -> None:
+    delay_topic = target.name_of("delay")
+    transaction_topic = target.name_of("tx")
+    group = target.name_of("g")
+    await target.create_topic(delay_topic, message_type="DELAY")
+    await target.create_topic(transaction_topic, message_type="TRANSACTION")
+    sender = await producer(target, delay_topic, transaction_topic)
+    due = Timestamp()
+    due.FromMilliseconds(int(time.time() * 1000) + 1_000)
+    await _send(sender, message(target, delay_topic, 0, kind=pb.DELAY, delivery_timestamp=due))
+    half = await _send(sender, message(target, transaction_topic, 1, kind=pb.TRANSACTION))
+    end = spb.EndTransactionRequest(
+        topic=_resource(transaction_topic),
+        message_id=half.entries[0].message_id,
+        transaction_id=half.entries[0].transaction_id,
+        resolution=pb.COMMIT,
+        source=pb.SOURCE_CLIENT,
+    )
+    await sender.unary("EndTransaction", end)
+    client = await consumer(target, group, delay_topic)
+    frames = await receive_until(client, receive_request(target, group, delay_topic), 1)
+    target.record_frames("timed message when due", frames)
+    frames = await receive_until(client, receive_request(target, group, transaction_topic), 1)
+    target.record_frames("committed transactional message", frames)
+
+
+@scenario
+async def receive_bad_durations(target: GrpcTarget) -> None:
+    topic = target.name_of("t")
+    group = target.name_of("g")
+    await target.create_topic(topic)
+    sender = await producer(target, topic)
+    await _send(sender, message(target, topic, 0))
+    client = await consumer(target, group, topic)
+    request = receive_request(target, group, topic, invisible_s=13 * 3600)
+    target.record_frames("invisible duration over 12 h", await client.receive(request))
+    request = receive_request(target, group, topic, invisible_s=1)
+    request.invisible_duration.seconds = 0
+    target.record_frames("invisible duration 0", await client.receive(request))
+    frames = await receive_until(client, receive_request(target, group, topic), 1)
+    got = received_messages(frames)
+    system = got[0].system_properties if got else pb.SystemProperties()
+    change = spb.ChangeInvisibleDurationRequest(
+        group=_resource(group),
+        topic=_resource(topic),
+        receipt_handle=system.receipt_handle,
+        invisible_duration=Duration(seconds=13 * 3600),
+        message_id=system.message_id,
+    )
+    target.record(
+        "change invisible duration over 12 h", await client.unary("ChangeInvisibleDuration", change)
+    )
+
+
+@scenario
+async def send_bad_properties(target: GrpcTarget) -> None:
+    topic = target.name_of("t")
+    await target.create_topic(topic, message_type="FIFO")
+    client = await producer(target, topic)
+    long_group = message(target, topic, 0, kind=pb.FIFO, message_group="g" * 200)
+    target.record("message group of 200 characters", await _send(client, long_group))
+    big = message(target, topic, 1, kind=pb.FIFO, message_group="g1")
+    big.user_properties["big"] = "v" * (17 * 1024)
+    target.record("properties over 16 KiB", await _send(client, big))
+    blank_key = message(target, topic, 2, kind=pb.FIFO, message_group="g1")
+    del blank_key.system_properties.keys[:]
+    blank_key.system_properties.keys.append(" ")
+    target.record("blank key", await _send(client, blank_key))
+    long_topic = message(target, "t" * 200, 3, kind=pb.FIFO, message_group="g1")
+    target.record("topic of 200 characters", await _send(client, long_topic))

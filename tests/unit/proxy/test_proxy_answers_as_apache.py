@@ -12,10 +12,12 @@ import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
+from orbitmq.model.message import MessageExt, SysFlag
 from orbitmq.proxy import ProxyApp, ProxyConfig
 from orbitmq.proxy._pb import definition_pb2 as pb
 from orbitmq.proxy._pb import service_pb2 as spb
 from orbitmq.proxy._pb import service_pb2_grpc as spb_grpc
+from orbitmq.proxy.convert import stored_to_grpc
 
 CLIENT = (("x-mq-client-id", "host@1@0@apache-parity"), ("x-mq-client-version", "5.1.2"))
 
@@ -86,3 +88,18 @@ async def test_proxy_offset_rpcs_end_with_grpc_unimplemented(
         else:
             await call
     assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_proxy_delivers_a_committed_transactional_message_as_transaction() -> None:
+    committed = MessageExt(
+        topic="Orders",
+        body=b"x",
+        properties={"UNIQ_KEY": "01AB", "TAGS": "T"},
+        sys_flag=SysFlag.TRANSACTION_COMMIT_TYPE,
+        born_host=("10.0.0.9", 4000),
+    )
+    assert stored_to_grpc(committed).system_properties.message_type == pb.TRANSACTION
+    plain = MessageExt(
+        topic="Orders", body=b"x", properties={"UNIQ_KEY": "01AC"}, born_host=("10.0.0.9", 4000)
+    )
+    assert stored_to_grpc(plain).system_properties.message_type == pb.NORMAL
