@@ -8,6 +8,8 @@ Both targets get the same calls with the same topic, group and message-id values
 Each recorded response becomes a flat *view* ``{path: value}`` (the remoting harness's
 ``compare`` / ``Allowed`` / ``unexplained`` work on it unchanged):
 
+- ``grpc_error``: the gRPC status code of a call that ended without a response
+  (:meth:`GrpcTarget.record_call`), ``frames``: the number of frames of a stream;
 - every field the response carries (proto3 presence: set scalars, set messages, non-empty
   repeated fields and maps) as ``<path>`` -> its kind (``int``, ``str``, ``bool``, ``bytes``,
   ``enum``, ``message``, ``Timestamp``, ``Duration``, ``list``, ``map``); repeated items are merged
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,11 +62,9 @@ VARYING_FIELDS = frozenset(
         "trace_context",
     }
 )
-# Fields whose value is whatever the server chose among equal answers (broker names are the same
-# on both sides; the ports in endpoints are not).
+# Well-known types compared by kind: their values are times and durations the servers pick.
 _TIMES = {"google.protobuf.Timestamp": "Timestamp", "google.protobuf.Duration": "Duration"}
 
-_ids = itertools.count(1)
 
 
 def _scalar_kind(descriptor: FieldDescriptor) -> str:
