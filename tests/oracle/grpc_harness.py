@@ -66,7 +66,6 @@ VARYING_FIELDS = frozenset(
 _TIMES = {"google.protobuf.Timestamp": "Timestamp", "google.protobuf.Duration": "Duration"}
 
 
-
 def _scalar_kind(descriptor: FieldDescriptor) -> str:
     kind = descriptor.type
     if kind == FieldDescriptor.TYPE_ENUM:
