@@ -65,6 +65,22 @@ INTENDED: list[Allowed] = [
         "ids carry what END_TRANSACTION needs, so there is no table to miss",
     ),
     Allowed(
+        "ack_and_end_edge_cases",
+        "ack without entries",
+        "status.code=",
+        "An AckMessage without entries gets BAD_REQUEST; Apache answers INTERNAL_SERVER_ERROR "
+        "('ack message result is empty')",
+    ),
+    Allowed(
+        "ack_and_end_edge_cases",
+        "rollback",
+        "status.code=",
+        "After an EndTransaction with no resolution (OK on both), a rollback still lands: "
+        "OrbitMQ's transaction ids carry what END_TRANSACTION needs. Apache's proxy drops its "
+        "transaction data at the first EndTransaction and answers INTERNAL_SERVER_ERROR ('cannot "
+        "found transaction data'); the broker's transaction check resolves the half message then",
+    ),
+    Allowed(
         "send_delay",
         "recall bad handle",
         "status.code=",

@@ -185,6 +185,8 @@ async def no_client_id(target: GrpcTarget) -> None:
     target.record("query route", await target.stub.QueryRoute(request, timeout=10))
     heartbeat = spb.HeartbeatRequest(client_type=pb.PRODUCER)
     target.record("heartbeat", await target.stub.Heartbeat(heartbeat, timeout=10))
+    send = spb.SendMessageRequest(messages=[message(target, "TBW102", 0)])
+    target.record("send", await target.stub.SendMessage(send, timeout=10))
 
 
 @scenario
@@ -636,3 +638,27 @@ async def send_bad_properties(target: GrpcTarget) -> None:
     target.record("blank key", await _send(client, blank_key))
     long_topic = message(target, "t" * 200, 3, kind=pb.FIFO, message_group="g1")
     target.record("topic of 200 characters", await _send(client, long_topic))
+
+
+@scenario
+async def ack_and_end_edge_cases(target: GrpcTarget) -> None:
+    topic = target.name_of("t")
+    group = target.name_of("g")
+    tx_topic = target.name_of("tx")
+    await target.create_topic(topic)
+    await target.create_topic(tx_topic, message_type="TRANSACTION")
+    client = await consumer(target, group, topic)
+    empty = spb.AckMessageRequest(group=_resource(group), topic=_resource(topic))
+    target.record("ack without entries", await client.unary("AckMessage", empty))
+    sender = await producer(target, tx_topic)
+    half = await _send(sender, message(target, tx_topic, 0, kind=pb.TRANSACTION))
+    end = spb.EndTransactionRequest(
+        topic=_resource(tx_topic),
+        message_id=half.entries[0].message_id,
+        transaction_id=half.entries[0].transaction_id,
+        resolution=pb.TRANSACTION_RESOLUTION_UNSPECIFIED,
+        source=pb.SOURCE_CLIENT,
+    )
+    target.record("end with no resolution", await sender.unary("EndTransaction", end))
+    end.resolution = pb.ROLLBACK
+    target.record("rollback", await sender.unary("EndTransaction", end))
