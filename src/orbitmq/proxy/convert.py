@@ -18,7 +18,8 @@ consumers read it; a stored message, whoever sent it, is delivered to 5.x SDKs. 
 | orphaned_transaction_recovery_duration | ``CHECK_IMMUNITY_TIME_IN_SECONDS`` |
 | user_properties | the other properties, unchanged |
 
-On delivery the type is read back in this order: ``TRAN_MSG``, a delay or timer property,
+On delivery the type is read back in this order: the commit sys flag of a committed
+transactional message or ``TRAN_MSG``, a delay or timer property,
 ``__SHARDINGKEY``, else NORMAL; ``delivery_attempt`` is the record's reconsume times + 1;
 bodies are served decompressed (IDENTITY) with an MD5 digest in upper-case hex, the one digest
 every SDK checks the same way. User properties are every property RocketMQ does not reserve
@@ -171,7 +172,7 @@ def stored_to_grpc(message: MessageExt, receipt_handle: str | None = None) -> pb
         message_id=message.uniq_key or message.offset_msg_id,
         body_digest=pb.Digest(type=pb.MD5, checksum=hashlib.md5(message.body).hexdigest().upper()),
         body_encoding=pb.IDENTITY,
-        message_type=message_type_of(properties),
+        message_type=_delivered_type(message),
         born_host=properties.get(MessageConst.BORN_HOST) or message.born_host[0],
         store_host=f"{message.store_host[0]}:{message.store_host[1]}",
         queue_id=message.queue_id,
@@ -208,6 +209,14 @@ def stored_to_grpc(message: MessageExt, receipt_handle: str | None = None) -> pb
         system_properties=system,
         body=message.body,
     )
+
+
+def _delivered_type(message: MessageExt) -> pb.MessageType:
+    """A committed transactional message is delivered as TRANSACTION, as Apache's proxy does (its
+    broker keeps ``TRAN_MSG`` on the committed copy; OrbitMQ's drops it and keeps the commit flag)."""
+    if message.sys_flag & SysFlag.TRANSACTION_MASK == SysFlag.TRANSACTION_COMMIT_TYPE:
+        return pb.TRANSACTION
+    return message_type_of(message.properties)
 
 
 def message_type_of(properties: dict[str, str]) -> pb.MessageType:

@@ -57,6 +57,9 @@ _RESOLUTIONS = {
     pb.ROLLBACK: SysFlag.TRANSACTION_ROLLBACK_TYPE,
 }
 
+_SENT = (pb.OK, pb.MASTER_PERSISTENCE_TIMEOUT, pb.SLAVE_PERSISTENCE_TIMEOUT, pb.HA_NOT_AVAILABLE)
+"""Entry codes of a message the broker stored (the last three: stored, not yet replicated/flushed)."""
+
 
 def encode_transaction_id(broker_addr: str, commit_log_offset: int, queue_offset: int) -> str:
     return f"{broker_addr} {commit_log_offset} {queue_offset}"
@@ -80,8 +83,14 @@ class ProducerActivity:
 
     async def send_message(self, meta: CallMeta, request: spb.SendMessageRequest) -> spb.SendMessageResponse:
         if not request.messages:
-            return spb.SendMessageResponse(status=status(pb.BAD_REQUEST, "no message to send"))
+            # Apache's proxy's code for it (its validation reads an empty list as a corrupt request).
+            return spb.SendMessageResponse(status=status(pb.MESSAGE_CORRUPTED, "no message to send"))
         entries = [await self._send_one(meta, message) for message in request.messages]
+        failed = [entry for entry in entries if entry.status.code not in _SENT]
+        if len(failed) == len(entries):
+            # As Apache's proxy: a request none of whose messages was sent fails as a whole,
+            # with the first refusal's status and no entries.
+            return spb.SendMessageResponse(status=failed[0].status)
         codes = {entry.status.code for entry in entries}
         if len(codes) == 1:
             top = entries[0].status
@@ -169,7 +178,11 @@ class ProducerActivity:
             message_id=system.message_id,
             offset=header.queue_offset,
         )
-        if transactional:
+        if not transactional:
+            # RocketMQ's broker answers every send with a transactionId (the message's unique
+            # id); Apache's proxy passes it on, and so does this one.
+            entry.transaction_id = header.transaction_id or system.message_id
+        else:
             try:
                 offset_id = decode_offset_msg_id(header.msg_id.split(",")[0])
             except RemoteProtocolError as exc:

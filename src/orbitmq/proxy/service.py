@@ -9,9 +9,10 @@ UNAUTHORIZED or FORBIDDEN), and hands the request to the part that owns it:
 | QueryRoute, Heartbeat, QueryAssignment, NotifyClientTermination, Telemetry | here |
 | SendMessage, EndTransaction, RecallMessage | ``proxy.producing`` |
 | ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue | ``proxy.consuming`` |
-| PullMessage, UpdateOffset, GetOffset, QueryOffset, SyncLiteSubscription | NOT_IMPLEMENTED (no SDK of this version calls them) |
+| PullMessage, UpdateOffset, GetOffset, QueryOffset | gRPC UNIMPLEMENTED, as Apache's proxy (no SDK of this version calls them) |
+| SyncLiteSubscription | NOT_IMPLEMENTED in-band (lite topics are not served) |
 
-Errors are always in-band (grpc-v5-protocol P11): the RPC finishes with gRPC OK and a
+Errors of the RPCs served are always in-band (grpc-v5-protocol P11): the RPC finishes with gRPC OK and a
 ``Status`` in its response; an unexpected exception is logged and answered with
 INTERNAL_SERVER_ERROR, never a gRPC error, which the SDKs would take for a broken connection.
 
@@ -28,7 +29,9 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
+
+import grpc
 
 from orbitmq.errors import BrokerResponseError, NoRouteError, RemotingError
 from orbitmq.model.route import PERM_READ, PERM_WRITE
@@ -52,8 +55,9 @@ __all__ = ["MessagingService"]
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
-ACCEPT_MESSAGE_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
-"""What QueryAssignment's queues name (consumers do not read it; QueryRoute names the topic's own)."""
+LITE_SUBSCRIPTION_QUOTA = 2000
+MAX_LITE_TOPIC_SIZE = 64
+"""Apache's proxy defaults (liteSubscriptionQuota, maxLiteTopicSize) stated in consumer settings."""
 
 
 def _permission(perm: int) -> pb.Permission:
@@ -183,14 +187,12 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
     async def Heartbeat(self, request: spb.HeartbeatRequest, context: Any) -> spb.HeartbeatResponse:  # noqa: N802
         async def handle(meta: CallMeta) -> spb.HeartbeatResponse:
             session = self._core.sessions.get(meta.client_id)
-            if session is None or (
-                session.settings is None and request.client_type == pb.CLIENT_TYPE_UNSPECIFIED
-            ):
+            if session is None or session.settings is None:
+                # As Apache's proxy: a client is known by the settings of its Telemetry stream,
+                # whatever client type its heartbeat names.
                 return spb.HeartbeatResponse(
-                    status=status(pb.UNRECOGNIZED_CLIENT_TYPE, "send settings first")
+                    status=status(pb.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
                 )
-            if session.settings is None:
-                session.client_type = request.client_type
             return spb.HeartbeatResponse(status=status(pb.OK))
 
         return await self._unary(context, spb.HeartbeatResponse, handle, request)
@@ -229,7 +231,6 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                     id=queue_id,
                     permission=pb.READ_WRITE,
                     broker=pb.Broker(name=name, id=0, endpoints=request.endpoints),
-                    accept_message_types=ACCEPT_MESSAGE_TYPES,
                 )
             )
             for name, queue_id in chosen
@@ -318,9 +319,13 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         if settings.client_type == pb.PRODUCER:
             for topic in sorted(session.topics):
                 self._spawn(self._publish_as(topic))
-        return spb.TelemetryCommand(
-            status=status(pb.OK), settings=answer_settings(settings, core.config, policy)
-        )
+        answer = answer_settings(settings, core.config, policy)
+        if answer.HasField("subscription"):
+            # Apache's proxy states its lite-topic quotas to every consumer (its defaults); a
+            # client that reads them finds the same numbers here, though lite topics are not served.
+            answer.subscription.lite_subscription_quota = LITE_SUBSCRIPTION_QUOTA
+            answer.subscription.max_lite_topic_size = MAX_LITE_TOPIC_SIZE
+        return spb.TelemetryCommand(status=status(pb.OK), settings=answer)
 
     async def _publish_as(self, topic: str) -> None:
         try:
@@ -405,10 +410,11 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
         if refused is not None:
             yield spb.ReceiveMessageResponse(status=refused)
             return
-        started = False
+        started = stamped = False
         try:
             async for frame in self.consumer.receive_message(meta, request, context.time_remaining()):
                 started = True
+                stamped = frame.HasField("delivery_timestamp")
                 yield frame
         except Exception as exc:
             logger.exception("ReceiveMessage from client %s failed", meta.client_id)
@@ -416,6 +422,12 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
                 yield spb.ReceiveMessageResponse(
                     status=status(pb.INTERNAL_SERVER_ERROR, f"proxy error: {exc}")
                 )
+        if not stamped:
+            # As Apache's proxy: every receive stream ends with the delivery time frame, whatever
+            # its status said.
+            done = spb.ReceiveMessageResponse()
+            done.delivery_timestamp.FromMilliseconds(self._core.clock_ms())
+            yield done
 
     async def AckMessage(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:  # noqa: N802
         return await self._unary(
@@ -443,21 +455,32 @@ class MessagingService(spb_grpc.MessagingServiceServicer):
             request,
         )
 
-    # -- not implemented ----------------------------------------------------------------------
+    # -- not served -----------------------------------------------------------------------------
+    # Offset-based consumption: Apache's proxy does not serve these RPCs and ends each call
+    # with gRPC UNIMPLEMENTED; so does this one, so a client sees the same thing from both.
+
+    @staticmethod
+    async def _unimplemented(rpc: str, context: Any) -> NoReturn:
+        await context.abort(
+            grpc.StatusCode.UNIMPLEMENTED,
+            f"Method apache.rocketmq.v2.MessagingService/{rpc} is unimplemented",
+        )
+        raise AssertionError("context.abort returned")
 
     async def PullMessage(  # noqa: N802
         self, request: spb.PullMessageRequest, context: Any
     ) -> AsyncIterator[spb.PullMessageResponse]:
-        yield spb.PullMessageResponse(status=status(pb.NOT_IMPLEMENTED, "PullMessage is not implemented"))
+        await self._unimplemented("PullMessage", context)
+        yield spb.PullMessageResponse()  # pragma: no cover - makes this a stream handler
 
     async def UpdateOffset(self, request: spb.UpdateOffsetRequest, context: Any) -> spb.UpdateOffsetResponse:  # noqa: N802
-        return spb.UpdateOffsetResponse(status=status(pb.NOT_IMPLEMENTED, "UpdateOffset is not implemented"))
+        await self._unimplemented("UpdateOffset", context)
 
     async def GetOffset(self, request: spb.GetOffsetRequest, context: Any) -> spb.GetOffsetResponse:  # noqa: N802
-        return spb.GetOffsetResponse(status=status(pb.NOT_IMPLEMENTED, "GetOffset is not implemented"))
+        await self._unimplemented("GetOffset", context)
 
     async def QueryOffset(self, request: spb.QueryOffsetRequest, context: Any) -> spb.QueryOffsetResponse:  # noqa: N802
-        return spb.QueryOffsetResponse(status=status(pb.NOT_IMPLEMENTED, "QueryOffset is not implemented"))
+        await self._unimplemented("QueryOffset", context)
 
     async def SyncLiteSubscription(  # noqa: N802
         self, request: spb.SyncLiteSubscriptionRequest, context: Any
