@@ -1,6 +1,8 @@
 """Apache's 5.x gRPC Java client (rocketmq-client-java) against OrbitMQ's gRPC proxy: normal,
 FIFO, delay and transactional producers; SimpleConsumer and PushConsumer; TLS off
-(``enableSsl(false)``; the client's default TLS is not covered yet).
+(``enableSsl(false)``), and the client at its defaults (TLS on, the server's certificate not
+verified) against the default gRPC port, which serves TLS beside plaintext with a self-signed
+certificate as Apache's proxy does (``tlsTestModeEnable``, proxy/tls.py).
 
 FIFO, delay and transactional messages go to topics of that type, made as Apache's
 documentation says (``mqadmin updateTopic -a +message.type=FIFO``): Apache's proxy, and
@@ -73,6 +75,22 @@ def test_grpc_normal_messages_reach_simple_and_push_consumers(
     assert len(sent(events)) == count
     check_exactly(received(events, "simple"), range(count), origin="java-grpc")
     check_exactly(received(events, "push"), range(count), origin="java-grpc")
+
+
+def test_grpc_client_at_its_defaults_speaks_tls_to_the_default_port(
+    grpc_client: JavaLine, server: ServerProcess, tmp_path: Path
+) -> None:
+    """No enableSsl(false): the client's default TLS on the port plaintext clients use too."""
+    topic, count = "grpc-default-tls", 1000
+    events = drive_grpc(
+        grpc_client,
+        tmp_path,
+        server,
+        ["produce", "--topic", topic, "--count", str(count), "--tls"],
+        ["simple", "--topic", topic, "--group", "grpc-default-tls-g", "--expect", str(count), "--tls"],
+    )
+    assert len(sent(events)) == count
+    check_exactly(received(events, "simple"), range(count), origin="java-grpc")
 
 
 def test_grpc_fifo_topic_takes_fifo_messages_in_group_order_and_refuses_others(
