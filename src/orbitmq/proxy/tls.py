@@ -61,7 +61,7 @@ class GrpcPortSecurity:
         if self.mode is TlsMode.DISABLED:
             return "plaintext"
         if self.mode is TlsMode.ENFORCING:
-            return "TLS only"
+            return "TLS"
         return "TLS and plaintext" + (" (self-signed certificate)" if self.self_signed else "")
 
 
