@@ -83,7 +83,8 @@ def test_grpc_port_closes_a_garbage_connection_and_keeps_serving(default_port: i
     for garbage in (b"\x00" * 64, b"\x16\x03\x01\x00\x05hello", b"GET / HTTP/1.1\r\n\r\n"):
         with socket.create_connection(("127.0.0.1", default_port), timeout=10) as sock:
             sock.sendall(garbage)
-            with pytest.raises((ConnectionResetError, TimeoutError, AssertionError)):
+            # Closed by the server (EOF, or a reset): a timeout here would mean it kept the connection.
+            with pytest.raises((ConnectionResetError, AssertionError)):
                 while True:
                     chunk = sock.recv(65536)
                     assert chunk, "closed by the server"
