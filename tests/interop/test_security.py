@@ -147,7 +147,7 @@ def test_grpc_client_default_tls_reaches_an_enforcing_proxy(
         grpc_client,
         tmp_path,
         tls_server,
-        ["produce", "--topic", topic, "--count", str(COUNT), "--tls"],
+        ["produce", "--topic", topic, "--count", str(COUNT), "--tls", "--in-flight", "32"],
         ["simple", "--topic", topic, "--group", "grpc-tls-g", "--expect", str(COUNT), "--tls"],
     )
     assert len(sent(events)) == COUNT
