@@ -1,6 +1,8 @@
 """Apache's 5.x gRPC Java client (rocketmq-client-java) against OrbitMQ's gRPC proxy: normal,
 FIFO, delay and transactional producers; SimpleConsumer and PushConsumer; TLS off
-(``enableSsl(false)``; the client's default TLS is not covered yet).
+(``enableSsl(false)``), and the client at its defaults (TLS on, the server's certificate not
+verified) against the default gRPC port, which serves TLS beside plaintext with a self-signed
+certificate as Apache's proxy does (``tlsTestModeEnable``, proxy/tls.py).
 
 FIFO, delay and transactional messages go to topics of that type, made as Apache's
 documentation says (``mqadmin updateTopic -a +message.type=FIFO``): Apache's proxy, and
@@ -66,13 +68,29 @@ def test_grpc_normal_messages_reach_simple_and_push_consumers(
         grpc_client,
         tmp_path,
         server,
-        ["produce", "--topic", topic, "--count", str(count)],
+        ["produce", "--topic", topic, "--count", str(count), "--in-flight", "32"],
         ["simple", "--topic", topic, "--group", "grpc-simple-g", "--expect", str(count)],
         ["push", "--topic", topic, "--group", "grpc-push-g", "--expect", str(count), "--settle-ms", "500"],
     )
     assert len(sent(events)) == count
     check_exactly(received(events, "simple"), range(count), origin="java-grpc")
     check_exactly(received(events, "push"), range(count), origin="java-grpc")
+
+
+def test_grpc_client_at_its_defaults_speaks_tls_to_the_default_port(
+    grpc_client: JavaLine, server: ServerProcess, tmp_path: Path
+) -> None:
+    """No enableSsl(false): the client's default TLS on the port plaintext clients use too."""
+    topic, count = "grpc-default-tls", 1000
+    events = drive_grpc(
+        grpc_client,
+        tmp_path,
+        server,
+        ["produce", "--topic", topic, "--count", str(count), "--tls", "--in-flight", "32"],
+        ["simple", "--topic", topic, "--group", "grpc-default-tls-g", "--expect", str(count), "--tls"],
+    )
+    assert len(sent(events)) == count
+    check_exactly(received(events, "simple"), range(count), origin="java-grpc")
 
 
 def test_grpc_fifo_topic_takes_fifo_messages_in_group_order_and_refuses_others(
@@ -143,12 +161,24 @@ def test_grpc_fifo_topic_takes_fifo_messages_in_group_order_and_refuses_others(
 def test_grpc_delay_messages_wait_for_their_time(
     grpc_client: JavaLine, typed_topics: dict[int, str], server: ServerProcess, tmp_path: Path
 ) -> None:
-    topic, count = "grpc-delay", 200
+    topic, count = "grpc-delay", 1000
     events = drive_grpc(
         grpc_client,
         tmp_path,
         server,
-        ["produce", "--topic", topic, "--mode", "delay", "--delay-ms", "2000", "--count", str(count)],
+        [
+            "produce",
+            "--topic",
+            topic,
+            "--mode",
+            "delay",
+            "--delay-ms",
+            "2000",
+            "--count",
+            str(count),
+            "--in-flight",
+            "32",
+        ],
         ["simple", "--topic", topic, "--group", "grpc-delay-g", "--expect", str(count)],
     )
     by_seq = check_exactly(received(events, "simple"), range(count), origin="java-grpc")
@@ -160,16 +190,27 @@ def test_grpc_delay_messages_wait_for_their_time(
 def test_grpc_transactions_commit_roll_back_and_check_back(
     grpc_client: JavaLine, typed_topics: dict[int, str], server: ServerProcess, tmp_path: Path
 ) -> None:
-    topic, count = "grpc-tx", 150
+    topic, count, orphans = "grpc-tx", 1000, 10
+    committed = [seq for seq in range(count) if seq % 3 != 1]
     events = drive_grpc(
         grpc_client,
         tmp_path,
         server,
-        ["produce", "--topic", topic, "--mode", "transaction", "--count", str(count)],
-        ["simple", "--topic", topic, "--group", "grpc-tx-g", "--expect", str(2 * count // 3)],
+        [
+            "produce",
+            "--topic",
+            topic,
+            "--mode",
+            "transaction",
+            "--count",
+            str(count),
+            "--orphans",
+            str(orphans),
+        ],
+        ["simple", "--topic", topic, "--group", "grpc-tx-g", "--expect", str(len(committed))],
     )
     checked = {event["seq"] for event in events if event.get("event") == "checked"}
-    assert checked == {seq for seq in range(count) if seq % 3 == 2}
+    assert checked == {seq for seq in range(count) if seq % 3 == 2 and seq // 3 < orphans}
     check_exactly(
         received(events, "simple"), [seq for seq in range(count) if seq % 3 != 1], origin="java-grpc"
     )

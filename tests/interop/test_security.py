@@ -36,7 +36,7 @@ ACCOUNTS = f"""accounts:
     defaultTopicPerm: PUB|SUB
     defaultGroupPerm: SUB
 """
-COUNT = 200
+COUNT = 1000
 
 
 # Session-scoped: with the module scope, pytest made each again whenever the client line (a
@@ -77,10 +77,11 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
 
 
 def remoting_steps(server: ServerProcess, topic: str, *extra: str) -> list[str]:
-    """Produce and consume ``COUNT`` messages of ``topic`` with ``extra`` options on every step."""
+    """Produce (in batches of 50, each request signed or encrypted) and consume ``COUNT``
+    messages of ``topic`` with ``extra`` options on every step."""
     common = ["--namesrv", server.addr, *extra]
     return [
-        *["produce", "--topic", topic, "--mode", "sync", "--count", str(COUNT), "--tags", "cycle", *common],
+        *["produce", "--topic", topic, "--mode", "batch", "--count", str(COUNT), "--tags", "cycle", *common],
         "+",
         *["push", "--topic", topic, "--group", f"{topic}-g", "--expect", str(COUNT), *common],
     ]
@@ -146,7 +147,7 @@ def test_grpc_client_default_tls_reaches_an_enforcing_proxy(
         grpc_client,
         tmp_path,
         tls_server,
-        ["produce", "--topic", topic, "--count", str(COUNT), "--tls"],
+        ["produce", "--topic", topic, "--count", str(COUNT), "--tls", "--in-flight", "32"],
         ["simple", "--topic", topic, "--group", "grpc-tls-g", "--expect", str(COUNT), "--tls"],
     )
     assert len(sent(events)) == COUNT

@@ -19,7 +19,8 @@ from tests.interop.test_remoting_client import done, sent
 from tests.support.interop_java import JavaLine, run_java
 from tests.support.processes import ServerProcess, create_topic
 
-COUNT, TX_COUNT, TX_START = 100, 30, 1000
+# 1,000 by syncSend, 1,000 in transactions of which TX_ORPHANS are left to the broker's check-back.
+COUNT, TX_COUNT, TX_START, TX_ORPHANS = 1000, 1000, 1000, 10
 
 
 @pytest.fixture(scope="session")
@@ -44,15 +45,21 @@ def test_spring_boot_template_transactions_and_listener_round_trip(
             "--orbit.group=spring-listener",
             f"--orbit.count={COUNT}",
             f"--orbit.tx-count={TX_COUNT}",
+            f"--orbit.tx-orphans={TX_ORPHANS}",
         ],
         tmp_path / "home",
-        timeout_s=150,
+        timeout_s=240,
     )
     done(events)
     sends = sent(events)
     assert len(sends) == COUNT + TX_COUNT and {event["status"] for event in sends} == {"SEND_OK"}
     checked = {event["seq"] for event in events if event.get("event") == "checked"}
-    orphans = {seq for seq in range(TX_START, TX_START + TX_COUNT) if seq % 3 == 2}
+    orphans = {
+        seq
+        for seq in range(TX_START, TX_START + TX_COUNT)
+        if seq % 3 == 2 and (seq - TX_START) // 3 < TX_ORPHANS
+    }
     assert orphans <= checked, f"not checked back: {sorted(orphans - checked)}"
+    assert checked <= orphans, f"checked back though committed: {sorted(checked - orphans)}"
     want = [*range(COUNT), *(seq for seq in range(TX_START, TX_START + TX_COUNT) if seq % 3 != 1)]
     check_exactly(received(events, "listener"), want, origin="java-spring")

@@ -11,7 +11,10 @@ requests to name servers and brokers with ``innerClientAuthenticationCredentials
 credentials its process hands it: a standalone's in-memory key). Its ``tls.*`` settings (the
 broker's in local mode, the proxy.conf's in cluster mode) are used both ways: outgoing
 (``tls.enable``, ``tls.client.*``) to reach brokers whose ports enforce TLS, and on the gRPC
-port, which speaks TLS when ``tls.server.mode=enforcing`` (``proxy.tls``).
+port (``proxy.tls``): TLS only when ``tls.server.mode=enforcing``, plaintext only with
+``tlsTestModeEnable=false`` and no ``tls.server.mode``, else TLS and plaintext on one port, as
+RocketMQ's proxy serves it: then the public port is a ``transport.splice.SplicingServer`` in
+front of a TLS and a plaintext port of the grpc server, both on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -36,12 +39,13 @@ from orbitmq.proxy.core import ProxyCore
 from orbitmq.proxy.gateway import BrokerGateway
 from orbitmq.proxy.service import MessagingService
 from orbitmq.proxy.sessions import SessionTable
-from orbitmq.proxy.tls import grpc_server_credentials
+from orbitmq.proxy.tls import grpc_port_security
 from orbitmq.proxy.wire import add_messaging_service, max_receive_bytes
 from orbitmq.security import AclService
 from orbitmq.security.exposure import grpc_exposure_warning
 from orbitmq.transport.listen_probe import bind_failure_reason, cannot_bind
-from orbitmq.transport.tls import TlsConfig
+from orbitmq.transport.splice import SplicingServer
+from orbitmq.transport.tls import TlsConfig, TlsMode
 
 __all__ = ["ProxyApp"]
 
@@ -69,6 +73,7 @@ class ProxyApp:
                 )
             self.acl = AclService(Path(config.acl_file), "proxy")
         self._server: grpc.aio.Server | None = None
+        self._splice: SplicingServer | None = None
         self._port = config.grpc_server_port
         self._service: MessagingService | None = None
         self._core: ProxyCore | None = None
@@ -99,7 +104,8 @@ class ProxyApp:
         if self.acl is not None:
             self.acl.load()
         # So is a TLS setting the gRPC port cannot use (it must not fall back to plaintext).
-        credentials = grpc_server_credentials(self._tls)
+        security = grpc_port_security(self._tls, config.tls_test_mode_enable)
+        credentials = security.credentials
         gateway = BrokerGateway(config, on_check, self._credentials, self._tls)
         core = ProxyCore(
             config=config,
@@ -130,13 +136,23 @@ class ProxyApp:
             await gateway.close()
             raise ListenError("grpcServerPort", config.grpc_bind_address, config.grpc_server_port, taken)
         try:
-            if credentials is None:
+            if security.mode is TlsMode.PERMISSIVE:
+                assert credentials is not None
+                tls_port = server.add_secure_port("127.0.0.1:0", credentials)
+                plain_port = server.add_insecure_port("127.0.0.1:0")
+                splice = SplicingServer(tls_port, plain_port)
+                await splice.start(config.grpc_bind_address, config.grpc_server_port)
+                self._splice, self._port = splice, splice.port
+            elif credentials is None:
                 self._port = server.add_insecure_port(address)
             else:
                 self._port = server.add_secure_port(address, credentials)
-        except RuntimeError:  # grpcio >= 1.61 raises where older ones returned port 0
+        except (RuntimeError, OSError):  # grpcio >= 1.61 raises where older ones returned port 0
             self._port = 0
         if self._port == 0:
+            if self._splice is not None:
+                await self._splice.close()
+                self._splice = None
             await gateway.close()
             raise ListenError(
                 "grpcServerPort",
@@ -156,7 +172,7 @@ class ProxyApp:
             "gRPC proxy listening on %s:%d (%s; name servers %s)",
             config.grpc_bind_address,
             self._port,
-            "plaintext" if credentials is None else "TLS",
+            security.describe(),
             ";".join(config.namesrv_addr),
         )
         if self.acl is not None:
@@ -168,7 +184,12 @@ class ProxyApp:
         if self._server is None:
             return
         # Stop accepting; calls in flight (long polls included) get the grace period.
+        if self._splice is not None:
+            self._splice.stop_accepting()
         await self._server.stop(grace=2.0)
+        if self._splice is not None:
+            await self._splice.close()
+            self._splice = None
         # Stop the renew and expiry loops.
         for task in self._tasks:
             task.cancel()

@@ -33,10 +33,13 @@ class ProxyConfig:
 
     # Name servers the proxy reads routes from ("a:9876;b:9876").
     namesrv_addr: tuple[str, ...] = field(default=(), metadata=_key("namesrvAddr"))
-    # Port of the gRPC MessagingService (plaintext HTTP/2).
+    # Port of the gRPC MessagingService (HTTP/2, TLS and plaintext by default: proxy.tls).
     grpc_server_port: int = field(default=8081, metadata=_key("grpcServerPort"))
     # Interface the gRPC port binds (OrbitMQ's own key).
     grpc_bind_address: str = field(default="0.0.0.0", metadata=_key("grpcBindAddress"))
+    # With no tls.server.mode set, the gRPC port serves TLS beside plaintext with a self-signed
+    # certificate made at start, as RocketMQ's proxy does by default (proxy.tls); false: plaintext.
+    tls_test_mode_enable: bool = field(default=True, metadata=_key("tlsTestModeEnable"))
     # Largest message body a producer may send (publishing.max_body_size in settings).
     max_message_size_bytes: int = field(default=4 * 1024 * 1024, metadata=_key("maxMessageSize"))
     # Timed messages due further ahead than this are refused with ILLEGAL_DELIVERY_TIME.

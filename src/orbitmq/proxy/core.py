@@ -19,6 +19,7 @@ from orbitmq.broker.pop.renew import RenewTable
 from orbitmq.proxy.config import ProxyConfig
 from orbitmq.proxy.gateway import BrokerGateway
 from orbitmq.proxy.sessions import SessionTable
+from orbitmq.transport.splice import spliced_client
 
 __all__ = ["CallMeta", "ProxyCore", "call_meta", "now_ms"]
 
@@ -81,10 +82,12 @@ def _text(value: object) -> str | None:
 
 
 def _peer_host(peer: str) -> str:
-    """``ipv4:1.2.3.4:5678`` / ``ipv6:[::1]:5678`` -> the host part."""
+    """``ipv4:1.2.3.4:5678`` / ``ipv6:[::1]:5678`` -> the host part; the client's own when the
+    connection comes through the gRPC port's splice (``transport.splice``)."""
     kind, _, rest = peer.partition(":")
-    if kind == "ipv6":
-        return rest.rpartition(":")[0].strip("[]")
-    if kind == "ipv4":
-        return rest.rpartition(":")[0]
-    return rest or peer
+    if kind not in ("ipv4", "ipv6"):
+        return rest or peer
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]")
+    client = spliced_client(host, int(port)) if port.isdigit() else None
+    return client[0] if client is not None else host

@@ -10,7 +10,9 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -148,6 +150,12 @@ public final class GrpcDriver {
         Producer producer = builder.build();
         int start = num(o, "start", 0);
         int count = num(o, "count", 1);
+        // --orphans N: only the first N transactions of seq % 3 == 2 are left open for the
+        // check-back, the others commit at once.
+        int orphanLimit = num(o, "orphans", Integer.MAX_VALUE);
+        // --in-flight N: sendAsync with up to N sends outstanding (normal and delay messages).
+        int inFlight = num(o, "in-flight", 1);
+        Semaphore window = new Semaphore(inFlight);
         int orphans = 0;
         for (int seq = start; seq < start + count; seq++) {
             Message msg = messageFor(o, seq, mode);
@@ -156,7 +164,7 @@ public final class GrpcDriver {
                 Transaction tx = producer.beginTransaction();
                 receipt = producer.send(msg, tx);
                 // seq % 3: 0 commits, 1 rolls back, 2 is left open for the check-back
-                if (seq % 3 == 0) {
+                if (seq % 3 == 0 || (seq % 3 == 2 && (seq - start) / 3 >= orphanLimit)) {
                     tx.commit();
                 } else if (seq % 3 == 1) {
                     tx.rollback();
@@ -172,12 +180,26 @@ public final class GrpcDriver {
                         "message", String.valueOf(e.getMessage())));
                     continue;
                 }
+            } else if (inFlight > 1) {
+                final int s = seq;
+                window.acquire();
+                producer.sendAsync(msg).whenComplete((r, e) -> {
+                    if (e != null) {
+                        emit(obj("event", "send_error", "seq", s, "error", String.valueOf(e)));
+                    } else {
+                        emit(obj("event", "sent", "seq", s, "status", "SEND_OK",
+                            "msg_id", r.getMessageId().toString(), "now_ms", System.currentTimeMillis()));
+                    }
+                    window.release();
+                });
+                continue;
             } else {
                 receipt = producer.send(msg);
             }
             emit(obj("event", "sent", "seq", seq, "status", "SEND_OK", "msg_id", receipt.getMessageId().toString(),
                 "now_ms", System.currentTimeMillis()));
         }
+        window.acquire(inFlight);  // every async send answered
         long deadline = System.currentTimeMillis() + num(o, "timeout-s", 60) * 1000L;
         while (checked.get() < orphans && System.currentTimeMillis() < deadline) {
             Thread.sleep(100);
@@ -210,11 +232,14 @@ public final class GrpcDriver {
         int got = 0;
         long deadline = System.currentTimeMillis() + num(o, "timeout-s", 60) * 1000L;
         while (got < expect && System.currentTimeMillis() < deadline) {
+            // Each batch's acks in flight together (ackAsync), then the next receive.
+            List<CompletableFuture<Void>> acks = new ArrayList<>();
             for (MessageView view : consumer.receive(32, Duration.ofSeconds(30))) {
                 emit(received(view, "simple"));
-                consumer.ack(view);
+                acks.add(consumer.ackAsync(view));
                 got++;
             }
+            CompletableFuture.allOf(acks.toArray(new CompletableFuture<?>[0])).get(30, TimeUnit.SECONDS);
         }
         consumer.close();
         emit(obj("event", "consume_done", "finished", got >= expect, "counts", obj("simple", got)));

@@ -402,7 +402,10 @@ public final class RemotingDriver {
 
     static void transaction(Opts o) throws Exception {
         // seq % 3: 0 commits at once, 1 rolls back at once, 2 answers UNKNOW and commits on the
-        // broker's check-back (the orphan a producer crash would leave).
+        // broker's check-back (the orphan a producer crash would leave); with --orphans N only
+        // the first N of those are left to the check-back, the others commit at once.
+        int start = o.num("start", 0);
+        int orphanLimit = o.num("orphans", Integer.MAX_VALUE);
         Map<String, AtomicInteger> checks = new ConcurrentHashMap<>();
         TransactionMQProducer producer = new TransactionMQProducer(o.opt("group", "java-tx"), hook(o));
         configure(producer, o, "tx-" + ProcessHandle.current().pid() + "-" + INSTANCES.incrementAndGet());
@@ -411,7 +414,8 @@ public final class RemotingDriver {
             @Override
             public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
                 int seq = Integer.parseInt(msg.getUserProperty("seq"));
-                return seq % 3 == 0 ? LocalTransactionState.COMMIT_MESSAGE
+                return seq % 3 == 0 || (seq % 3 == 2 && !isOrphan(seq, start, orphanLimit))
+                    ? LocalTransactionState.COMMIT_MESSAGE
                     : seq % 3 == 1 ? LocalTransactionState.ROLLBACK_MESSAGE : LocalTransactionState.UNKNOW;
             }
 
@@ -425,7 +429,6 @@ public final class RemotingDriver {
             }
         });
         producer.start();
-        int start = o.num("start", 0);
         int count = o.num("count", 3);
         int orphans = 0;
         for (int seq = start; seq < start + count; seq++) {
@@ -434,7 +437,7 @@ public final class RemotingDriver {
             event.put("local_state", String.valueOf(r.getLocalTransactionState()));
             event.put("transaction_id", r.getTransactionId());
             emit(event);
-            if (seq % 3 == 2) {
+            if (seq % 3 == 2 && isOrphan(seq, start, orphanLimit)) {
                 orphans++;
             }
         }
@@ -444,6 +447,10 @@ public final class RemotingDriver {
         }
         shutdownBehind(producer::shutdown);
         emit(obj("event", "transaction_done", "orphans", orphans, "checked", checks.size()));
+    }
+
+    static boolean isOrphan(int seq, int start, int orphanLimit) {
+        return (seq - start) / 3 < orphanLimit;
     }
 
     static void request(Opts o) throws Exception {

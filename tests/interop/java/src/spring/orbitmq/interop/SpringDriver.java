@@ -34,8 +34,8 @@ import org.springframework.stereotype.Component;
  * (Events.json) and exits once the listener has every message it expects, or at the timeout.
  *
  * Message seq carries what tests/interop/messages.py builds: seq 0..count-1 go by syncSend,
- * seq 1000.. by transaction (seq % 3: 0 commits, 1 rolls back, 2 is left UNKNOWN and committed
- * when the broker checks back).
+ * seq 1000.. by transaction (seq % 3: 0 commits, 1 rolls back, 2 commits too, except the first
+ * {@code orbit.tx-orphans} of them, left UNKNOWN and committed when the broker checks back).
  */
 @SpringBootApplication
 public class SpringDriver implements CommandLineRunner {
@@ -44,6 +44,7 @@ public class SpringDriver implements CommandLineRunner {
     static final AtomicInteger RECEIVED = new AtomicInteger();
     static final CountDownLatch ALL_RECEIVED = new CountDownLatch(1);
     static volatile int expected = Integer.MAX_VALUE;
+    static volatile int orphans = Integer.MAX_VALUE;
 
     private final RocketMQTemplate template;
 
@@ -55,6 +56,9 @@ public class SpringDriver implements CommandLineRunner {
 
     @Value("${orbit.tx-count:30}")
     private int txCount;
+
+    @Value("${orbit.tx-orphans:2147483647}")
+    private int txOrphans;
 
     @Value("${orbit.timeout-s:90}")
     private int timeoutS;
@@ -88,6 +92,7 @@ public class SpringDriver implements CommandLineRunner {
 
     @Override
     public void run(String... args) throws Exception {
+        orphans = txOrphans;
         int commits = 0;
         for (int seq = TX_START; seq < TX_START + txCount; seq++) {
             if (seq % 3 != 1) {
@@ -138,7 +143,11 @@ public class SpringDriver implements CommandLineRunner {
             if (seq % 3 == 0) {
                 return RocketMQLocalTransactionState.COMMIT;
             }
-            return seq % 3 == 1 ? RocketMQLocalTransactionState.ROLLBACK : RocketMQLocalTransactionState.UNKNOWN;
+            if (seq % 3 == 1) {
+                return RocketMQLocalTransactionState.ROLLBACK;
+            }
+            return (seq - TX_START) / 3 < orphans
+                ? RocketMQLocalTransactionState.UNKNOWN : RocketMQLocalTransactionState.COMMIT;
         }
 
         @Override
