@@ -116,12 +116,23 @@ def _resolve(profile: str, classpath_file: Path) -> None:
     raise _failure(f"resolving the {profile} profile of {JAVA_DIR / 'pom.xml'}", done)
 
 
+def _names_missing_jars(classpath_file: Path) -> bool:
+    """Whether a written classpath names a jar that is not there (any more)."""
+    if not classpath_file.exists():
+        return False
+    entries = classpath_file.read_text().strip().split(os.pathsep)
+    return any(not Path(entry).exists() for entry in entries if entry)
+
+
 def java_line(profile: str) -> JavaLine:
     """The ``profile`` line of tests/interop/java/pom.xml, resolved and its driver compiled."""
     build = BUILDS / f"{profile}-{_source_hash(profile)}"
     marker = build / ".complete"
     classes = build / "classes"
     classpath_file = build / "classpath.txt"
+    if marker.exists() and _names_missing_jars(classpath_file):
+        # Written through another checkout's path to a shared .cache, since removed.
+        marker.unlink(missing_ok=True)
     if not marker.exists():
         BUILDS.mkdir(parents=True, exist_ok=True)
         # One lock for every profile: Maven's local repository is not safe for concurrent writers.
@@ -132,6 +143,8 @@ def java_line(profile: str) -> JavaLine:
                 classes.mkdir(parents=True)
                 # The classpath depends on the pom alone: a driver edit does not resolve again.
                 resolved = BUILDS / f"classpath-{profile}-{_pom_hash(profile)}.txt"
+                if resolved.exists() and _names_missing_jars(resolved):
+                    resolved.unlink()
                 if not resolved.exists():
                     _resolve(profile, resolved.with_suffix(".tmp"))
                     resolved.with_suffix(".tmp").rename(resolved)
