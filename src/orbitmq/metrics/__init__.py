@@ -8,13 +8,22 @@ This package knows no broker internals: the broker fills :class:`BrokerView`
 (``broker.metrics_view``).
 """
 
-from orbitmq.metrics.exporter import LoopCollector, MetricsExporter, MetricsExporterType, serve_metrics
+from orbitmq.metrics.exporter import (
+    LoopCollector,
+    MetricsExporter,
+    MetricsExporterType,
+    SlicedCollector,
+    serve_metrics,
+    serve_metrics_in_steps,
+)
 from orbitmq.metrics.families import BrokerView, LagRow, NamesrvView, broker_families, namesrv_families
 from orbitmq.metrics.instrument import request_code_names, rpc_timer
 from orbitmq.metrics.recorder import Recorder, message_type_of
 
 __all__ = [
     "serve_metrics",
+    "serve_metrics_in_steps",
+    "SlicedCollector",
     "BrokerView",
     "LagRow",
     "LoopCollector",
