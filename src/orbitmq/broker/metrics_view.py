@@ -27,7 +27,8 @@ from orbitmq.broker.validation import RETRY_GROUP_TOPIC_PREFIX, is_system_topic
 from orbitmq.metrics import BrokerView, LagRow, Recorder, broker_families, request_code_names
 from orbitmq.metrics.cardinality import OTHER, cap_labels_steps, most_active_topics_steps
 from orbitmq.metrics.recorder import RecorderCapture
-from orbitmq.metrics.steps import ROWS_PER_STEP, Steps, run_steps
+from orbitmq.metrics.steps import ROWS_PER_STEP, Steps, off_loop, run_steps
+from orbitmq.store.message_store import MessageStore
 
 _CODE_NAMES = request_code_names()
 
@@ -50,29 +51,34 @@ def view_steps(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> 
         boot_timestamp_ms=boot_timestamp_ms,
         permission=config.broker_permission,
     )
-    max_offsets: dict[tuple[str, int], int] = {}
-    queues = list(store.queues())
-    yield
-    for start in range(0, len(queues), ROWS_PER_STEP):
-        # A chunk of queues per hold of the store's lock: one hold per queue raced the store's
-        # other users for it, one hold for every queue kept them waiting for the whole pass.
-        chunk = queues[start : start + ROWS_PER_STEP]
-        max_offsets.update(zip(chunk, store.get_max_queue_offsets(chunk), strict=True))
-        yield
+    # Off the loop: the store answers under its lock, which a flush of every queue can hold for
+    # seconds with tens of thousands of them; the loop's steps only sum what comes back.
+    max_offsets = yield from off_loop(lambda: _max_queue_offsets(store))
     topic_max_offsets = view.topic_max_offsets
     for index, topic in enumerate(state.topics.names()):
         topic_max_offsets.setdefault(topic, 0)
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     for index, ((topic, _), offset) in enumerate(max_offsets.items()):
         topic_max_offsets[topic] = topic_max_offsets.get(topic, 0) + offset
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     view.topic_number = len(topic_max_offsets)
     view.lags = yield from _lag_rows(state, max_offsets)
     view.group_number = len(state.groups.names())
     _storage(state, view)
     return view
+
+
+def _max_queue_offsets(store: MessageStore) -> dict[tuple[str, int], int]:
+    """Every queue's max offset, a chunk of queues per hold of the store's lock (one hold per
+    queue raced the store's other users for it, one hold for all kept them waiting)."""
+    queues = list(store.queues())
+    max_offsets: dict[tuple[str, int], int] = {}
+    for start in range(0, len(queues), ROWS_PER_STEP):
+        chunk = queues[start : start + ROWS_PER_STEP]
+        max_offsets.update(zip(chunk, store.get_max_queue_offsets(chunk), strict=True))
+    return max_offsets
 
 
 def _lag_rows(state: BrokerState, max_offsets: dict[tuple[str, int], int]) -> Steps[list[LagRow]]:
@@ -81,7 +87,7 @@ def _lag_rows(state: BrokerState, max_offsets: dict[tuple[str, int], int]) -> St
     for index, (group, topic, queue_id, offset) in enumerate(state.offsets):
         per_group.setdefault((group, topic), {})[queue_id] = offset
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     rows: list[LagRow] = []
     lookups = 0
     for (group, topic), queues in sorted(per_group.items()):
@@ -111,7 +117,7 @@ def _lag_rows(state: BrokerState, max_offsets: dict[tuple[str, int], int]) -> St
         lookups += len(queues)
         if lookups >= ROWS_PER_STEP:
             lookups = 0
-            yield
+            yield None
     return rows
 
 
@@ -190,11 +196,11 @@ def render_steps(
     snapshot, view = yield from cap_labels_steps(
         snapshot, view, config.metrics_max_topic_labels, config.metrics_max_group_labels, topics
     )
-    yield
+    yield None
     metrics: list[Metric] = []
     for family in broker_families(snapshot, view, _CODE_NAMES):
         metrics.append(family)
-        yield
+        yield None
     return metrics
 
 
@@ -203,7 +209,7 @@ def scrape_steps(
 ) -> Steps[list[Metric]]:
     """A whole scrape in steps: :func:`capture` first, then :func:`render_steps` (on the event loop)."""
     captured = capture(state, recorder)
-    yield
+    yield None
     return (yield from render_steps(state, recorder, captured, boot_timestamp_ms, broker_addr))
 
 

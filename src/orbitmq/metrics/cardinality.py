@@ -50,7 +50,7 @@ def _most_active_steps(activity: Iterable[tuple[str, int]], size: int, limit: in
     kept: list[tuple[int, str]] = []
     while chunk := [(-count, name) for name, count in itertools.islice(pairs, ROWS_PER_STEP)]:
         kept = heapq.nsmallest(limit, itertools.chain(kept, chunk))
-        yield
+        yield None
     return frozenset(name for _, name in kept)
 
 
@@ -107,25 +107,25 @@ def cap_labels_steps(
         for index, (topic, _, _) in enumerate(snapshot.messages_in):
             topic_activity.setdefault(topic, 0)
             if not index % ROWS_PER_STEP:
-                yield
+                yield None
         topic_activity.pop(OTHER, None)
     group_activity: dict[str, int] = {}
     for index, row in enumerate(view.lags):
         group_activity[row.group] = group_activity.get(row.group, 0) + row.consumer_offset
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     for index, (_, group, _) in enumerate(snapshot.messages_out):
         group_activity.setdefault(group, 0)
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     for index, (group, _, _) in enumerate(snapshot.send_to_dlq):
         group_activity.setdefault(group, 0)
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     for index, (group, _, _, _, _) in enumerate(view.consumer_connections):
         group_activity.setdefault(group, 0)
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     if topics is None and len(topic_activity) <= max_topics and len(group_activity) <= max_groups:
         return snapshot, view
     if topics is None:
@@ -148,31 +148,31 @@ def cap_labels_steps(
             message_size.get(key), snapshot.message_size[(topic, message_type, is_system)]
         )
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     messages_out: dict[tuple[str, str, bool], list[int]] = {}
     for index, ((topic, group, is_system), counts) in enumerate(snapshot.messages_out.items()):
         key = (topic_of(topic), group_of(group), is_system)
         total = messages_out.get(key)
         messages_out[key] = list(counts) if total is None else [total[0] + counts[0], total[1] + counts[1]]
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     send_to_dlq: dict[tuple[str, str, bool], int] = {}
     for index, ((group, topic, is_system), count) in enumerate(snapshot.send_to_dlq.items()):
         key = (group_of(group), topic_of(topic), is_system)
         send_to_dlq[key] = send_to_dlq.get(key, 0) + count
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     put_tps: dict[str, float] = {}
     for index, (topic, tps) in enumerate(snapshot.put_tps.items()):
         put_tps[topic_of(topic)] = put_tps.get(topic_of(topic), 0.0) + tps
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     get_tps: dict[tuple[str, str], float] = {}
     for index, ((topic, group), tps) in enumerate(snapshot.get_tps.items()):
         key2 = (topic_of(topic), group_of(group))
         get_tps[key2] = get_tps.get(key2, 0.0) + tps
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     capped_snapshot = replace(
         snapshot,
         messages_in=messages_in,
@@ -187,7 +187,7 @@ def cap_labels_steps(
     for index, (topic, offset) in enumerate(view.topic_max_offsets.items()):
         topic_max_offsets[topic_of(topic)] = topic_max_offsets.get(topic_of(topic), 0) + offset
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     lags: dict[tuple[str, str, bool, bool], LagRow] = {}
     for index, row in enumerate(view.lags):
         key4 = (group_of(row.group), topic_of(row.topic), row.is_retry, row.is_system)
@@ -203,7 +203,7 @@ def cap_labels_steps(
                 online_consumers=max(seen.online_consumers, row.online_consumers),
             )
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     consumer_connections: dict[tuple[str, str, str, str, bool], int] = {}
     for index, ((group, language, version, mode, is_system), count) in enumerate(
         view.consumer_connections.items()
@@ -211,7 +211,7 @@ def cap_labels_steps(
         key5 = (group_of(group), language, version, mode, is_system)
         consumer_connections[key5] = consumer_connections.get(key5, 0) + count
         if not index % ROWS_PER_STEP:
-            yield
+            yield None
     capped_view = replace(
         view,
         topic_max_offsets=topic_max_offsets,

@@ -247,7 +247,7 @@ class Recorder:
             put[topic] = put.get(topic, 0) + messages
             put_total += messages
             if not index % ROWS_PER_STEP:
-                yield
+                yield None
         sample.put_total = put_total
         for key, (messages, _) in self._out_totals().items():
             sample.get[key] = messages
@@ -358,7 +358,7 @@ class Recorder:
             sizes.total += size_bytes
             sizes.count += messages
             if not index % ROWS_PER_STEP:
-                yield
+                yield None
         put_tps: dict[str, float] = {}
         old_put = oldest.put
         for index, (topic, messages) in enumerate(put.items()):
@@ -366,7 +366,7 @@ class Recorder:
             label = topic if topic_label is None else topic_label(topic)
             put_tps[label] = put_tps.get(label, 0.0) + tps
             if not index % ROWS_PER_STEP:
-                yield
+                yield None
         system = self._is_system_topic
         out = self._out_totals()
         get = {key: messages for key, (messages, _) in out.items()}

@@ -65,6 +65,7 @@ def _calls_per_step(make: Callable[[], Steps[list[Metric]]]) -> tuple[list[Metri
 
     steps = make()
     per_step: list[int] = []
+    sent: object = None
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -72,13 +73,15 @@ def _calls_per_step(make: Callable[[], Steps[list[Metric]]]) -> tuple[list[Metri
             before = calls
             sys.setprofile(count)
             try:
-                next(steps)
+                request = steps.send(sent)
             except StopIteration as done:
                 sys.setprofile(None)
                 per_step.append(calls - before)
                 return list(done.value), per_step
             sys.setprofile(None)
             per_step.append(calls - before)
+            # A call the steps make off the loop (the store's list of queues) is not a step.
+            sent = request.call() if request is not None else None
     finally:
         sys.setprofile(None)
         if collecting:
