@@ -51,9 +51,14 @@ def view_steps(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> 
         boot_timestamp_ms=boot_timestamp_ms,
         permission=config.broker_permission,
     )
+
     # Off the loop: the store answers under its lock, which a flush of every queue can hold for
     # seconds with tens of thousands of them; the loop's steps only sum what comes back.
-    max_offsets = yield from off_loop(lambda: _max_queue_offsets(store))
+    def read_store() -> dict[tuple[str, int], int]:
+        _storage(state, view)
+        return _max_queue_offsets(store)
+
+    max_offsets = yield from off_loop(read_store)
     topic_max_offsets = view.topic_max_offsets
     for index, topic in enumerate(state.topics.names()):
         topic_max_offsets.setdefault(topic, 0)
@@ -66,7 +71,6 @@ def view_steps(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> 
     view.topic_number = len(topic_max_offsets)
     view.lags = yield from _lag_rows(state, max_offsets)
     view.group_number = len(state.groups.names())
-    _storage(state, view)
     return view
 
 
