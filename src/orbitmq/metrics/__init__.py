@@ -3,7 +3,8 @@
 ``recorder`` counts on the request path (plain integers, per request or batch), ``families``
 turns the counts and a view of the server's tables into Prometheus families at scrape time,
 ``exporter`` serves them on ``metricsPromExporterPort``, ``instrument`` times every request
-(the transport's ``on_handled`` hook).
+(the transport's ``on_handled`` hook), ``steps`` runs the per-topic passes of a scrape on the
+event loop a slice at a time.
 This package knows no broker internals: the broker fills :class:`BrokerView`
 (``broker.metrics_view``).
 """
