@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from orbitmq.acl.accounts import Account
 from orbitmq.acl.signature import Credentials
-from orbitmq.broker import metrics_view
+from orbitmq.broker import gc_policy, metrics_view
 from orbitmq.broker.clients import ConsumerTable, ProducerTable
 from orbitmq.broker.config import BrokerConfig, BrokerRole
 from orbitmq.broker.handler_table import build_handler_table
@@ -60,7 +60,8 @@ from orbitmq.broker.transaction import TransactionService
 from orbitmq.broker.validation import is_system_topic
 from orbitmq.broker.vip_channel import start_vip_server
 from orbitmq.errors import ConfigError, ProtocolError
-from orbitmq.metrics import MetricsExporter, MetricsExporterType, Recorder, rpc_timer, serve_metrics
+from orbitmq.metrics import MetricsExporter, MetricsExporterType, Recorder, rpc_timer, serve_metrics_in_steps
+from orbitmq.metrics.steps import Steps, run_sliced
 from orbitmq.model.route import PERM_READ_WRITE
 from orbitmq.security import AclService, ha_exposure_warning, warn_if_exposed
 from orbitmq.store.config import StoreConfig, delay_levels_ms
@@ -294,6 +295,9 @@ class BrokerApp:
 
         self._server = make_server(config.listen_port)
         await self._server.start()
+        # Tens of thousands of topics make a heap that full collections would walk again and
+        # again, holding the GIL for seconds each time: freeze it once one takes long.
+        gc_policy.install()
         if config.vip_channel_enabled:
             self._vip_server = await start_vip_server(make_server, config.listen_port)
         # With listenPort=0 the bound port is known only now; records must carry the real one.
@@ -335,10 +339,11 @@ class BrokerApp:
         if recorder is not None:
 
             async def rate_sample() -> None:
-                # The per-topic sums run on a thread: with tens of thousands of topics they
-                # would hold the loop for a good part of a second every few seconds.
+                # The per-topic sums run a slice at a time: with tens of thousands of topics they
+                # would hold the loop for a good part of a second every few seconds (and on a
+                # thread, the GIL they share would hold it nearly as long).
                 captured = recorder.capture_sample()
-                sample = await asyncio.to_thread(recorder.build_sample, now_ms(), captured)
+                sample = await run_sliced(recorder.sample_steps(now_ms(), captured))
                 recorder.add_sample(sample)
 
             self._services.append(
@@ -394,14 +399,11 @@ class BrokerApp:
         config = self.broker_config
         address = self.address
 
-        def capture() -> metrics_view.ScrapeCapture:
-            return metrics_view.capture(state, recorder)
-
-        def render(captured: metrics_view.ScrapeCapture) -> list[Any]:
-            return metrics_view.render(state, recorder, captured, self._boot_timestamp_ms, address)
+        def steps() -> Steps[list[Any]]:
+            return metrics_view.scrape_steps(state, recorder, self._boot_timestamp_ms, address)
 
         host = config.metrics_prom_exporter_host or self._host
-        exporter = serve_metrics(host, config.metrics_prom_exporter_port, capture, render)
+        exporter = serve_metrics_in_steps(host, config.metrics_prom_exporter_port, steps)
         self._metrics = exporter
         logger.info("broker %s metrics at %s", config.broker_name, exporter.url)
 
@@ -437,6 +439,7 @@ class BrokerApp:
         # Close the store: flush, write the checkpoint, remove the abort marker.
         await asyncio.to_thread(self._store.close)
         self._server = None
+        gc_policy.uninstall()
         logger.info("broker %s stopped", self.broker_config.broker_name)
 
     async def _on_role(self, role: BrokerRole, broker_id: int) -> None:

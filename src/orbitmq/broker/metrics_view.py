@@ -1,13 +1,14 @@
 """What a ``/metrics`` scrape reads from the broker: lag, storage, connections, topic offsets.
 
-A scrape runs in two steps (``metrics.exporter.LoopCollector``). :func:`capture` runs on the
-broker's event loop and only copies what the loop writes without a lock (the recorder's
-tables, the client connections): a few list copies, whatever the number of topics.
-:func:`render` runs on the scrape thread: it reads the store, the offset table and the stats
-(each behind its own lock), folds topics and groups past ``metricsMaxTopicLabels`` and
-``metricsMaxGroupLabels`` into ``__other__`` and builds the families. The cost is per scrape,
-never per message: one max-offset lookup per queue, and one store-time read per queue that has
-lag (the age of the oldest message not yet consumed, ``rocketmq_consumer_lag_latency``).
+A scrape runs on the broker's event loop a slice at a time (``metrics.exporter.SlicedCollector``,
+``metrics.steps``): :func:`scrape_steps` first copies what the loop writes without a lock (the
+recorder's tables, the client connections), then reads the store (a chunk of queues per hold of
+its lock), the offset table and the stats, folds topics and groups past
+``metricsMaxTopicLabels`` and ``metricsMaxGroupLabels`` into ``__other__`` and builds the
+families, in steps of at most ``ROWS_PER_STEP`` rows; between slices the loop serves requests.
+The cost is per scrape, never per message: one max-offset lookup per queue, and one store-time
+read per queue that has lag (the age of the oldest message not yet consumed,
+``rocketmq_consumer_lag_latency``).
 
 Lag follows rocketmq-exporter's ``rocketmq_group_diff``: for each (group, topic) with committed
 offsets on this broker, the sum over queues of ``max(0, max offset - committed offset)``.
@@ -16,8 +17,6 @@ offsets on this broker, the sum over queues of ``max(0, max offset - committed o
 from __future__ import annotations
 
 import shutil
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from prometheus_client.core import Metric
@@ -26,15 +25,21 @@ from orbitmq import __version__
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.validation import RETRY_GROUP_TOPIC_PREFIX, is_system_topic
 from orbitmq.metrics import BrokerView, LagRow, Recorder, broker_families, request_code_names
-from orbitmq.metrics.cardinality import OTHER, cap_labels, most_active_topics
+from orbitmq.metrics.cardinality import OTHER, cap_labels_steps, most_active_topics_steps
 from orbitmq.metrics.recorder import RecorderCapture
+from orbitmq.metrics.steps import ROWS_PER_STEP, Steps, off_loop, run_steps
+from orbitmq.store.message_store import MessageStore
 
 _CODE_NAMES = request_code_names()
-_YIELD_EVERY_QUEUES = 512
 
 
 def build_view(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> BrokerView:
     """Read the broker's tables and store into a :class:`BrokerView`."""
+    return run_steps(view_steps(state, boot_timestamp_ms, broker_addr))
+
+
+def view_steps(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> Steps[BrokerView]:
+    """:func:`build_view` in steps of at most :data:`ROWS_PER_STEP` queues, topics or offsets."""
     config = state.config
     store = state.store
     view = BrokerView(
@@ -46,31 +51,49 @@ def build_view(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> 
         boot_timestamp_ms=boot_timestamp_ms,
         permission=config.broker_permission,
     )
-    max_offsets: dict[tuple[str, int], int] = {}
-    queues = list(store.queues())
-    for start in range(0, len(queues), _YIELD_EVERY_QUEUES):
-        # Off the loop, a chunk of queues per hold of the store's lock (one hold per queue
-        # raced the loop's own store calls for it), then the GIL and the lock go to the loop,
-        # so a request never queues behind a whole pass over tens of thousands of queues.
-        chunk = queues[start : start + _YIELD_EVERY_QUEUES]
-        max_offsets.update(zip(chunk, store.get_max_queue_offsets(chunk), strict=True))
-        time.sleep(0)
-    for topic in state.topics.names():
-        view.topic_max_offsets.setdefault(topic, 0)
-    for (topic, _), offset in max_offsets.items():
-        view.topic_max_offsets[topic] = view.topic_max_offsets.get(topic, 0) + offset
-    view.topic_number = len(view.topic_max_offsets)
-    view.lags = list(_lag_rows(state, max_offsets))
+
+    # Off the loop: the store answers under its lock, which a flush of every queue can hold for
+    # seconds with tens of thousands of them; the loop's steps only sum what comes back.
+    def read_store() -> dict[tuple[str, int], int]:
+        _storage(state, view)
+        return _max_queue_offsets(store)
+
+    max_offsets = yield from off_loop(read_store)
+    topic_max_offsets = view.topic_max_offsets
+    for index, topic in enumerate(state.topics.names()):
+        topic_max_offsets.setdefault(topic, 0)
+        if not index % ROWS_PER_STEP:
+            yield None
+    for index, ((topic, _), offset) in enumerate(max_offsets.items()):
+        topic_max_offsets[topic] = topic_max_offsets.get(topic, 0) + offset
+        if not index % ROWS_PER_STEP:
+            yield None
+    view.topic_number = len(topic_max_offsets)
+    view.lags = yield from _lag_rows(state, max_offsets)
     view.group_number = len(state.groups.names())
-    _storage(state, view)
     return view
 
 
-def _lag_rows(state: BrokerState, max_offsets: dict[tuple[str, int], int]) -> Iterator[LagRow]:
+def _max_queue_offsets(store: MessageStore) -> dict[tuple[str, int], int]:
+    """Every queue's max offset, a chunk of queues per hold of the store's lock (one hold per
+    queue raced the store's other users for it, one hold for all kept them waiting)."""
+    queues = list(store.queues())
+    max_offsets: dict[tuple[str, int], int] = {}
+    for start in range(0, len(queues), ROWS_PER_STEP):
+        chunk = queues[start : start + ROWS_PER_STEP]
+        max_offsets.update(zip(chunk, store.get_max_queue_offsets(chunk), strict=True))
+    return max_offsets
+
+
+def _lag_rows(state: BrokerState, max_offsets: dict[tuple[str, int], int]) -> Steps[list[LagRow]]:
     current_ms = now_ms()
     per_group: dict[tuple[str, str], dict[int, int]] = {}
-    for group, topic, queue_id, offset in state.offsets:
+    for index, (group, topic, queue_id, offset) in enumerate(state.offsets):
         per_group.setdefault((group, topic), {})[queue_id] = offset
+        if not index % ROWS_PER_STEP:
+            yield None
+    rows: list[LagRow] = []
+    lookups = 0
     for (group, topic), queues in sorted(per_group.items()):
         lag = 0
         oldest_ms = current_ms
@@ -82,17 +105,24 @@ def _lag_rows(state: BrokerState, max_offsets: dict[tuple[str, int], int]) -> It
                 if stored_ms > 0:
                     oldest_ms = min(oldest_ms, stored_ms)
         members = state.consumers.get(group)
-        yield LagRow(
-            group=group,
-            topic=topic,
-            is_retry=topic.startswith(RETRY_GROUP_TOPIC_PREFIX),
-            is_system=is_system_topic(topic),
-            lag_messages=lag,
-            lag_latency_ms=current_ms - oldest_ms if lag else 0,
-            consumer_offset=sum(max(offset, 0) for offset in queues.values()),
-            online_consumers=len(members.channels) if members is not None else 0,
-            msg_model="0" if members is not None and members.message_model == "BROADCASTING" else "1",
+        rows.append(
+            LagRow(
+                group=group,
+                topic=topic,
+                is_retry=topic.startswith(RETRY_GROUP_TOPIC_PREFIX),
+                is_system=is_system_topic(topic),
+                lag_messages=lag,
+                lag_latency_ms=current_ms - oldest_ms if lag else 0,
+                consumer_offset=sum(max(offset, 0) for offset in queues.values()),
+                online_consumers=len(members.channels) if members is not None else 0,
+                msg_model="0" if members is not None and members.message_model == "BROADCASTING" else "1",
+            )
         )
+        lookups += len(queues)
+        if lookups >= ROWS_PER_STEP:
+            lookups = 0
+            yield None
+    return rows
 
 
 def _storage(state: BrokerState, view: BrokerView) -> None:
@@ -150,24 +180,45 @@ def capture(state: BrokerState, recorder: Recorder) -> ScrapeCapture:
 def render(
     state: BrokerState, recorder: Recorder, captured: ScrapeCapture, boot_timestamp_ms: int, broker_addr: str
 ) -> list[Metric]:
-    """Every family of this broker as of ``captured``, labels capped (call on the scrape thread)."""
+    """Every family of this broker as of ``captured``, labels capped (all at once)."""
+    return run_steps(render_steps(state, recorder, captured, boot_timestamp_ms, broker_addr))
+
+
+def render_steps(
+    state: BrokerState, recorder: Recorder, captured: ScrapeCapture, boot_timestamp_ms: int, broker_addr: str
+) -> Steps[list[Metric]]:
+    """:func:`render` in steps of at most ``metrics.steps.ROWS_PER_STEP`` rows (on the event loop)."""
     config = state.config
-    view = build_view(state, boot_timestamp_ms, broker_addr)
+    view = yield from view_steps(state, boot_timestamp_ms, broker_addr)
     view.producer_connections = captured.connections.producer_connections
     view.consumer_connections = captured.connections.consumer_connections
     # The topics are chosen first, so the recorder folds the others as it copies its tables.
-    topics = most_active_topics(view, config.metrics_max_topic_labels)
-    snapshot = recorder.snapshot_from(
+    topics = yield from most_active_topics_steps(view, config.metrics_max_topic_labels)
+    snapshot = yield from recorder.snapshot_steps(
         captured.recorder, None if topics is None else (lambda topic: topic if topic in topics else OTHER)
     )
-    snapshot, view = cap_labels(
+    snapshot, view = yield from cap_labels_steps(
         snapshot, view, config.metrics_max_topic_labels, config.metrics_max_group_labels, topics
     )
-    return list(broker_families(snapshot, view, _CODE_NAMES))
+    yield None
+    metrics: list[Metric] = []
+    for family in broker_families(snapshot, view, _CODE_NAMES):
+        metrics.append(family)
+        yield None
+    return metrics
+
+
+def scrape_steps(
+    state: BrokerState, recorder: Recorder, boot_timestamp_ms: int, broker_addr: str
+) -> Steps[list[Metric]]:
+    """A whole scrape in steps: :func:`capture` first, then :func:`render_steps` (on the event loop)."""
+    captured = capture(state, recorder)
+    yield None
+    return (yield from render_steps(state, recorder, captured, boot_timestamp_ms, broker_addr))
 
 
 def families(
     state: BrokerState, recorder: Recorder, boot_timestamp_ms: int, broker_addr: str
 ) -> list[Metric]:
     """Every family of this broker, as of now, in one step (on the event loop)."""
-    return render(state, recorder, capture(state, recorder), boot_timestamp_ms, broker_addr)
+    return run_steps(scrape_steps(state, recorder, boot_timestamp_ms, broker_addr))

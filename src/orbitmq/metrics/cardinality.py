@@ -10,7 +10,9 @@ summed, the lag latency keeps the largest age.
 Which ones keep their label is decided at every scrape by activity, deterministically: topics by
 messages stored (the sum of their max queue offsets), groups by messages consumed (the sum of
 their committed offsets), ties by name. A scrape therefore costs one pass over the rows plus
-the rendering of at most the caps' worth of series.
+the rendering of at most the caps' worth of series; the passes are steps of
+``metrics.steps.ROWS_PER_STEP`` rows (:func:`most_active_topics_steps`, :func:`cap_labels_steps`),
+so that the event loop can run them a slice at a time.
 
 Pure: plain data in, plain data out.
 """
@@ -18,23 +20,38 @@ Pure: plain data in, plain data out.
 from __future__ import annotations
 
 import heapq
+import itertools
+from collections.abc import Iterable
 from dataclasses import replace
 
 from orbitmq.metrics.families import BrokerView, LagRow
 from orbitmq.metrics.recorder import Histogram, RecorderSnapshot
+from orbitmq.metrics.steps import ROWS_PER_STEP, Steps, run_steps
 
-__all__ = ["OTHER", "cap_labels", "most_active_topics"]
+__all__ = ["OTHER", "cap_labels", "cap_labels_steps", "most_active_topics", "most_active_topics_steps"]
 
 OTHER = "__other__"
 """The label value of the series that sums every topic or group past the caps."""
 
 
 def _most_active(activity: dict[str, int], limit: int) -> frozenset[str]:
-    if len(activity) <= limit:
-        return frozenset(activity)
-    return frozenset(
-        name for _, name in heapq.nsmallest(limit, ((-count, name) for name, count in activity.items()))
-    )
+    return run_steps(_most_active_steps(activity.items(), len(activity), limit))
+
+
+def _most_active_steps(activity: Iterable[tuple[str, int]], size: int, limit: int) -> Steps[frozenset[str]]:
+    """The ``limit`` names of most activity (ties by name) among ``size`` (name, count) pairs.
+
+    A step keeps the best of what it kept and :data:`ROWS_PER_STEP` more pairs: the same
+    choice as one ``nsmallest`` over all of them, in bounded pieces.
+    """
+    pairs = iter(activity)
+    if size <= limit:
+        return frozenset(name for name, _ in pairs)
+    kept: list[tuple[int, str]] = []
+    while chunk := [(-count, name) for name, count in itertools.islice(pairs, ROWS_PER_STEP)]:
+        kept = heapq.nsmallest(limit, itertools.chain(kept, chunk))
+        yield None
+    return frozenset(name for _, name in kept)
 
 
 def _merge_histogram(into: Histogram | None, other: Histogram) -> Histogram:
@@ -48,9 +65,15 @@ def _merge_histogram(into: Histogram | None, other: Histogram) -> Histogram:
 
 def most_active_topics(view: BrokerView, max_topics: int) -> frozenset[str] | None:
     """The topics that keep their own label; None when every topic does."""
+    return run_steps(most_active_topics_steps(view, max_topics))
+
+
+def most_active_topics_steps(view: BrokerView, max_topics: int) -> Steps[frozenset[str] | None]:
+    """:func:`most_active_topics` in steps (``view.topic_max_offsets`` must not change meanwhile)."""
     if len(view.topic_max_offsets) <= max_topics:
         return None
-    return _most_active(view.topic_max_offsets, max_topics)
+    offsets = view.topic_max_offsets
+    return (yield from _most_active_steps(offsets.items(), len(offsets), max_topics))
 
 
 def cap_labels(
@@ -66,24 +89,48 @@ def cap_labels(
     ``Recorder.snapshot_from`` may have applied already; folding twice changes nothing).
     ``view.topic_number`` keeps the real count of topics.
     """
-    topic_activity: dict[str, int] = dict(view.topic_max_offsets)
-    for topic, _, _ in snapshot.messages_in:
-        topic_activity.setdefault(topic, 0)
-    topic_activity.pop(OTHER, None)
+    return run_steps(cap_labels_steps(snapshot, view, max_topics, max_groups, topics))
+
+
+def cap_labels_steps(
+    snapshot: RecorderSnapshot,
+    view: BrokerView,
+    max_topics: int,
+    max_groups: int,
+    topics: frozenset[str] | None = None,
+) -> Steps[tuple[RecorderSnapshot, BrokerView]]:
+    """:func:`cap_labels` in steps of :data:`ROWS_PER_STEP` rows (``metrics.steps``)."""
+    topic_activity: dict[str, int] = {}
+    if topics is None:
+        # Chosen topics need no activity table: the one pass that matters is the folding below.
+        topic_activity = dict(view.topic_max_offsets)
+        for index, (topic, _, _) in enumerate(snapshot.messages_in):
+            topic_activity.setdefault(topic, 0)
+            if not index % ROWS_PER_STEP:
+                yield None
+        topic_activity.pop(OTHER, None)
     group_activity: dict[str, int] = {}
-    for row in view.lags:
+    for index, row in enumerate(view.lags):
         group_activity[row.group] = group_activity.get(row.group, 0) + row.consumer_offset
-    for _, group, _ in snapshot.messages_out:
+        if not index % ROWS_PER_STEP:
+            yield None
+    for index, (_, group, _) in enumerate(snapshot.messages_out):
         group_activity.setdefault(group, 0)
-    for group, _, _ in snapshot.send_to_dlq:
+        if not index % ROWS_PER_STEP:
+            yield None
+    for index, (group, _, _) in enumerate(snapshot.send_to_dlq):
         group_activity.setdefault(group, 0)
-    for group, _, _, _, _ in view.consumer_connections:
+        if not index % ROWS_PER_STEP:
+            yield None
+    for index, (group, _, _, _, _) in enumerate(view.consumer_connections):
         group_activity.setdefault(group, 0)
+        if not index % ROWS_PER_STEP:
+            yield None
     if topics is None and len(topic_activity) <= max_topics and len(group_activity) <= max_groups:
         return snapshot, view
     if topics is None:
-        topics = _most_active(topic_activity, max_topics)
-    groups = _most_active(group_activity, max_groups)
+        topics = yield from _most_active_steps(topic_activity.items(), len(topic_activity), max_topics)
+    groups = yield from _most_active_steps(group_activity.items(), len(group_activity), max_groups)
 
     def topic_of(name: str) -> str:
         return name if name in topics else OTHER
@@ -93,29 +140,39 @@ def cap_labels(
 
     messages_in: dict[tuple[str, str, bool], list[int]] = {}
     message_size: dict[tuple[str, str, bool], Histogram] = {}
-    for (topic, message_type, is_system), counts in snapshot.messages_in.items():
+    for index, ((topic, message_type, is_system), counts) in enumerate(snapshot.messages_in.items()):
         key = (topic_of(topic), message_type, is_system)
         total = messages_in.get(key)
         messages_in[key] = list(counts) if total is None else [total[0] + counts[0], total[1] + counts[1]]
         message_size[key] = _merge_histogram(
             message_size.get(key), snapshot.message_size[(topic, message_type, is_system)]
         )
+        if not index % ROWS_PER_STEP:
+            yield None
     messages_out: dict[tuple[str, str, bool], list[int]] = {}
-    for (topic, group, is_system), counts in snapshot.messages_out.items():
+    for index, ((topic, group, is_system), counts) in enumerate(snapshot.messages_out.items()):
         key = (topic_of(topic), group_of(group), is_system)
         total = messages_out.get(key)
         messages_out[key] = list(counts) if total is None else [total[0] + counts[0], total[1] + counts[1]]
+        if not index % ROWS_PER_STEP:
+            yield None
     send_to_dlq: dict[tuple[str, str, bool], int] = {}
-    for (group, topic, is_system), count in snapshot.send_to_dlq.items():
+    for index, ((group, topic, is_system), count) in enumerate(snapshot.send_to_dlq.items()):
         key = (group_of(group), topic_of(topic), is_system)
         send_to_dlq[key] = send_to_dlq.get(key, 0) + count
+        if not index % ROWS_PER_STEP:
+            yield None
     put_tps: dict[str, float] = {}
-    for topic, tps in snapshot.put_tps.items():
+    for index, (topic, tps) in enumerate(snapshot.put_tps.items()):
         put_tps[topic_of(topic)] = put_tps.get(topic_of(topic), 0.0) + tps
+        if not index % ROWS_PER_STEP:
+            yield None
     get_tps: dict[tuple[str, str], float] = {}
-    for (topic, group), tps in snapshot.get_tps.items():
+    for index, ((topic, group), tps) in enumerate(snapshot.get_tps.items()):
         key2 = (topic_of(topic), group_of(group))
         get_tps[key2] = get_tps.get(key2, 0.0) + tps
+        if not index % ROWS_PER_STEP:
+            yield None
     capped_snapshot = replace(
         snapshot,
         messages_in=messages_in,
@@ -127,10 +184,12 @@ def cap_labels(
     )
 
     topic_max_offsets: dict[str, int] = {}
-    for topic, offset in view.topic_max_offsets.items():
+    for index, (topic, offset) in enumerate(view.topic_max_offsets.items()):
         topic_max_offsets[topic_of(topic)] = topic_max_offsets.get(topic_of(topic), 0) + offset
+        if not index % ROWS_PER_STEP:
+            yield None
     lags: dict[tuple[str, str, bool, bool], LagRow] = {}
-    for row in view.lags:
+    for index, row in enumerate(view.lags):
         key4 = (group_of(row.group), topic_of(row.topic), row.is_retry, row.is_system)
         seen = lags.get(key4)
         if seen is None:
@@ -143,10 +202,16 @@ def cap_labels(
                 consumer_offset=seen.consumer_offset + row.consumer_offset,
                 online_consumers=max(seen.online_consumers, row.online_consumers),
             )
+        if not index % ROWS_PER_STEP:
+            yield None
     consumer_connections: dict[tuple[str, str, str, str, bool], int] = {}
-    for (group, language, version, mode, is_system), count in view.consumer_connections.items():
+    for index, ((group, language, version, mode, is_system), count) in enumerate(
+        view.consumer_connections.items()
+    ):
         key5 = (group_of(group), language, version, mode, is_system)
         consumer_connections[key5] = consumer_connections.get(key5, 0) + count
+        if not index % ROWS_PER_STEP:
+            yield None
     capped_view = replace(
         view,
         topic_max_offsets=topic_max_offsets,

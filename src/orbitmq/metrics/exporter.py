@@ -6,12 +6,16 @@ library made for the job, and re-implementing an HTTP responder in ``transport/`
 it. The server runs on prometheus_client's own daemon thread and serves nothing but the
 exposition.
 
-A scrape runs in two steps (:class:`LoopCollector`): ``capture`` on the server's event loop,
-which only copies references and C-level copies of the tables the loop writes (cheap even with
-tens of thousands of topics, so no request waits behind it), then ``render`` on the scrape
-thread, which reads those copies and the thread-safe tables, folds labels past the caps and
-builds the families. Scrapes run one at a time: a second waits for the first, so concurrent
-scrapers cannot multiply the memory a scrape takes.
+A broker's scrape runs on the broker's event loop, a slice at a time (:class:`SlicedCollector`):
+the families are built by steps of a bounded number of rows (``metrics.steps``), and after
+each few milliseconds of them the loop serves whatever else waits. The scrape thread only
+waits, then writes the bounded text. Building them on the scrape thread instead made every
+request wait: that thread and the loop share the GIL, the loop got it back only every switch
+interval and lost it again at each of its system calls, so with 50,000 topics a request
+waited up to a second while a scrape ran. The name server's few families still use
+:class:`LoopCollector` (``capture`` on the loop, ``render`` on the scrape thread). Scrapes run
+one at a time: a second waits for the first, so concurrent scrapers cannot multiply the memory
+a scrape takes.
 """
 
 from __future__ import annotations
@@ -31,8 +35,16 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from orbitmq.errors import ListenError
+from orbitmq.metrics.steps import Steps, run_sliced, run_steps
 
-__all__ = ["LoopCollector", "MetricsExporter", "MetricsExporterType", "serve_metrics"]
+__all__ = [
+    "LoopCollector",
+    "MetricsExporter",
+    "MetricsExporterType",
+    "SlicedCollector",
+    "serve_metrics",
+    "serve_metrics_in_steps",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +114,43 @@ class LoopCollector(Collector, Generic[_T]):
                     gc.enable()
 
 
+class SlicedCollector(Collector):
+    """A collector whose families are built on ``loop`` a slice at a time (module docstring).
+
+    Args:
+        loop: the event loop that owns the tables.
+        steps: makes the work of one scrape (``metrics.steps``); run on ``loop``.
+        timeout_s: the longest a scrape waits for the loop to finish it.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        steps: Callable[[], Steps[list[Metric]]],
+        timeout_s: float = 30.0,
+    ) -> None:
+        self._loop = loop
+        self._steps = steps
+        self._timeout_s = timeout_s
+        self._one_at_a_time = threading.Lock()
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        if self._loop.is_closed():
+            return iter(())
+        if _running_loop() is self._loop:
+            return iter(run_steps(self._steps()))
+        with self._one_at_a_time:
+            future = asyncio.run_coroutine_threadsafe(run_sliced(self._steps()), self._loop)
+            try:
+                return iter(future.result(self._timeout_s))
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                raise
+
+
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
@@ -167,6 +216,21 @@ def serve_metrics(
         ListenError: the port cannot be bound (names ``metricsPromExporterPort``).
     """
     exporter = MetricsExporter(host, port, LoopCollector(asyncio.get_running_loop(), capture, render))
+    try:
+        exporter.start()
+    except OSError as exc:
+        raise ListenError.from_os_error("metricsPromExporterPort", host, port, exc) from exc
+    return exporter
+
+
+def serve_metrics_in_steps(host: str, port: int, steps: Callable[[], Steps[list[Metric]]]) -> MetricsExporter:
+    """Serve the families ``steps()`` builds at ``http://host:port/metrics``, built on the running
+    loop a slice at a time (:class:`SlicedCollector`).
+
+    Raises:
+        ListenError: the port cannot be bound (names ``metricsPromExporterPort``).
+    """
+    exporter = MetricsExporter(host, port, SlicedCollector(asyncio.get_running_loop(), steps))
     try:
         exporter.start()
     except OSError as exc:

@@ -17,10 +17,10 @@ Thread model: every ``count_*`` method runs on the server's event loop. A scrape
 :meth:`capture` on the same loop (C-level copies of the tables, no per-row work; dictionary
 copies, not lists of pairs: 50,000 pairs made on the loop and alive through a few young
 collections are promoted to the oldest generation, and a few scrapes of them start a full
-collection that walks every object of the broker for seconds) and
-:meth:`snapshot_from` on its own thread: that one reads the counters captured by reference
-(integer reads, at worst one request behind) and does the per-row work, so tens of thousands
-of topics cost the loop a few list copies per scrape. Nothing here needs a lock.
+collection that walks every object of the broker for seconds), then :meth:`snapshot_steps`,
+which reads the counters captured by reference and does the per-row work in steps the loop
+runs a slice at a time (``metrics.steps``), as :meth:`sample_steps` does for the rate samples.
+Nothing here needs a lock.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
+
+from orbitmq.metrics.steps import ROWS_PER_STEP, Steps, run_steps
 
 _K = TypeVar("_K")
 
@@ -233,12 +235,20 @@ class Recorder:
 
     def build_sample(self, now_ms: int, traffic_in: dict[tuple[str, str], _Traffic]) -> _Sample:
         """A sample of the totals from :meth:`capture_sample`'s copy (any thread: O(topics))."""
+        return run_steps(self.sample_steps(now_ms, traffic_in))
+
+    def sample_steps(self, now_ms: int, traffic_in: dict[tuple[str, str], _Traffic]) -> Steps[_Sample]:
+        """:meth:`build_sample` in steps of :data:`ROWS_PER_STEP` topics (``metrics.steps``)."""
         sample = _Sample(now_ms)
         put = sample.put
-        for (topic, _), traffic in traffic_in.items():
+        put_total = 0
+        for index, ((topic, _), traffic) in enumerate(traffic_in.items()):
             messages = traffic.messages
             put[topic] = put.get(topic, 0) + messages
-            sample.put_total += messages
+            put_total += messages
+            if not index % ROWS_PER_STEP:
+                yield None
+        sample.put_total = put_total
         for key, (messages, _) in self._out_totals().items():
             sample.get[key] = messages
             sample.get_total += messages
@@ -313,13 +323,23 @@ class Recorder:
         folds the less active ones into one): the produce-side tables are folded here, one
         addition per topic, so the folded topics cost no series of their own.
         """
+        return run_steps(self.snapshot_steps(capture, topic_label))
+
+    def snapshot_steps(
+        self, capture: RecorderCapture, topic_label: Callable[[str], str] | None = None
+    ) -> Steps[RecorderSnapshot]:
+        """:meth:`snapshot_from` in steps of :data:`ROWS_PER_STEP` topics (``metrics.steps``).
+
+        With ``topic_label``, the per-minute rates are folded as well (``put_tps`` holds one
+        entry per label, not per topic).
+        """
         oldest = capture.window_start
         span_s = (capture.now_ms - oldest.at_ms) / 1000
         messages_in: dict[InKey, list[int]] = {}
         message_size: dict[InKey, Histogram] = {}
         put: dict[str, int] = {}
         put_total = 0
-        for (topic, message_type), traffic in capture.traffic_in.items():
+        for index, ((topic, message_type), traffic) in enumerate(capture.traffic_in.items()):
             messages, size_bytes = traffic.messages, traffic.size_bytes
             put[topic] = put.get(topic, 0) + messages
             put_total += messages
@@ -337,6 +357,16 @@ class Recorder:
                 sizes.counts = [left + right for left, right in zip(sizes.counts, traffic.sizes, strict=True)]
             sizes.total += size_bytes
             sizes.count += messages
+            if not index % ROWS_PER_STEP:
+                yield None
+        put_tps: dict[str, float] = {}
+        old_put = oldest.put
+        for index, (topic, messages) in enumerate(put.items()):
+            tps = _rate(messages, old_put.get(topic, 0), span_s)
+            label = topic if topic_label is None else topic_label(topic)
+            put_tps[label] = put_tps.get(label, 0.0) + tps
+            if not index % ROWS_PER_STEP:
+                yield None
         system = self._is_system_topic
         out = self._out_totals()
         get = {key: messages for key, (messages, _) in out.items()}
@@ -350,7 +380,7 @@ class Recorder:
             message_size=message_size,
             send_to_dlq=capture.send_to_dlq,
             rpc_latency={key: value.to_ms() for key, value in capture.rpc_latency.items()},
-            put_tps=_rates(put, oldest.put, span_s),
+            put_tps=put_tps,
             get_tps=_rates(get, oldest.get, span_s),
             broker_put_tps=_rate(put_total, oldest.put_total, span_s),
             broker_get_tps=_rate(get_total, oldest.get_total, span_s),

@@ -481,7 +481,11 @@ class ConsumeQueueTable:
 
     def names(self) -> list[tuple[str, int]]:
         """Every (topic, queue id) on disk or in memory, sorted."""
-        return sorted(self._on_disk.union(self._queues))
+        return sorted(self.name_set())
+
+    def name_set(self) -> set[tuple[str, int]]:
+        """Every (topic, queue id) on disk or in memory: a copy, cheaper than sorting it."""
+        return self._on_disk.union(self._queues)
 
     def delete_topic(self, topic: str) -> None:
         """Delete every queue file of ``topic``; each queue stays, empty at its old end (locks held).
