@@ -96,7 +96,7 @@ def start_apache_proxy(tmp_path: Path, namesrv_addr: str, name: str = "broker-a"
                 "brokerRole": "ASYNC_MASTER",
                 "autoCreateTopicEnable": True,
                 "autoCreateSubscriptionGroup": True,
-                # RecallMessage: off by default in Apache's broker, always served by OrbitMQ's.
+                # RecallMessage: off by default in both brokers, as in RocketMQ.
                 "recallMessageEnable": True,
             },
         )

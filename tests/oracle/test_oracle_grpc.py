@@ -74,6 +74,8 @@ def _start_orbitmq_proxy(tmp_path: Path, namesrv_addr: str) -> ServerProcess:
             broker_port,
             grpcServerPort=grpc_port,
             grpcBindAddress="127.0.0.1",
+            # RecallMessage: off by default in both brokers, as in RocketMQ.
+            recallMessageEnable=True,
         )
         conf_path = write_conf(tmp_path / "broker.conf", conf)
         args = [sys.executable, "-m", "orbitmq.cli", "broker", "-c", str(conf_path), "--enable-proxy"]
