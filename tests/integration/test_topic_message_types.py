@@ -139,5 +139,7 @@ async def _routes_and_sends(
             sent = await stub.SendMessage(
                 spb.SendMessageRequest(messages=[message]), metadata=CLIENT, timeout=10
             )
-            answers[name] = (sent.entries[0].status.code, sent.entries[0].status.message)
+            # A send none of whose messages was stored answers with its status alone, no entries,
+            # as Apache's proxy does; the status is the refused message's.
+            answers[name] = (sent.status.code, sent.status.message)
         return routes, answers
