@@ -34,6 +34,7 @@ def save_sample(spark: Any, read_options: dict[str, str], rows: int, path: Path)
 def register(spark: Any) -> None:
     """Register :data:`FORMAT` in ``spark`` (its classes are built here: pyspark is optional)."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import ReadLimit
 
     class _Share(InputPartition):
         def __init__(self, rows: int) -> None:
@@ -62,8 +63,8 @@ def register(spark: Any) -> None:
         def initialOffset(self) -> dict[str, int]:
             return {"rows": 0}
 
-        def latestOffset(self) -> dict[str, int]:
-            return {"rows": self.rows}
+        def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+            return {"rows": self.rows}  # every row in the first micro-batch, whatever the limit
 
         def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
             return _shares(end["rows"] - start["rows"], self.partitions_count)
