@@ -13,7 +13,7 @@ TEST_WORKERS ?= 3
 
 # setup.py and the C sources: the optional C helpers are compiled by the install (see setup.py).
 $(BIN)/.installed: pyproject.toml setup.py src/orbitmq/protocol/_batch_scan.c src/orbitmq/store/_record_pack.c \
-		src/orbitmq/filter/_property_scan.c
+		src/orbitmq/filter/_property_scan.c src/orbitmq/spark/_record_columns.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,spark,dashboard,compare]'

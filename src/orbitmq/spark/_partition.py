@@ -15,13 +15,22 @@ caught up yet, a master restarting), the task asks again from the exact offset i
 with back-off (0.1 s doubling to 2 s) for up to ``failoverTimeoutMs``, so a row is neither
 skipped nor yielded twice. Past that bound it fails with :class:`QueueReadError`, naming
 topic, broker, queue, range, the offset reached and what each attempt met.
+
+Pulls are read ahead (:func:`read_ahead`): a thread of the task keeps up to
+:data:`READ_AHEAD_PULLS` answered pulls waiting while the task's own thread converts the
+previous one and Spark takes the batch, so the broker's round trip overlaps the task's work
+instead of adding to it. The thread only waits on the client's event loop (the conversion
+releases the GIL), and it stops, closing the pull, when the task stops reading.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import InputPartition
@@ -38,6 +47,9 @@ ARROW_BATCH_ROWS = 4096
 """Rows per Arrow batch the record-at-a-time path yields (flushed after the pull that reaches it)."""
 CONVERT_BYTES = 1 << 20
 """Pull bodies are converted together once they hold this many bytes (about 1,000 x 1 KiB)."""
+
+READ_AHEAD_PULLS = 2
+"""Answered pulls a read task keeps waiting while it converts the previous one."""
 
 _FIRST_DELAY_S = 0.1
 _MAX_DELAY_S = 2.0
@@ -96,7 +108,7 @@ def read_range(partition: QueueRange, factory: ClientFactory) -> Iterator[pa.Rec
                 partition.queue, position, partition.end_offset,
                 expression=partition.expression, max_msg_nums=partition.pull_batch_size,
             )  # fmt: skip
-            for pulled in pulls:
+            for pulled in read_ahead(pulls, READ_AHEAD_PULLS):
                 pending.append(pulled.body)
                 pending_bytes += len(pulled.body)
                 reached = max(reached, pulled.next_offset)
@@ -123,6 +135,59 @@ def read_range(partition: QueueRange, factory: ClientFactory) -> Iterator[pa.Rec
         delay = min(delay * 2, _MAX_DELAY_S)
     if len(builder):
         yield builder.flush()
+
+
+_T = TypeVar("_T")
+_POLL_S = 0.1
+
+
+def read_ahead(items: Iterator[_T], depth: int) -> Iterator[_T]:
+    """``items`` in order, fetched by a thread up to ``depth`` items ahead of the caller.
+
+    An exception raised by ``items`` is raised to the caller after the items before it.
+    Closing this iterator (the caller stops early) stops the thread, which closes ``items``
+    once its pull in flight has answered. A ``depth`` of 0 reads on the caller's thread.
+    """
+    if depth <= 0:
+        yield from items
+        return
+    ready: queue.Queue[tuple[bool, _T | BaseException | None]] = queue.Queue(maxsize=depth)
+    stopped = threading.Event()
+
+    def offer(entry: tuple[bool, _T | BaseException | None]) -> bool:
+        while not stopped.is_set():
+            try:
+                ready.put(entry, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def fetch() -> None:
+        try:
+            for item in items:
+                if not offer((False, item)):
+                    return
+            offer((True, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, raised there
+            offer((True, exc))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    fetcher = threading.Thread(target=fetch, name="orbitmq-spark-read-ahead", daemon=True)
+    fetcher.start()
+    try:
+        while True:
+            done, entry = ready.get()
+            if done:
+                if entry is not None:
+                    raise entry  # type: ignore[misc]
+                return
+            yield entry  # type: ignore[misc]
+    finally:
+        stopped.set()
 
 
 def _convert(

@@ -11,7 +11,7 @@ from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.message import MessageConst, MessageExt, SysFlag
 from orbitmq.protocol.message_codec import decode_stored_messages, encode_stored_message
 from orbitmq.protocol.tags import TagFilter
-from orbitmq.spark._arrow_records import records_batch
+from orbitmq.spark._arrow_records import records_batch, records_batch_py
 from orbitmq.spark._schema import ColumnBuilder, messages_to_batch, source_arrow_schema
 
 
@@ -115,3 +115,10 @@ def test_records_batch_leaves_compressed_and_malformed_bodies_to_the_slow_path()
     body = encode_stored_message(compressed)
     assert records_batch(body, "b", TagFilter.parse("*"), 10) is None
     assert records_batch(body[:-3], "b", TagFilter.parse("*"), 10) is None
+
+
+def test_records_batch_leaves_text_that_is_not_utf8_to_the_reference_decoder() -> None:
+    record = bytearray(encode_stored_message(_message(4, properties={"A": "b"})))
+    record[-1] = 0xFF  # the value "b" becomes a byte that is not UTF-8
+    assert records_batch_py(bytes(record), "b", TagFilter.parse("*"), 10) is None
+    assert records_batch(bytes(record), "b", TagFilter.parse("*"), 10) is None
