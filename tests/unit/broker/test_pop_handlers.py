@@ -9,6 +9,7 @@ survives a clean restart (the snapshot) with nothing redelivered.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -224,3 +225,23 @@ async def test_pop_handlers_filter_by_sql92_when_property_filters_are_enabled(
         assert "line 1, column" in (bad.remark or "") and GROUP in (bad.remark or "")
     finally:
         await app.shutdown()
+
+
+async def test_pop_handlers_fifo_ack_wakes_a_pop_waiting_behind_its_message_group(
+    broker: BrokerApp, client: RemotingClient
+) -> None:
+    """An orderly pop waiting for the next message of a busy message group gets it when the
+    group's in-flight message is acknowledged, not at its poll deadline."""
+    await _setup(client, broker, ["a", "a"])
+    response, first = await _pop(client, broker, order=True, max_msg_nums=1)
+    assert [m.body for m in first] == [b"m0"]
+    started = time.monotonic()
+    waiting = asyncio.ensure_future(_pop(client, broker, order=True, max_msg_nums=1, poll_time=8_000))
+    await asyncio.sleep(0.5)
+    assert not waiting.done()  # m1 waits behind m0 of the same message group
+    ack = AckMessageRequestHeader(GROUP, TOPIC, 0, _handle(response, first[0]), first[0].queue_offset)
+    assert (await _call(client, broker, RequestCode.ACK_MESSAGE, ack.to_ext())).code == ResponseCode.SUCCESS
+    second_response, second = await waiting
+    waited_s = time.monotonic() - started
+    assert second_response.code == ResponseCode.SUCCESS and [m.body for m in second] == [b"m1"]
+    assert waited_s < 4, f"the waiting pop answered after {waited_s:.1f} s, at its poll deadline"

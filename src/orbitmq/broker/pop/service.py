@@ -428,6 +428,12 @@ class PopService:
             events: list[Event] = [AckEvent(key, valid)]
             flush = self._journal(events)
             self._apply(events)
+            after = self.table.get(key)
+            if after is not None and after.held:
+                # FIFO messages held back behind a message group this ack may have freed: a pop
+                # waiting for them is woken now, as RocketMQ's ack of an orderly pop notifies its
+                # long polling, not at its poll deadline.
+                self._wake(key[1])
             if flush is not None:
                 await asyncio.wrap_future(flush)
         return statuses
