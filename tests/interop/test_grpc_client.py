@@ -101,9 +101,7 @@ def test_grpc_fifo_topic_takes_fifo_messages_in_group_order_and_refuses_others(
     proxy; a NORMAL message to it, and a FIFO message to a DELAY topic, are refused as Apache
     refuses them (the route names the topic's one type, the client checks it)."""
     assert "message.type=FIFO" in typed_topics[0], typed_topics[0]
-    # The Java FIFO push consumer reads about 7 messages a second through OrbitMQ's proxy (1,000
-    # took 174 s here), so this mode moves 60: see the README's compatibility notes.
-    topic, count = "grpc-fifo", 60
+    topic, count = "grpc-fifo", 1000
     events = drive_grpc(
         grpc_client,
         tmp_path,

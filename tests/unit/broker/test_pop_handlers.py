@@ -245,3 +245,31 @@ async def test_pop_handlers_fifo_ack_wakes_a_pop_waiting_behind_its_message_grou
     waited_s = time.monotonic() - started
     assert second_response.code == ResponseCode.SUCCESS and [m.body for m in second] == [b"m1"]
     assert waited_s < 4, f"the waiting pop answered after {waited_s:.1f} s, at its poll deadline"
+
+
+async def test_pop_handlers_fifo_pop_does_not_reread_messages_held_behind_a_busy_group(
+    broker: BrokerApp, client: RemotingClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Messages held back behind a message group still in flight are not read from the store
+    again by every pop: their group is known, and none of them can go out yet."""
+    from orbitmq.broker.pop import service as pop_service
+
+    await _setup(client, broker, ["a"] * 40)
+    response, first = await _pop(client, broker, order=True, max_msg_nums=1)
+    assert [m.body for m in first] == [b"m0"]
+    held, _ = await _pop(client, broker, order=True, max_msg_nums=1)  # holds m1..m39 behind m0
+    assert held.code == ResponseCode.POLLING_TIMEOUT
+    reads: list[int] = []
+    original = pop_service.read_one
+
+    def counting(store: object, topic: str, queue_id: int, offset: int) -> bytes | None:
+        reads.append(offset)
+        return original(store, topic, queue_id, offset)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pop_service, "read_one", counting)
+    again, _ = await _pop(client, broker, order=True, max_msg_nums=1)
+    assert again.code == ResponseCode.POLLING_TIMEOUT and reads == []
+    ack = AckMessageRequestHeader(GROUP, TOPIC, 0, _handle(response, first[0]), first[0].queue_offset)
+    assert (await _call(client, broker, RequestCode.ACK_MESSAGE, ack.to_ext())).code == ResponseCode.SUCCESS
+    _, after_ack = await _pop(client, broker, order=True, max_msg_nums=1)
+    assert [m.body for m in after_ack] == [b"m1"]

@@ -294,8 +294,16 @@ class PopService:
         finished = self._dead_letter(request.group, key, state, now_ms, max_attempts)
         again: list[Candidate] = []
         records: dict[int, bytes] = {}
+        # A held-back FIFO message whose group is still busy cannot go out in this pop: its group
+        # is known from ``held``, so its record is not read (an orderly consumer's every ack wakes
+        # the pops waiting on the topic, and a deep backlog holds hundreds of messages per queue).
+        busy = state.busy_groups(now_ms) if request.fifo and state.held else set()
         for offset in sorted([*state.visible_inflight(now_ms), *state.held]):
             if offset in finished:
+                continue
+            held_group = state.held.get(offset)
+            if held_group is not None and held_group in busy:
+                again.append(Candidate(offset, held_group, fresh=False))
                 continue
             record = read_one(self._store, topic, queue_id, offset)
             if record is None:
@@ -425,15 +433,19 @@ class PopService:
             pair for pair, status in zip(acks, statuses, strict=True) if status is HandleStatus.VALID
         )
         if valid:
+            assert state is not None
+            acked_groups = {state.inflight[offset].message_group for offset, _ in valid}
             events: list[Event] = [AckEvent(key, valid)]
             flush = self._journal(events)
             self._apply(events)
             after = self.table.get(key)
             if after is not None and after.held:
-                # FIFO messages held back behind a message group this ack may have freed: a pop
-                # waiting for them is woken now, as RocketMQ's ack of an orderly pop notifies its
-                # long polling, not at its poll deadline.
-                self._wake(key[1])
+                # A FIFO message group this ack freed (its last message in flight) with messages
+                # held back behind it: the pops waiting for them are woken now, as RocketMQ's ack
+                # of an orderly pop notifies its long polling, not at their poll deadline.
+                freed = acked_groups - after.busy_groups(now_ms)
+                if freed and not freed.isdisjoint(after.held.values()):
+                    self._wake(key[1])
             if flush is not None:
                 await asyncio.wrap_future(flush)
         return statuses
