@@ -81,7 +81,7 @@ def test_go_transactions_commit_roll_back_and_check_back_orphans(
     server: ServerProcess, tmp_path: Path
 ) -> None:
     topic = "go-tx"
-    count = 300
+    count = 1000
     events = drive_go(
         tmp_path,
         server,
