@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.messages import UPROP_PREFIX
+from tests.interop.messages import UPROP_PREFIX, check_exactly
 from tests.interop.test_remoting_client import drive, sent
 from tests.support.interop_java import JavaLine, parse_events
 from tests.support.processes import ServerProcess
@@ -149,7 +149,7 @@ def test_mqadmin_verbs_show_orbitmq_state(  # type: ignore[no-untyped-def]
         ["updateTopic", *n, "-c", "DefaultCluster", "-t", doomed, "-r", "2", "-w", "2"],
         ["updateSubGroup", *n, "-c", "DefaultCluster", "-g", group],
     )
-    count = 20
+    count = 1000
     events = drive(
         remoting,
         tmp_path,
@@ -157,7 +157,9 @@ def test_mqadmin_verbs_show_orbitmq_state(  # type: ignore[no-untyped-def]
         ["produce", "--topic", topic, "--count", str(count), "--tags", "cycle", "--trace"],
     )
     sends = {int(e["seq"]): e for e in sent(events)}  # type: ignore[call-overload]
-    consumer_online(topic, group, count)
+    online = consumer_online(topic, group, count)
+    received = [e for e in parse_events(online.read_text(errors="replace")) if e.get("event") == "received"]
+    check_exactly(received, range(count))  # traced on both sides, every message compared by content
     before_reset_ms = int(time.time() * 1000)
     by_id_topic = ["-t", topic] if remoting.profile == "remoting5" else []  # 4.9.x has no -t, 5.x needs it
     out = mqadmin(
