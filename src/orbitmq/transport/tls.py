@@ -58,8 +58,9 @@ logger = logging.getLogger(__name__)
 
 TLS_CONFIG_FILE_KEY = "tls.config.file"
 TLS_UNIMPLEMENTED_KEYS = frozenset({"tls.test.mode.enable", "tls.server.authClient"})
-"""RocketMQ TLS keys OrbitMQ accepts with a warning: it never invents a test certificate, and
-it always verifies the client certificates it asks for."""
+"""RocketMQ TLS keys OrbitMQ accepts with a warning: its remoting ports never invent a test
+certificate (the gRPC port's own ``tlsTestModeEnable`` does, as Apache's proxy), and it always
+verifies the client certificates it asks for."""
 
 TLS_HANDSHAKE_BYTE = 0x16
 """First byte of a TLS record carrying a handshake (the ClientHello)."""
