@@ -10,58 +10,18 @@ the corpus speaks plaintext.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
-import subprocess
 from pathlib import Path
 
-from tests.support.oracle_servers import BUILDS, JVM_OPTIONS, MAVEN_REPO, RESOLVE_TIMEOUT_S, JavaServer
+from tests.support.oracle_servers import JVM_OPTIONS, JavaServer, resolved_classpath
 from tests.support.processes import ServerProcess, free_port, free_port_block, start_on_free_ports, write_conf
 
 POM = Path(__file__).resolve().parent / "grpc_java" / "pom.xml"
 
 
-def _resolve(classpath_file: Path) -> None:
-    base = [
-        "mvn",
-        "-B",
-        "-q",
-        "-f",
-        str(POM),
-        f"-Dmaven.repo.local={MAVEN_REPO}",
-        "dependency:build-classpath",
-        f"-Dmdep.outputFile={classpath_file}",
-        "-Dmaven.artifact.threads=8",
-        "-Dmaven.wagon.http.retryHandler.count=3",
-    ]
-    done = subprocess.run([*base, "-o"], capture_output=True, timeout=120)
-    if done.returncode == 0:
-        return
-    try:
-        done = subprocess.run(base, capture_output=True, timeout=RESOLVE_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        raise RuntimeError(f"resolving {POM} took more than {RESOLVE_TIMEOUT_S} s") from exc
-    if done.returncode != 0:
-        output = done.stdout.decode(errors="replace")[-3000:] + done.stderr.decode(errors="replace")[-3000:]
-        raise RuntimeError(f"resolving {POM} failed ({done.returncode}):\n{output}")
-
-
 def proxy_classpath() -> str:
     """The classpath of the pinned Apache proxy, resolved once per content of the pom."""
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
-    classpath_file = BUILDS / f"proxy-{digest}.classpath"
-    if not classpath_file.exists():
-        BUILDS.mkdir(parents=True, exist_ok=True)
-        # Maven's local repository is not safe for concurrent writers (shared lock with the
-        # remoting tier's resolution).
-        with open(BUILDS / "resolve.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not classpath_file.exists():
-                partial = classpath_file.with_suffix(".partial")
-                _resolve(partial)
-                partial.rename(classpath_file)
-    return classpath_file.read_text().strip()
+    return resolved_classpath(POM, "proxy")
 
 
 def start_apache_proxy(tmp_path: Path, namesrv_addr: str, name: str = "broker-a") -> ServerProcess:

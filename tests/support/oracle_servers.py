@@ -48,13 +48,13 @@ def tools_available() -> str | None:
     return ", ".join(missing) or None
 
 
-def _resolve(classpath_file: Path) -> None:
+def _resolve(pom: Path, classpath_file: Path) -> None:
     base = [
         "mvn",
         "-B",
         "-q",
         "-f",
-        str(POM),
+        str(pom),
         f"-Dmaven.repo.local={MAVEN_REPO}",
         "dependency:build-classpath",
         f"-Dmdep.outputFile={classpath_file}",
@@ -69,16 +69,21 @@ def _resolve(classpath_file: Path) -> None:
     try:
         done = subprocess.run(base, capture_output=True, timeout=RESOLVE_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
-        raise RuntimeError(f"resolving {POM} took more than {RESOLVE_TIMEOUT_S} s") from exc
+        raise RuntimeError(f"resolving {pom} took more than {RESOLVE_TIMEOUT_S} s") from exc
     if done.returncode != 0:
         output = done.stdout.decode(errors="replace")[-3000:] + done.stderr.decode(errors="replace")[-3000:]
-        raise RuntimeError(f"resolving {POM} failed ({done.returncode}):\n{output}")
+        raise RuntimeError(f"resolving {pom} failed ({done.returncode}):\n{output}")
 
 
 def apache_classpath() -> str:
     """The classpath of the pinned Apache servers, resolved once per content of the pom."""
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
-    classpath_file = BUILDS / f"servers-{digest}.classpath"
+    return resolved_classpath(POM, "servers")
+
+
+def resolved_classpath(pom: Path, name: str) -> str:
+    """The classpath of ``pom``'s dependencies, resolved into ``.cache/m2`` once per its content."""
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
+    classpath_file = BUILDS / f"{name}-{digest}.classpath"
     if not classpath_file.exists():
         BUILDS.mkdir(parents=True, exist_ok=True)
         # Maven's local repository is not safe for concurrent writers.
@@ -86,7 +91,7 @@ def apache_classpath() -> str:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not classpath_file.exists():
                 partial = classpath_file.with_suffix(".partial")
-                _resolve(partial)
+                _resolve(pom, partial)
                 partial.rename(classpath_file)
     return classpath_file.read_text().strip()
 
