@@ -47,6 +47,19 @@ async def start_app(tmp_path: Path, **extra: str) -> BrokerApp:
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[BrokerApp]:
+    """A broker whose check service stays away: a half message checked back is copied in the half
+    topic, so on a slow machine the short timings would change what a test that is not about
+    checks reads there."""
+    app = await start_app(tmp_path, transactionCheckInterval="100000")
+    try:
+        yield app
+    finally:
+        await app.shutdown()
+
+
+@pytest.fixture
+async def checking_broker(tmp_path: Path) -> AsyncIterator[BrokerApp]:
+    """A broker that checks back a half message 100 ms old every 150 ms."""
     app = await start_app(tmp_path)
     try:
         yield app
@@ -231,46 +244,46 @@ async def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> N
         await asyncio.sleep(0.02)
 
 
-async def test_transaction_check_back_commits(broker: BrokerApp, client: RemotingClient) -> None:
+async def test_transaction_check_back_commits(checking_broker: BrokerApp, client: RemotingClient) -> None:
     async def commit(header: CheckTransactionStateRequestHeader, message: MessageExt) -> int:
         return COMMIT
 
     producer, seen = checking_client(commit)
     try:
-        await heartbeat_producer(producer, broker)
-        await send_half(client, broker, "TxCheck", b"checked")  # no decision from the sender
-        await wait_until(lambda: len(messages(broker, "TxCheck", 1)) == 1)
+        await heartbeat_producer(producer, checking_broker)
+        await send_half(client, checking_broker, "TxCheck", b"checked")  # no decision from the sender
+        await wait_until(lambda: len(messages(checking_broker, "TxCheck", 1)) == 1)
         ext, body = seen[0]
         assert body.topic == "TxCheck" and body.queue_id == 1
         assert body.properties[MessageConst.PRODUCER_GROUP] == GROUP
         assert all(isinstance(value, str) for value in ext.values())
         assert ext["msgId"] == ext["transactionId"] == body.uniq_key
         await asyncio.sleep(0.5)
-        assert len(messages(broker, "TxCheck", 1)) == 1  # checked once, committed once
+        assert len(messages(checking_broker, "TxCheck", 1)) == 1  # checked once, committed once
         assert len(seen) == 1
     finally:
         await producer.close()
 
 
-async def test_transaction_check_limit_rolls_back(broker: BrokerApp, client: RemotingClient) -> None:
+async def test_transaction_check_limit_rolls_back(checking_broker: BrokerApp, client: RemotingClient) -> None:
     async def unknown(header: CheckTransactionStateRequestHeader, message: MessageExt) -> None:
         return None
 
     producer, seen = checking_client(unknown)
     try:
-        await heartbeat_producer(producer, broker)
-        queue_offset, _ = await send_half(client, broker, "TxLimit", b"x")
-        service = broker.state.transactions
+        await heartbeat_producer(producer, checking_broker)
+        queue_offset, _ = await send_half(client, checking_broker, "TxLimit", b"x")
+        service = checking_broker.state.transactions
         assert service is not None
         await wait_until(lambda: service.rolled_back_by_limit == 1)
         assert len(seen) == 3  # transactionCheckMax
         checks = [int(message.properties[MessageConst.TRANSACTION_CHECK_TIMES]) for _, message in seen]
         assert checks == [1, 2, 3]
-        (op,) = messages(broker, TRANS_OP_HALF_TOPIC)
+        (op,) = messages(checking_broker, TRANS_OP_HALF_TOPIC)
         assert op.body == str(queue_offset).encode()
         await asyncio.sleep(0.5)
         assert len(seen) == 3
-        assert messages(broker, "TxLimit", 1) == []
+        assert messages(checking_broker, "TxLimit", 1) == []
     finally:
         await producer.close()
 
