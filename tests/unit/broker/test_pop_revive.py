@@ -197,6 +197,8 @@ async def test_pop_revive_sends_message_past_max_reconsume_times_to_dlq(
     assert dead.status is GetStatus.FOUND
     (letter,) = decode_stored_messages(b"".join(bytes(buffer) for buffer in dead.buffers))
     assert (letter.body, letter.uniq_key, letter.reconsume_times) == (b"m0", "U0", 2)
+    # It names the topic it was consumed from, not the retry topic its last copy was read from.
+    assert letter.properties["RETRY_TOPIC"] == letter.properties["DLQ_ORIGIN_TOPIC"] == TOPIC
     assert broker.state.store.get_max_queue_offset(RETRY, 0) == 1  # revived once, not twice
 
 

@@ -426,7 +426,7 @@ class PopService:
                 continue  # the caller finds it gone too
             deliveries = reconsume_times_of(record) + delivery.attempt
             if deliveries >= max_attempts:
-                if self._dead_letters.store(group, record, deliveries):
+                if self._dead_letters.store(group, record, deliveries, request.topic):
                     finished.append(offset)
                 continue
             records[offset] = record
