@@ -41,7 +41,7 @@ from orbitmq.broker.pop import (
     PopStatus,
     build_filter,
 )
-from orbitmq.broker.pop.service import PoppedMessage, PopResult
+from orbitmq.broker.pop.results import PoppedMessage, PopResult
 from orbitmq.broker.validation import RETRY_GROUP_TOPIC_PREFIX, Rejection, check_group_name
 from orbitmq.errors import LocalProtocolError, RemoteProtocolError
 from orbitmq.model.message import MessageConst

@@ -37,20 +37,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 
 from orbitmq.broker._tasks import cancel_and_wait
 from orbitmq.broker.offsets import ConsumerOffsetTable
-from orbitmq.broker.pop.filter import MessageFilter
 from orbitmq.broker.pop.journal import JOURNAL_TOPIC, encode_events
 from orbitmq.broker.pop.messages import DeadLetters, message_group_of, read_fresh, read_one
 from orbitmq.broker.pop.persistence import load_state, snapshot_bytes
+from orbitmq.broker.pop.results import PopJournalError, PoppedMessage, PopRequest, PopResult, PopStatus
 from orbitmq.broker.pop.revive import RetryTopics, reconsume_times_of
 from orbitmq.broker.pop.selection import Candidate, select
 from orbitmq.broker.pop.state import (
@@ -65,72 +63,23 @@ from orbitmq.broker.pop.state import (
     QueueKey,
     QueuePopState,
 )
+from orbitmq.broker.pop.waiting import PopWaiters
 from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.topics import TopicConfigTable
-from orbitmq.errors import StoreError
 from orbitmq.protocol.message_codec import with_reconsume_times
 from orbitmq.protocol.pop import INIT_MODE_MIN, pop_retry_topic
 from orbitmq.store.message_store import MessageStore, PutMessageRequest, PutStatus
 
+__all__ = ["PopJournalError", "PopRequest", "PopResult", "PopService", "PopStatus", "PoppedMessage"]
+
 logger = logging.getLogger(__name__)
 
 FIFO_SCAN_MAX = 256
+"""Fresh entries one FIFO pop examines per queue (messages of busy groups are held back)."""
 POP_FROM_RETRY_PERCENT = 20
 """Share of concurrent pops that read the retry topic first (RocketMQ's popFromRetryProbability)."""
-"""Fresh entries one FIFO pop examines per queue (messages of busy groups are held back)."""
 _ATTEMPT_CACHE_MAX = 4096
-
-
-class PopJournalError(StoreError):
-    """The journal message could not be stored: the request changed nothing."""
-
-
-class PopStatus(Enum):
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"  # nothing to deliver (after the poll time, if any)
-
-
-@dataclass(frozen=True, slots=True)
-class PopRequest:
-    """One pop, whichever protocol asked."""
-
-    group: str
-    topic: str
-    queue_id: int
-    batch_max: int
-    invisible_ms: int
-    poll_ms: int
-    init_mode: int
-    fifo: bool
-    message_filter: MessageFilter
-    attempt_id: str | None = None
-
-
-@dataclass(slots=True)
-class PoppedMessage:
-    """One delivered message: its stored record, RECONSUMETIMES raised by ``attempt - 1``.
-
-    ``topic`` is where it was popped from: the pop's topic or the group's pop retry topic.
-    """
-
-    topic: str
-    queue_id: int
-    queue_offset: int
-    attempt: int
-    record: bytes
-
-
-@dataclass(slots=True)
-class PopResult:
-    status: PopStatus
-    pop_time_ms: int
-    invisible_ms: int
-    messages: list[PoppedMessage] = field(default_factory=list)
-    start_offsets: dict[int, int] = field(default_factory=dict)
-    rest_num: int = 0
-    # The earlier answer to a repeated attempt id: nothing new was handed out.
-    repeated: bool = False
 
 
 @dataclass(slots=True)
@@ -139,7 +88,6 @@ class _Plan:
 
     events: list[Event] = field(default_factory=list)
     messages: list[PoppedMessage] = field(default_factory=list)
-    start_offsets: dict[int, int] = field(default_factory=dict)
     rest_num: int = 0
     next_visible_ms: int | None = None
 
@@ -173,9 +121,7 @@ class PopService:
         self._snapshot_journal_offset = -1
         self._rotation = 0
         self._attempts: OrderedDict[tuple[str, str], list[tuple[QueueKey, int, int]]] = OrderedDict()
-        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread_id = 0
+        self._waiters = PopWaiters()
         self._task: asyncio.Task[None] | None = None
         self._dead_letters = DeadLetters(store, topics, store_host, ReputTargets(topics))
         self._retry_topics = RetryTopics(store, topics, store_host, ReputTargets(topics))
@@ -197,15 +143,13 @@ class PopService:
         self._retry_topics.on_topics_changed = callback
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._loop_thread_id = threading.get_ident()
+        self._waiters.bind(asyncio.get_running_loop())
         self._task = asyncio.create_task(self._run(), name="pop-snapshot")
 
     def release_waiters(self) -> None:
         """Shutdown begins: every waiting pop answers now with what it has (nothing)."""
         self._stopping = True
-        for topic in list(self._waiters):
-            self._wake(topic)
+        self._waiters.wake_all()
 
     async def stop(self) -> None:
         self.release_waiters()
@@ -229,6 +173,10 @@ class PopService:
         data = snapshot_bytes(self.table, journal_offset)  # on the loop: a consistent cut
         await asyncio.to_thread(self._write_file, self._snapshot_path, data)
         self._snapshot_journal_offset = journal_offset
+
+    def on_arrival(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
+        """The store's arrival listener; safe to call from any thread."""
+        self._waiters.on_arrival(topic, queue_id, max_queue_offset)
 
     # -- pop ----------------------------------------------------------------------------------
 
@@ -259,7 +207,7 @@ class PopService:
                 if request.fifo
                 else (request.topic, pop_retry_topic(request.group, request.topic))
             )
-            await self._wait(topics, max(wake_ms - now_ms, 1))
+            await self._waiters.wait(topics, max(wake_ms - now_ms, 1))
 
     def _pop_once(self, request: PopRequest) -> tuple[PopResult, int | None, Future[bool] | None]:
         now_ms = self._now_ms()
@@ -294,7 +242,6 @@ class PopService:
         flush = self._journal(plan.events)
         self._apply(plan.events)
         result.messages = plan.messages
-        result.start_offsets = plan.start_offsets
         result.rest_num = plan.rest_num
         if plan.messages:
             result.status = PopStatus.FOUND
@@ -380,8 +327,6 @@ class PopService:
             plan.messages.append(
                 PoppedMessage(topic, queue_id, offset, attempt, _delivered(records[offset], attempt))
             )
-        if selection.delivered:
-            plan.start_offsets[queue_id] = selection.delivered[0]
         plan.rest_num += max(max_offset - selection.scan_to, 0)
         waiting = [d.visible_at_ms for d in state.inflight.values() if d.visible_at_ms > now_ms]
         if selection.delivered:
@@ -472,8 +417,6 @@ class PopService:
         )
         result.messages = messages
         result.repeated = True
-        for message in messages:
-            result.start_offsets.setdefault(message.queue_id, message.queue_offset)
         return result
 
     # -- ack and change -----------------------------------------------------------------------
@@ -506,7 +449,7 @@ class PopService:
                 # of an orderly pop notifies its long polling, not at their poll deadline.
                 freed = acked_groups - after.busy_groups(now_ms)
                 if freed and not freed.isdisjoint(after.held.values()):
-                    self._wake(key[1])
+                    self._waiters.wake(key[1])
             if flush is not None:
                 await asyncio.wrap_future(flush)
         return statuses
@@ -528,7 +471,7 @@ class PopService:
         events: list[Event] = [ChangeEvent(key, offset, pop_time_ms, visible_at_ms)]
         flush = self._journal(events)
         self._apply(events)
-        self._wake(key[1])
+        self._waiters.wake(key[1])
         if flush is not None:
             await asyncio.wrap_future(flush)
         return status, visible_at_ms
@@ -559,42 +502,6 @@ class PopService:
             state = self.table.get(key)
             if state is not None:
                 self._offsets.commit(key[0], key[1], key[2], state.done_below())
-
-    # -- waiting ------------------------------------------------------------------------------
-
-    async def _wait(self, topics: tuple[str, ...], timeout_ms: int) -> None:
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        for topic in topics:
-            self._waiters.setdefault(topic, set()).add(waiter)
-        try:
-            await asyncio.wait_for(asyncio.shield(waiter), timeout_ms / 1000)
-        except TimeoutError:
-            pass
-        finally:
-            for topic in topics:
-                waiters = self._waiters.get(topic)
-                if waiters is not None:
-                    waiters.discard(waiter)
-                    if not waiters:
-                        del self._waiters[topic]
-
-    def on_arrival(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
-        """The store's arrival listener; safe to call from any thread."""
-        if topic not in self._waiters or self._loop is None:
-            return
-        if threading.get_ident() == self._loop_thread_id:
-            self._wake(topic)
-        else:
-            try:
-                self._loop.call_soon_threadsafe(self._wake, topic)
-            except RuntimeError:
-                pass  # the loop is closed: the broker is stopping
-
-    def _wake(self, topic: str) -> None:
-        for waiter in self._waiters.get(topic, ()):
-            if not waiter.done():
-                waiter.set_result(None)
 
 
 def _delivered(record: bytes, attempt: int) -> bytes:
