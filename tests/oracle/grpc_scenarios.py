@@ -487,9 +487,13 @@ async def receive_and_ack(target: GrpcTarget) -> None:
     again = received_messages(frames)
     if again:
         revived = again[0].system_properties
-        ack.entries[0].CopyFrom(
-            spb.AckMessageEntry(message_id=revived.message_id, receipt_handle=revived.receipt_handle)
-        )
+        change.receipt_handle = revived.receipt_handle
+        change.message_id = revived.message_id
+        change.invisible_duration.CopyFrom(Duration(seconds=30))
+        changed = await client.unary("ChangeInvisibleDuration", change)
+        target.record("change invisible duration of revived", changed)
+        handle = getattr(changed, "receipt_handle", "") or revived.receipt_handle
+        ack.entries[0].CopyFrom(spb.AckMessageEntry(message_id=revived.message_id, receipt_handle=handle))
         target.record("ack revived", await client.unary("AckMessage", ack))
 
 

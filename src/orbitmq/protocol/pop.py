@@ -62,6 +62,7 @@ __all__ = [
     "decode_offset_info",
     "encode_offset_info",
     "pop_retry_topic",
+    "popped_topic",
     "real_topic",
 ]
 
@@ -87,6 +88,16 @@ def real_topic(topic: str, group: str, retry: str) -> str:
     if retry == RETRY_FLAG_V2:
         return f"{_RETRY_PREFIX}{group}+{topic}"
     return pop_retry_topic(group, topic)
+
+
+def popped_topic(topic: str, group: str) -> str:
+    """The inverse of :func:`real_topic`: the topic a consumer of ``group`` popped, given the
+    group's pop retry topic of it (any other topic is returned as it is)."""
+    for separator in ("_", "+"):
+        prefix = f"{_RETRY_PREFIX}{group}{separator}"
+        if topic.startswith(prefix) and len(topic) > len(prefix):
+            return topic[len(prefix) :]
+    return topic
 
 
 INIT_MODE_MIN = 0

@@ -11,10 +11,13 @@ stream is: one status frame, the messages, one delivery-timestamp frame (P12).
 The receipt handle is the message's ``POP_CK`` (``protocol.pop.ExtraInfo``) plus its
 commit-log offset: the ``POP_CK`` the broker set on a message it popped from the group's pop
 retry topic (a revived message, retry flag "1"), else one built from the pop answer, as the
-Java proxy does. Acks, changes and dead-letter forwards go to the broker the handle names, for
-the topic the handle's message was popped from (``protocol.pop.real_topic``: the retry topic
-for a revived message; the client only ever sees the topic it receives from). A broker's
-NO_MESSAGE (expired, or already finished) becomes INVALID_RECEIPT_HANDLE. A change answers with the
+Java proxy does. Acks, changes and dead-letter forwards go to the broker the handle names with
+the topic the client received from and that handle; the broker finds the retry topic from the
+handle's retry flag (``protocol.pop.real_topic``). The Java proxy names the retry topic itself;
+OrbitMQ's does not, so that a broker with ACL checks the consumer's own topic and group, not
+a retry topic no account is granted. Auto-renewed handles are keyed by the topic their message
+was popped from. A broker's NO_MESSAGE (expired, or already finished) becomes
+INVALID_RECEIPT_HANDLE. A change answers with the
 handle whatever happens (P10): the new one, or the old one with the error.
 
 Auto-renew (``broker.pop.renew``): every auto-renewed delivery is renewed before its deadline
@@ -45,6 +48,7 @@ from orbitmq.protocol.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
     decode_offset_info,
+    popped_topic,
     real_topic,
 )
 from orbitmq.proxy._pb import definition_pb2 as pb
@@ -304,10 +308,7 @@ class ConsumerActivity:
         if not await self._core.gateway.knows_broker(handle.broker_name, topic):
             return pb.INVALID_RECEIPT_HANDLE, _unknown_broker(handle)
         self._core.renewals.remove(meta.client_id, _renew_key(group, topic, handle))
-        popped_from = real_topic(topic, group, handle.retry)
-        header = AckMessageRequestHeader(
-            group, popped_from, handle.queue_id, receipt_handle, handle.queue_offset
-        )
+        header = AckMessageRequestHeader(group, topic, handle.queue_id, receipt_handle, handle.queue_offset)
         try:
             response = await self._core.gateway.invoke(
                 handle.broker_name, RemotingCommand.request(RequestCode.ACK_MESSAGE, header.to_ext())
@@ -354,7 +355,7 @@ class ConsumerActivity:
     ) -> tuple[pb.Code, str, str | None]:
         """CHANGE_MESSAGE_INVISIBLETIME for one handle: the code, a remark and the new handle."""
         header = ChangeInvisibleTimeRequestHeader(
-            group, real_topic(topic, group, handle.retry), handle.queue_id, handle.encode(), handle.queue_offset,
+            group, popped_topic(topic, group), handle.queue_id, handle.encode(), handle.queue_offset,
             invisible_ms,
         )  # fmt: skip
         try:
@@ -400,7 +401,7 @@ class ConsumerActivity:
             group=group,
             delay_level=-1,
             origin_msg_id=request.message_id,
-            origin_topic=real_topic(topic, group, handle.retry),
+            origin_topic=topic,
             max_reconsume_times=max(request.max_delivery_attempts - 1, 0),
         )
         try:
