@@ -26,8 +26,8 @@ on one event loop never hand out the same message):
    journal message's flush.
 
 With nothing to deliver, a pop with a poll time waits until a message arrives on the topic or
-its retry topic (the store's arrival listener), a delivery of the group on the topic becomes visible again,
-or the poll time ends, and tries once more each time. A pop that repeats an ``attempt_id``
+its retry topic (the store's arrival listener, ``broker.pop.waiting``), a delivery of the group
+on the topic becomes visible again, or the poll time ends, and tries once more each time. A pop that repeats an ``attempt_id``
 (a push consumer retrying a receive that failed on the way back) gets the same messages again
 while those deliveries are still in flight, rather than a second batch.
 """
