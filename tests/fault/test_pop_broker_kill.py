@@ -68,11 +68,14 @@ async def pop(client: RemotingClient, addr: str, invisible_ms: int, poll_ms: int
     if response.code != ResponseCode.SUCCESS:
         return []
     answer = PopMessageResponseHeader.from_ext(response.ext_fields)
+    # A message revived through the group's pop retry topic carries the handle the broker set
+    # (POP_CK, retry flag "1"); the client uses it, as RocketMQ's clients do.
     return [
         Delivery(
             m.body,
             m.reconsume_times + 1,
-            ExtraInfo(
+            m.properties.get("POP_CK")
+            or ExtraInfo(
                 0, answer.pop_time, answer.invisible_time, 0, "0", "broker-a", m.queue_id, m.queue_offset
             ).encode(),
             m.queue_id,

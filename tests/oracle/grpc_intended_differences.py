@@ -117,16 +117,6 @@ INTENDED: list[Allowed] = [
     ),
 ]
 
-KNOWN_DEFECTS: list[Allowed] = [
-    Allowed(
-        "receive_and_ack",
-        "receive again[[]1[]]",
-        "message.system_properties.queue_offset=",
-        "A message whose invisible time ran out is delivered again with its own queue offset; "
-        "Apache's broker revives it through the group's retry topic and delivers it with its "
-        "offset there. OrbitMQ's pop revive does not go through the retry topic",
-        known_defect=True,
-    ),
-]
+KNOWN_DEFECTS: list[Allowed] = []
 
 ALLOWED: list[Allowed] = INTENDED + KNOWN_DEFECTS

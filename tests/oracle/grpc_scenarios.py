@@ -479,10 +479,22 @@ async def receive_and_ack(target: GrpcTarget) -> None:
     target.record(
         "change invisible duration bad handle", await client.unary("ChangeInvisibleDuration", bad_change)
     )
-    # The second message comes back after its new invisible time, a second delivery.
+    # The second message comes back after its new invisible time, a second delivery: revived
+    # through the group's pop retry topic, and acknowledged with the handle it came back with.
     await asyncio.sleep(1.5)
     frames = await receive_until(client, receive_request(target, group, topic), 1)
     target.record_frames("receive again", frames)
+    again = received_messages(frames)
+    if again:
+        revived = again[0].system_properties
+        change.receipt_handle = revived.receipt_handle
+        change.message_id = revived.message_id
+        change.invisible_duration.CopyFrom(Duration(seconds=30))
+        changed = await client.unary("ChangeInvisibleDuration", change)
+        target.record("change invisible duration of revived", changed)
+        handle = getattr(changed, "receipt_handle", "") or revived.receipt_handle
+        ack.entries[0].CopyFrom(spb.AckMessageEntry(message_id=revived.message_id, receipt_handle=handle))
+        target.record("ack revived", await client.unary("AckMessage", ack))
 
 
 @scenario

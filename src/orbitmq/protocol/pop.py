@@ -19,10 +19,19 @@ separated by spaces (RocketMQ's ExtraInfoUtil)::
     1      popTime           identity of this delivery: unique per message, kept by renewals
     2      invisibleTime     ms from popTime to the deadline when the handle was made
     3      reviveQid         0 (OrbitMQ keeps no revive queues)
-    4      retry flag        "0": OrbitMQ redelivers from the original queue, never a retry topic
+    4      retry flag        "0": the message was popped from the topic; "1": from the group's
+                             pop retry topic ``%RETRY%<group>_<topic>`` ("2": RocketMQ's v2
+                             naming ``%RETRY%<group>+<topic>``, understood, never written)
     5      brokerName        where to send the ack (the proxy routes by it)
     6      queueId
     7      queueOffset
+
+A message whose invisible time ran out unacknowledged is *revived*: stored again in the
+group's pop retry topic (:func:`pop_retry_topic`) and popped from there. The broker answers such
+a message under the topic the pop asked for, with its queue id and offset in the retry topic and
+its ``POP_CK`` property already set (retry flag "1"), as RocketMQ's broker does; its offsets
+info entries carry retry flag "1". An ack or change names the retry topic itself, or the topic
+with that handle: :func:`real_topic` maps one to the other (RocketMQ's ExtraInfoUtil.getRealTopic).
 
 OrbitMQ's gRPC proxy hands the same string to 5.x SDKs as their receipt handle, with a ninth
 field appended: the message's commit-log offset (ForwardMessageToDeadLetterQueue needs it and
@@ -41,6 +50,9 @@ from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.header_fields import SUBSCRIPTION_MAX_CHARS, Group, HeaderBase, Int32, Rule, Text, Topic
 
 __all__ = [
+    "RETRY_FLAG_NORMAL",
+    "RETRY_FLAG_V1",
+    "RETRY_FLAG_V2",
     "AckMessageRequestHeader",
     "ChangeInvisibleTimeRequestHeader",
     "ChangeInvisibleTimeResponseHeader",
@@ -49,7 +61,44 @@ __all__ = [
     "PopMessageResponseHeader",
     "decode_offset_info",
     "encode_offset_info",
+    "pop_retry_topic",
+    "popped_topic",
+    "real_topic",
 ]
+
+RETRY_FLAG_NORMAL = "0"
+"""Receipt handle retry flag: popped from the topic itself."""
+RETRY_FLAG_V1 = "1"
+"""Popped from the group's pop retry topic ``%RETRY%<group>_<topic>`` (RocketMQ 5's default)."""
+RETRY_FLAG_V2 = "2"
+"""Popped from ``%RETRY%<group>+<topic>`` (RocketMQ's ``enableRetryTopicV2``)."""
+_RETRY_PREFIX = "%RETRY%"
+
+
+def pop_retry_topic(group: str, topic: str) -> str:
+    """The topic a group's expired pops of ``topic`` are revived into (RocketMQ's KeyBuilder v1)."""
+    return f"{_RETRY_PREFIX}{group}_{topic}"
+
+
+def real_topic(topic: str, group: str, retry: str) -> str:
+    """The topic a handle's message was popped from: ``topic`` itself when it already is a retry
+    topic or the handle's retry flag is "0", else the group's pop retry topic of ``topic``."""
+    if topic.startswith(_RETRY_PREFIX) or retry not in (RETRY_FLAG_V1, RETRY_FLAG_V2):
+        return topic
+    if retry == RETRY_FLAG_V2:
+        return f"{_RETRY_PREFIX}{group}+{topic}"
+    return pop_retry_topic(group, topic)
+
+
+def popped_topic(topic: str, group: str) -> str:
+    """The inverse of :func:`real_topic`: the topic a consumer of ``group`` popped, given the
+    group's pop retry topic of it (any other topic is returned as it is)."""
+    for separator in ("_", "+"):
+        prefix = f"{_RETRY_PREFIX}{group}{separator}"
+        if topic.startswith(prefix) and len(topic) > len(prefix):
+            return topic[len(prefix) :]
+    return topic
+
 
 INIT_MODE_MIN = 0
 """ConsumeInitMode.MIN: a group new to a queue starts at the queue's oldest message."""
@@ -175,15 +224,15 @@ class ExtraInfo:
             raise RemoteProtocolError(f"receipt handle {text[:80]!r}: {exc}") from exc
 
 
-def encode_offset_info(entries: dict[int, list[int]]) -> str:
-    """``msgOffsetInfo``/``startOffsetInfo``: ``0 <queueId> <v1,v2,..>`` per queue, ``;``-joined."""
+def encode_offset_info(entries: dict[int, list[int]], retry: str = RETRY_FLAG_NORMAL) -> str:
+    """``msgOffsetInfo``/``startOffsetInfo``: ``<retry> <queueId> <v1,v2,..>`` per queue, ``;``-joined."""
     return ";".join(
-        f"0 {queue_id} {','.join(str(v) for v in values)}" for queue_id, values in entries.items()
+        f"{retry} {queue_id} {','.join(str(v) for v in values)}" for queue_id, values in entries.items()
     )
 
 
-def decode_offset_info(text: str | None) -> dict[int, list[int]]:
-    """The inverse of :func:`encode_offset_info` (retry-topic entries keep their queue id).
+def decode_offset_info(text: str | None, retry: str = RETRY_FLAG_NORMAL) -> dict[int, list[int]]:
+    """The inverse of :func:`encode_offset_info`: the entries with retry flag ``retry``.
 
     Raises:
         RemoteProtocolError: an entry is not ``retry queueId values``.
@@ -200,5 +249,6 @@ def decode_offset_info(text: str | None) -> dict[int, list[int]]:
             values = [int(value) for value in parts[2].split(",") if value]
         except ValueError as exc:
             raise RemoteProtocolError(f"offset info entry {entry[:80]!r}: {exc}") from exc
-        result.setdefault(queue_id, []).extend(values)
+        if parts[0] == retry:
+            result.setdefault(queue_id, []).extend(values)
     return result

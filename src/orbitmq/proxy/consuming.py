@@ -9,8 +9,15 @@ auto-renew asks for an invisible time in [minInvisibleTimeMillsForRecv, maxInvis
 stream is: one status frame, the messages, one delivery-timestamp frame (P12).
 
 The receipt handle is the message's ``POP_CK`` (``protocol.pop.ExtraInfo``) plus its
-commit-log offset. Acks and changes go to the broker the handle names; a broker's NO_MESSAGE
-(expired, or already finished) becomes INVALID_RECEIPT_HANDLE. A change answers with the
+commit-log offset: the ``POP_CK`` the broker set on a message it popped from the group's pop
+retry topic (a revived message, retry flag "1"), else one built from the pop answer, as the
+Java proxy does. Acks, changes and dead-letter forwards go to the broker the handle names with
+the topic the client received from and that handle; the broker finds the retry topic from the
+handle's retry flag (``protocol.pop.real_topic``). The Java proxy names the retry topic itself;
+OrbitMQ's does not, so that a broker with ACL checks the consumer's own topic and group, not
+a retry topic no account is granted. Auto-renewed handles are keyed by the topic their message
+was popped from. A broker's NO_MESSAGE (expired, or already finished) becomes
+INVALID_RECEIPT_HANDLE. A change answers with the
 handle whatever happens (P10): the new one, or the old one with the error.
 
 Auto-renew (``broker.pop.renew``): every auto-renewed delivery is renewed before its deadline
@@ -20,12 +27,14 @@ while its client lives; when the client is gone its deliveries are made visible 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 from orbitmq.broker.pop.renew import HandleKey
 from orbitmq.errors import NoRouteError, RemoteProtocolError, RemotingError
+from orbitmq.model.message import MessageConst, MessageExt
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import ConsumerSendMsgBackRequestHeader
@@ -39,6 +48,8 @@ from orbitmq.protocol.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
     decode_offset_info,
+    popped_topic,
+    real_topic,
 )
 from orbitmq.proxy._pb import definition_pb2 as pb
 from orbitmq.proxy._pb import service_pb2 as spb
@@ -202,21 +213,20 @@ class ConsumerActivity:
     ) -> list[pb.Message]:
         core = self._core
         header = PopMessageResponseHeader.from_ext(response.ext_fields)
-        start_offsets = decode_offset_info(header.start_offset_info)
         now_ms = core.clock_ms()
         messages: list[pb.Message] = []
-        for stored in decode_stored_messages(response.body, decompress=True):
-            start = start_offsets.get(stored.queue_id, [stored.queue_offset])[0]
-            handle = ExtraInfo(
-                start, header.pop_time, header.invisible_time, header.revive_qid, "0",
-                broker_name, stored.queue_id, stored.queue_offset, stored.commit_log_offset,
-            ).encode()  # fmt: skip
+        stored_messages = decode_stored_messages(response.body, decompress=True)
+        for stored, handle in zip(
+            stored_messages, _handles(header, stored_messages, broker_name), strict=True
+        ):
+            stored.properties.pop(MessageConst.POP_CK, None)
+            receipt_handle = handle.encode()
             if request.auto_renew:
-                key: HandleKey = (broker_name, group, topic, stored.queue_id, stored.queue_offset)
                 core.renewals.add(
-                    meta.client_id, key, handle, header.pop_time + header.invisible_time, now_ms
-                )
-            messages.append(stored_to_grpc(stored, handle))
+                    meta.client_id, _renew_key(group, topic, handle), receipt_handle,
+                    header.pop_time + header.invisible_time, now_ms,
+                )  # fmt: skip
+            messages.append(stored_to_grpc(stored, receipt_handle))
         return messages
 
     def _release_orphaned_pop(
@@ -229,12 +239,7 @@ class ConsumerActivity:
             return
         try:
             header = PopMessageResponseHeader.from_ext(response.ext_fields)
-            handles = [
-                ExtraInfo(
-                    0, header.pop_time, header.invisible_time, 0, "0", broker_name, m.queue_id, m.queue_offset
-                )
-                for m in decode_stored_messages(response.body, decode_body=False)
-            ]
+            handles = _handles(header, decode_stored_messages(response.body, decode_body=False), broker_name)
         except RemoteProtocolError:
             return
         self._spawn_release(group, topic, handles)
@@ -253,7 +258,7 @@ class ConsumerActivity:
             return
         logger.info("releasing %d messages of %s popped for a receiver that left", len(handles), topic)
         for handle in handles:
-            key: HandleKey = (handle.broker_name, group, topic, handle.queue_id, handle.queue_offset)
+            key = _renew_key(group, topic, handle)
             for owner in self._core.renewals.owners_of(key):
                 self._core.renewals.remove(owner, key)
         task = asyncio.ensure_future(
@@ -302,9 +307,7 @@ class ConsumerActivity:
             return pb.INVALID_RECEIPT_HANDLE, str(exc)
         if not await self._core.gateway.knows_broker(handle.broker_name, topic):
             return pb.INVALID_RECEIPT_HANDLE, _unknown_broker(handle)
-        self._core.renewals.remove(
-            meta.client_id, (handle.broker_name, group, topic, handle.queue_id, handle.queue_offset)
-        )
+        self._core.renewals.remove(meta.client_id, _renew_key(group, topic, handle))
         header = AckMessageRequestHeader(group, topic, handle.queue_id, receipt_handle, handle.queue_offset)
         try:
             response = await self._core.gateway.invoke(
@@ -343,9 +346,7 @@ class ConsumerActivity:
             return spb.ChangeInvisibleDurationResponse(
                 status=status(pb.INVALID_RECEIPT_HANDLE, _unknown_broker(handle)), receipt_handle=old
             )
-        self._core.renewals.remove(
-            meta.client_id, (handle.broker_name, group, topic, handle.queue_id, handle.queue_offset)
-        )
+        self._core.renewals.remove(meta.client_id, _renew_key(group, topic, handle))
         code, remark, renewed = await self.change(group, topic, handle, invisible_ms)
         return spb.ChangeInvisibleDurationResponse(status=status(code, remark), receipt_handle=renewed or old)
 
@@ -354,8 +355,9 @@ class ConsumerActivity:
     ) -> tuple[pb.Code, str, str | None]:
         """CHANGE_MESSAGE_INVISIBLETIME for one handle: the code, a remark and the new handle."""
         header = ChangeInvisibleTimeRequestHeader(
-            group, topic, handle.queue_id, handle.encode(), handle.queue_offset, invisible_ms
-        )
+            group, popped_topic(topic, group), handle.queue_id, handle.encode(), handle.queue_offset,
+            invisible_ms,
+        )  # fmt: skip
         try:
             response = await self._core.gateway.invoke(
                 handle.broker_name,
@@ -463,3 +465,46 @@ class ConsumerActivity:
 
 def _unknown_broker(handle: ExtraInfo) -> str:
     return f"receipt handle names broker {handle.broker_name!r}, which no route of this cluster has"
+
+
+def _handles(header: PopMessageResponseHeader, stored: list[MessageExt], broker_name: str) -> list[ExtraInfo]:
+    """Each popped message's handle: the ``POP_CK`` the broker set (a message popped from the
+    retry topic), else built from the answer's offsets; with the message's commit-log offset.
+
+    Raises:
+        RemoteProtocolError: the answer's offsets info or a ``POP_CK`` does not parse.
+    """
+    start_offsets = decode_offset_info(header.start_offset_info)
+    handles = []
+    for message in stored:
+        pop_ck = message.properties.get(MessageConst.POP_CK)
+        if pop_ck:
+            given = ExtraInfo.decode(pop_ck)
+            handles.append(dataclasses.replace(given, commit_log_offset=message.commit_log_offset))
+            continue
+        start = start_offsets.get(message.queue_id, [message.queue_offset])[0]
+        handles.append(
+            ExtraInfo(
+                start,
+                header.pop_time,
+                header.invisible_time,
+                header.revive_qid,
+                "0",
+                broker_name,
+                message.queue_id,
+                message.queue_offset,
+                message.commit_log_offset,
+            )  # fmt: skip
+        )
+    return handles
+
+
+def _renew_key(group: str, topic: str, handle: ExtraInfo) -> HandleKey:
+    """The auto-renew key of a handle: its message names the topic it was popped from."""
+    return (
+        handle.broker_name,
+        group,
+        real_topic(topic, group, handle.retry),
+        handle.queue_id,
+        handle.queue_offset,
+    )

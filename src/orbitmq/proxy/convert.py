@@ -62,6 +62,7 @@ SYSTEM_PROPERTY_KEYS = frozenset(
         "MAX_OFFSET",
         "BUYER_ID",
         "ORIGIN_MESSAGE_ID",
+        "ORIGIN_GROUP",
         "TRANSFER_FLAG",
         "CORRECTION_FLAG",
         "MQ2_FLAG",

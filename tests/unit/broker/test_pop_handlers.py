@@ -136,8 +136,10 @@ async def test_pop_handlers_deliver_hide_ack_nack_and_filter(
     assert changed.code == ResponseCode.SUCCESS
     back, redelivered = await _pop(client, broker, exp_type="TAG", exp="a")
     assert [(m.body, m.reconsume_times) for m in redelivered] == [(b"m2", 1)]
-    # The filtered "b" message is done for this group; the group's offset says so.
-    assert broker.state.offsets.query(GROUP, TOPIC, 0) == 2
+    # The filtered "b" message is done for this group, and the nacked m2 left the topic for the
+    # group's pop retry topic, where it is in flight again: the group's offsets say so.
+    assert broker.state.offsets.query(GROUP, TOPIC, 0) == 3
+    assert broker.state.offsets.query(GROUP, f"%RETRY%{GROUP}_{TOPIC}", 0) == 0
 
 
 async def test_pop_handlers_count_deliveries_in_group_get_stats(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbitmq.broker.pop.journal import decode_events, decode_snapshot, encode_events
+from orbitmq.broker.pop.journal import decode_events, decode_snapshot, encode_events, encode_snapshot
 from orbitmq.broker.pop.renew import RENEW_FAILURES_MAX, RENEW_STEPS_MS, RenewTable
-from orbitmq.broker.pop.state import AckEvent, ChangeEvent, DoneEvent, InitEvent, PopEvent
+from orbitmq.broker.pop.state import AckEvent, ChangeEvent, DoneEvent, InitEvent, PopEvent, PopStateTable
 from orbitmq.errors import CorruptRecordError
 
 
@@ -22,6 +23,24 @@ def test_pop_journal_round_trips_every_event_kind() -> None:
         DoneEvent(key, (5,)),
     ]
     assert decode_events(encode_events(events)) == events
+
+
+def test_pop_snapshot_keeps_which_deliveries_are_orderly() -> None:
+    # An orderly pop's deliveries are redelivered from their queue, the others revived through
+    # the pop retry topic: the snapshot keeps the difference, and reads an older snapshot's
+    # deliveries (five fields) as orderly, the way every delivery was redelivered then.
+    table = PopStateTable()
+    fifo, concurrent = ("CG", "F", 0), ("CG", "C", 0)
+    table.apply_all([InitEvent(fifo, 0), InitEvent(concurrent, 0)])
+    table.apply(PopEvent(fifo, 100, 200, (0,), 1, (), {0: "g"}))
+    table.apply(PopEvent(concurrent, 101, 201, (0,), 1))
+    loaded, _ = decode_snapshot(encode_snapshot(table, 5))
+    assert [loaded.get(key).inflight[0].orderly for key in (fifo, concurrent)] == [True, False]  # type: ignore[union-attr]
+    older = orjson.loads(encode_snapshot(table, 5))
+    for queue in older["queues"]:
+        queue["f"] = [entry[:5] for entry in queue["f"]]
+    old_loaded, _ = decode_snapshot(orjson.dumps(older))
+    assert [old_loaded.get(key).inflight[0].orderly for key in (fifo, concurrent)] == [True, True]  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

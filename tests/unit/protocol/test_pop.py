@@ -15,6 +15,9 @@ from orbitmq.protocol.pop import (
     PopMessageRequestHeader,
     decode_offset_info,
     encode_offset_info,
+    pop_retry_topic,
+    popped_topic,
+    real_topic,
 )
 
 
@@ -73,3 +76,21 @@ def test_with_reconsume_times_patches_only_that_field(born_host: str) -> None:
     assert patched.reconsume_times == 6 and original.reconsume_times == 0
     patched.reconsume_times = 0
     assert patched == original
+
+
+def test_pop_retry_topic_names_follow_rocketmq_and_map_both_ways() -> None:
+    # KeyBuilder.buildPopRetryTopic (v1, RocketMQ 5's default) and ExtraInfoUtil.getRealTopic.
+    assert pop_retry_topic("CG", "T") == "%RETRY%CG_T"
+    assert real_topic("T", "CG", "0") == "T"
+    assert real_topic("T", "CG", "1") == "%RETRY%CG_T"
+    assert real_topic("T", "CG", "2") == "%RETRY%CG+T"
+    assert real_topic("%RETRY%CG_T", "CG", "1") == "%RETRY%CG_T"  # already the retry topic
+    assert popped_topic("%RETRY%CG_T", "CG") == "T"
+    assert popped_topic("%RETRY%CG+T", "CG") == "T"
+    assert popped_topic("%RETRY%CG_A_T", "CG_A") == "T"  # the group is known: no ambiguity
+    assert popped_topic("T", "CG") == "T"
+    # Offsets info entries of the retry topic (retry flag "1") are kept apart from the topic's.
+    info = ";".join([encode_offset_info({0: [5, 6]}), encode_offset_info({0: [0]}, "1")])
+    assert info == "0 0 5,6;1 0 0"
+    assert decode_offset_info(info) == {0: [5, 6]}
+    assert decode_offset_info(info, "1") == {0: [0]}

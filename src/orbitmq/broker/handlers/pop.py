@@ -18,6 +18,12 @@ formats are in ``protocol.pop``.
 
 A pop that finds nothing answers POLLING_TIMEOUT, after waiting its poll time if it asked to
 wait, as RocketMQ does.
+
+A message popped from the group's pop retry topic (a revived one, ``broker.pop.revive``) is
+answered as RocketMQ's broker answers it (``popResponseReturnActualRetryTopic`` off): its record
+names the topic the pop asked for, keeps its queue id and offset in the retry topic, and carries
+its ``POP_CK`` (retry flag "1"); its offsets info entries have retry flag "1". An ack or change
+of it names the retry topic, or the topic with that handle (``protocol.pop.real_topic``).
 """
 
 from __future__ import annotations
@@ -35,13 +41,17 @@ from orbitmq.broker.pop import (
     PopStatus,
     build_filter,
 )
-from orbitmq.broker.pop.service import PoppedMessage
+from orbitmq.broker.pop.results import PoppedMessage, PopResult
 from orbitmq.broker.validation import RETRY_GROUP_TOPIC_PREFIX, Rejection, check_group_name
-from orbitmq.errors import RemoteProtocolError
+from orbitmq.errors import LocalProtocolError, RemoteProtocolError
+from orbitmq.model.message import MessageConst
 from orbitmq.model.route import PERM_READ
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.message_codec import decode_stored_message, encode_stored_message
 from orbitmq.protocol.pop import (
+    RETRY_FLAG_NORMAL,
+    RETRY_FLAG_V1,
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
@@ -49,6 +59,7 @@ from orbitmq.protocol.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
     encode_offset_info,
+    real_topic,
 )
 from orbitmq.transport.server import RequestContext
 
@@ -120,19 +131,29 @@ class PopHandlers:
             result = await self._pop.pop(pop_request)
         except PopJournalError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        offsets: dict[int, list[int]] = {}
+        offsets: dict[str, dict[int, list[int]]] = {RETRY_FLAG_NORMAL: {}, RETRY_FLAG_V1: {}}
+        starts: dict[str, dict[int, list[int]]] = {RETRY_FLAG_NORMAL: {}, RETRY_FLAG_V1: {}}
         for message in result.messages:
-            offsets.setdefault(message.queue_id, []).append(message.queue_offset)
+            flag = RETRY_FLAG_NORMAL if message.topic == header.topic else RETRY_FLAG_V1
+            offsets[flag].setdefault(message.queue_id, []).append(message.queue_offset)
+            starts[flag].setdefault(message.queue_id, [message.queue_offset])
         response_header = PopMessageResponseHeader(
             pop_time=result.pop_time_ms,
             invisible_time=result.invisible_ms,
             revive_qid=0,
             rest_num=result.rest_num,
-            start_offset_info=encode_offset_info({q: [v] for q, v in result.start_offsets.items()}) or None,
-            msg_offset_info=encode_offset_info(offsets) or None,
+            start_offset_info=_offset_info(starts),
+            msg_offset_info=_offset_info(offsets),
         )
         if result.status is PopStatus.FOUND:
-            body = b"".join(message.record for message in result.messages)
+            body = b"".join(
+                message.record
+                if message.topic == header.topic
+                else self._as_popped(
+                    header.topic, result, message, starts[RETRY_FLAG_V1][message.queue_id][0]
+                )
+                for message in result.messages
+            )
             if not result.repeated:
                 self._count_gets(header.consumer_group, header.topic, result.messages)
             return request.response(ResponseCode.SUCCESS, None, response_header.to_ext(), body)
@@ -141,13 +162,29 @@ class PopHandlers:
         ext = {"startOffsetInfo": "", "msgOffsetInfo": "", **response_header.to_ext()}
         return request.response(ResponseCode.POLLING_TIMEOUT, "no new message", ext)
 
+    def _as_popped(self, topic: str, result: PopResult, message: PoppedMessage, start_offset: int) -> bytes:
+        """A message popped from the retry topic as the client gets it: under ``topic``, its
+        ``POP_CK`` set (RocketMQ's broker re-encodes it so)."""
+        try:
+            stored, _ = decode_stored_message(message.record)
+            handle = ExtraInfo(
+                start_offset, result.pop_time_ms, result.invisible_ms, 0, RETRY_FLAG_V1,
+                self._state.config.broker_name, message.queue_id, message.queue_offset,
+            )  # fmt: skip
+            stored.topic = topic
+            stored.properties[MessageConst.POP_CK] = handle.encode()
+            return encode_stored_message(stored)
+        except (RemoteProtocolError, LocalProtocolError) as exc:
+            logger.error("a message of %s could not be re-encoded for its pop: %s", message.topic, exc)
+            return message.record
+
     def _count_gets(self, group: str, topic: str, messages: list[PoppedMessage]) -> None:
         """Counted like a pull (RocketMQ's PopMessageProcessor: incGroupGetNums/Size), first
         deliveries under ``topic``; a redelivery under the group's pop retry topic
         ``%RETRY%<group>_<topic>``, where RocketMQ pops it from, so ``statsAll``'s messages out of
         ``topic`` count each message once however often it comes back."""
-        first = [message for message in messages if message.attempt <= 1]
-        again = [message for message in messages if message.attempt > 1]
+        first = [message for message in messages if message.attempt <= 1 and message.topic == topic]
+        again = [message for message in messages if message.attempt > 1 or message.topic != topic]
         for counted_topic, batch in ((topic, first), (f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}", again)):
             if batch:
                 size_bytes = sum(len(message.record) for message in batch)
@@ -160,7 +197,11 @@ class PopHandlers:
             return handle.response(request)
         if self._state.topics.get(header.topic) is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
-        key = (header.consumer_group, header.topic, header.queue_id)
+        key = (
+            header.consumer_group,
+            real_topic(header.topic, header.consumer_group, handle.retry),
+            header.queue_id,
+        )
         try:
             statuses = await self._pop.ack(key, [(header.offset, handle.pop_time_ms)])
         except PopJournalError as exc:
@@ -180,7 +221,11 @@ class PopHandlers:
             )
         if self._state.topics.get(header.topic) is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
-        key = (header.consumer_group, header.topic, header.queue_id)
+        key = (
+            header.consumer_group,
+            real_topic(header.topic, header.consumer_group, handle.retry),
+            header.queue_id,
+        )
         try:
             status, visible_at_ms = await self._pop.change_invisible(
                 key, header.offset, handle.pop_time_ms, header.invisible_time
@@ -250,4 +295,11 @@ def _invalid_handle(
     reason = "is expired" if status is HandleStatus.EXPIRED else "names no delivery in flight"
     return request.response(
         ResponseCode.NO_MESSAGE, f"receipt handle of {topic}/{queue_id} offset {offset} {reason}", {}
+    )
+
+
+def _offset_info(entries: dict[str, dict[int, list[int]]]) -> str | None:
+    """``startOffsetInfo``/``msgOffsetInfo``: the topic's entries, then the retry topic's."""
+    return (
+        ";".join(encode_offset_info(by_queue, flag) for flag, by_queue in entries.items() if by_queue) or None
     )

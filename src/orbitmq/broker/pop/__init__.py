@@ -3,11 +3,14 @@
 ``state`` (pure: what is in flight, visible when), ``selection`` (pure: what one pop
 delivers), ``journal`` (pure: the durable formats), ``renew`` (pure: the auto-renew policy the
 gRPC proxy drives), ``filter`` (subscription filters and the expression-filter seam),
-``persistence`` (loading at start) and ``service`` (the I/O shell the handlers call).
+``persistence`` (loading at start), ``revive`` (expired deliveries into the pop retry topic),
+``results`` (what a pop asks and answers), ``waiting`` (parked pops) and ``service`` (the I/O
+shell the handlers call).
 """
 
 from orbitmq.broker.pop.filter import FilterExpressionError, MessageFilter, build_filter
-from orbitmq.broker.pop.service import PopJournalError, PopRequest, PopResult, PopService, PopStatus
+from orbitmq.broker.pop.results import PopJournalError, PopRequest, PopResult, PopStatus
+from orbitmq.broker.pop.service import PopService
 from orbitmq.broker.pop.state import HandleStatus
 
 __all__ = [

@@ -24,10 +24,12 @@ Snapshot (``popState.json``)::
 
     {"version": 1, "journalOffset": J, "lastPopTime": ms,
      "queues": [{"g", "t", "q", "c": cursor,
-                 "f": [[offset, popTime, visibleAt, attempt, messageGroup], ...],
+                 "f": [[offset, popTime, visibleAt, attempt, messageGroup, orderly], ...],
                  "h": [[offset, messageGroup], ...]}, ...]}
 
-Times are epoch milliseconds. Decoding never raises anything but :class:`CorruptRecordError`.
+``orderly`` is 1 for a delivery an orderly (FIFO) pop made, else 0; a snapshot written before
+it existed has five fields per delivery, read as orderly (redelivered from its queue, as every
+delivery then was). Times are epoch milliseconds. Decoding never raises anything but :class:`CorruptRecordError`.
 """
 
 from __future__ import annotations
@@ -161,7 +163,7 @@ def encode_snapshot(table: PopStateTable, journal_offset: int) -> bytes:
                 "q": queue_id,
                 "c": state.cursor,
                 "f": [
-                    [offset, d.pop_time_ms, d.visible_at_ms, d.attempt, d.message_group]
+                    [offset, d.pop_time_ms, d.visible_at_ms, d.attempt, d.message_group, int(d.orderly)]
                     for offset, d in sorted(state.inflight.items())
                 ],
                 "h": [[offset, group_name] for offset, group_name in sorted(state.held.items())],
@@ -194,9 +196,11 @@ def decode_snapshot(data: bytes) -> tuple[PopStateTable, int]:
             table.apply(InitEvent(key, _int(entry["c"])))
             state = table.get(key)
             assert isinstance(state, QueuePopState)
-            for offset, pop_time_ms, visible_at_ms, attempt, message_group in entry["f"]:
+            for fields in entry["f"]:
+                offset, pop_time_ms, visible_at_ms, attempt, message_group = fields[:5]
+                orderly = _int(fields[5]) != 0 if len(fields) > 5 else True
                 state.inflight[_int(offset)] = Delivery(
-                    _int(pop_time_ms), _int(visible_at_ms), _int(attempt), _str(message_group)
+                    _int(pop_time_ms), _int(visible_at_ms), _int(attempt), _str(message_group), orderly
                 )
             for offset, message_group in entry["h"]:
                 state.held[_int(offset)] = _str(message_group)

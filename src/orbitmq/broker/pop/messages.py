@@ -104,8 +104,11 @@ class DeadLetters:
         self._store_host = store_host
         self.on_topics_changed: Callable[[], None] = lambda: None
 
-    def store(self, group: str, record: bytes, attempts: int) -> bool:
+    def store(self, group: str, record: bytes, attempts: int, origin_topic: str | None = None) -> bool:
         """Put a copy of a stored message into ``%DLQ%<group>``; False when the put failed.
+
+        ``origin_topic`` is the topic the message was consumed from, when the record is a copy
+        in the group's pop retry topic (the DLQ properties name the topic, not the copy's).
 
         A DLQ topic that cannot take it (made read-only, say: broker.reput) drops the copy,
         logged: the delivery is finished either way.
@@ -122,10 +125,11 @@ class DeadLetters:
         message_id = original.uniq_key or original.offset_msg_id
         if self._targets is not None and not self._targets.admit("pop-dlq", message_id, target, 0):
             return True
+        origin = origin_topic or original.topic
         properties = dict(original.properties)
-        properties.setdefault(MessageConst.RETRY_TOPIC, original.topic)
+        properties.setdefault(MessageConst.RETRY_TOPIC, origin)
         properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, message_id)
-        properties.setdefault(DLQ_ORIGIN_TOPIC, original.topic)
+        properties.setdefault(DLQ_ORIGIN_TOPIC, origin)
         properties.setdefault(DLQ_ORIGIN_MESSAGE_ID, message_id)
         put = self._store.put_message(
             PutMessageRequest(
@@ -144,7 +148,5 @@ class DeadLetters:
         if put.status is not PutStatus.PUT_OK:
             logger.error("dead-lettering %s of group %s failed: %s", original.msg_id, group, put.status.value)
             return False
-        logger.info(
-            "message %s of %s went to %s after %d deliveries", message_id, original.topic, target, attempts
-        )
+        logger.info("message %s of %s went to %s after %d deliveries", message_id, origin, target, attempts)
         return True

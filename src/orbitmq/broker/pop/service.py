@@ -10,18 +10,24 @@ on one event loop never hand out the same message):
 
 1. For each queue asked for (``queue_id`` -1: every readable queue, a different one first
    each time), a group new to the queue starts at its committed consumer offset, else as the
-   init mode says.
-2. Deliveries past their deadline whose attempt reached the group's maximum
-   (``retryMaxTimes + 1``) are stored in ``%DLQ%<group>`` and finished.
+   init mode says. A concurrent (not FIFO) pop also reads the queue of the group's pop retry
+   topic ``%RETRY%<group>_<topic>`` when it exists, as RocketMQ's PopMessageProcessor does:
+   first in :data:`POP_FROM_RETRY_PERCENT` of the pops, else after the topic's queues when
+   they left room in the batch. A retry topic starts at its first message.
+2. Deliveries past their deadline are expired: those whose deliveries reached the group's
+   maximum (``retryMaxTimes + 1``) are stored in ``%DLQ%<group>`` and finished; an orderly
+   one is offered again from its queue; any other is revived into the group's pop retry topic
+   (``broker.pop.revive``) and finished (offered again from its queue only when that store
+   failed).
 3. Visible-again deliveries and fresh messages from the cursor (tags code, then the full
    filter) are offered to ``select``.
 4. The events go to the journal as one message, then into the state; the group's consumer
    offset becomes each queue's done-below offset. Under SYNC_FLUSH the answer waits for the
    journal message's flush.
 
-With nothing to deliver, a pop with a poll time waits until a message arrives on the topic
-(the store's arrival listener), a delivery of the group on the topic becomes visible again,
-or the poll time ends, and tries once more each time. A pop that repeats an ``attempt_id``
+With nothing to deliver, a pop with a poll time waits until a message arrives on the topic or
+its retry topic (the store's arrival listener, ``broker.pop.waiting``), a delivery of the group
+on the topic becomes visible again, or the poll time ends, and tries once more each time. A pop that repeats an ``attempt_id``
 (a push consumer retrying a receive that failed on the way back) gets the same messages again
 while those deliveries are still in flight, rather than a second batch.
 """
@@ -30,21 +36,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
+import random
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 
 from orbitmq.broker._tasks import cancel_and_wait
 from orbitmq.broker.offsets import ConsumerOffsetTable
-from orbitmq.broker.pop.filter import MessageFilter
 from orbitmq.broker.pop.journal import JOURNAL_TOPIC, encode_events
 from orbitmq.broker.pop.messages import DeadLetters, message_group_of, read_fresh, read_one
 from orbitmq.broker.pop.persistence import load_state, snapshot_bytes
-from orbitmq.broker.pop.selection import Candidate, dead_letter_due, select
+from orbitmq.broker.pop.results import PopJournalError, PoppedMessage, PopRequest, PopResult, PopStatus
+from orbitmq.broker.pop.revive import RetryTopics, reconsume_times_of
+from orbitmq.broker.pop.selection import Candidate, select
 from orbitmq.broker.pop.state import (
     AckEvent,
     ChangeEvent,
@@ -57,66 +63,23 @@ from orbitmq.broker.pop.state import (
     QueueKey,
     QueuePopState,
 )
+from orbitmq.broker.pop.waiting import PopWaiters
 from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.subscriptions import SubscriptionGroupTable
 from orbitmq.broker.topics import TopicConfigTable
-from orbitmq.errors import StoreError
 from orbitmq.protocol.message_codec import with_reconsume_times
-from orbitmq.protocol.pop import INIT_MODE_MIN
+from orbitmq.protocol.pop import INIT_MODE_MIN, pop_retry_topic
 from orbitmq.store.message_store import MessageStore, PutMessageRequest, PutStatus
+
+__all__ = ["PopJournalError", "PopRequest", "PopResult", "PopService", "PopStatus", "PoppedMessage"]
 
 logger = logging.getLogger(__name__)
 
 FIFO_SCAN_MAX = 256
 """Fresh entries one FIFO pop examines per queue (messages of busy groups are held back)."""
+POP_FROM_RETRY_PERCENT = 20
+"""Share of concurrent pops that read the retry topic first (RocketMQ's popFromRetryProbability)."""
 _ATTEMPT_CACHE_MAX = 4096
-
-
-class PopJournalError(StoreError):
-    """The journal message could not be stored: the request changed nothing."""
-
-
-class PopStatus(Enum):
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"  # nothing to deliver (after the poll time, if any)
-
-
-@dataclass(frozen=True, slots=True)
-class PopRequest:
-    """One pop, whichever protocol asked."""
-
-    group: str
-    topic: str
-    queue_id: int
-    batch_max: int
-    invisible_ms: int
-    poll_ms: int
-    init_mode: int
-    fifo: bool
-    message_filter: MessageFilter
-    attempt_id: str | None = None
-
-
-@dataclass(slots=True)
-class PoppedMessage:
-    """One delivered message: its stored record, RECONSUMETIMES set to ``attempt - 1``."""
-
-    queue_id: int
-    queue_offset: int
-    attempt: int
-    record: bytes
-
-
-@dataclass(slots=True)
-class PopResult:
-    status: PopStatus
-    pop_time_ms: int
-    invisible_ms: int
-    messages: list[PoppedMessage] = field(default_factory=list)
-    start_offsets: dict[int, int] = field(default_factory=dict)
-    rest_num: int = 0
-    # The earlier answer to a repeated attempt id: nothing new was handed out.
-    repeated: bool = False
 
 
 @dataclass(slots=True)
@@ -125,7 +88,6 @@ class _Plan:
 
     events: list[Event] = field(default_factory=list)
     messages: list[PoppedMessage] = field(default_factory=list)
-    start_offsets: dict[int, int] = field(default_factory=dict)
     rest_num: int = 0
     next_visible_ms: int | None = None
 
@@ -159,11 +121,11 @@ class PopService:
         self._snapshot_journal_offset = -1
         self._rotation = 0
         self._attempts: OrderedDict[tuple[str, str], list[tuple[QueueKey, int, int]]] = OrderedDict()
-        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread_id = 0
+        self._waiters = PopWaiters()
         self._task: asyncio.Task[None] | None = None
         self._dead_letters = DeadLetters(store, topics, store_host, ReputTargets(topics))
+        self._retry_topics = RetryTopics(store, topics, store_host, ReputTargets(topics))
+        self._random = random.Random()
         self._stopping = False
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -176,19 +138,18 @@ class PopService:
             self._offsets.commit(group, topic, queue_id, state.done_below())
 
     def on_topics_changed(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` when the engine creates a topic (a DLQ)."""
+        """Call ``callback`` when the engine creates a topic (a DLQ or a pop retry topic)."""
         self._dead_letters.on_topics_changed = callback
+        self._retry_topics.on_topics_changed = callback
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._loop_thread_id = threading.get_ident()
+        self._waiters.bind(asyncio.get_running_loop())
         self._task = asyncio.create_task(self._run(), name="pop-snapshot")
 
     def release_waiters(self) -> None:
         """Shutdown begins: every waiting pop answers now with what it has (nothing)."""
         self._stopping = True
-        for topic in list(self._waiters):
-            self._wake(topic)
+        self._waiters.wake_all()
 
     async def stop(self) -> None:
         self.release_waiters()
@@ -212,6 +173,10 @@ class PopService:
         data = snapshot_bytes(self.table, journal_offset)  # on the loop: a consistent cut
         await asyncio.to_thread(self._write_file, self._snapshot_path, data)
         self._snapshot_journal_offset = journal_offset
+
+    def on_arrival(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
+        """The store's arrival listener; safe to call from any thread."""
+        self._waiters.on_arrival(topic, queue_id, max_queue_offset)
 
     # -- pop ----------------------------------------------------------------------------------
 
@@ -237,7 +202,12 @@ class PopService:
             if now_ms >= deadline_ms or self._stopping:
                 return result
             wake_ms = deadline_ms if next_visible_ms is None else min(deadline_ms, next_visible_ms)
-            await self._wait(request.topic, max(wake_ms - now_ms, 1))
+            topics = (
+                (request.topic,)
+                if request.fifo
+                else (request.topic, pop_retry_topic(request.group, request.topic))
+            )
+            await self._waiters.wait(topics, max(wake_ms - now_ms, 1))
 
     def _pop_once(self, request: PopRequest) -> tuple[PopResult, int | None, Future[bool] | None]:
         now_ms = self._now_ms()
@@ -257,43 +227,61 @@ class PopService:
             queue_ids = [(self._rotation + index) % count for index in range(count)]
         plan = _Plan()
         max_attempts = self.max_attempts(request.group)
+        retry_first = not request.fifo and self._random.randrange(100) < POP_FROM_RETRY_PERCENT
+        if retry_first:
+            self._plan_retry(request, now_ms, pop_time_ms, max_attempts, plan)
         for queue_id in queue_ids:
             if len(plan.messages) >= request.batch_max:
                 break
-            self._plan_queue(request, queue_id, now_ms, pop_time_ms, max_attempts, plan)
+            self._plan_queue(request, request.topic, queue_id, now_ms, pop_time_ms, max_attempts, plan)
+        if not request.fifo and not retry_first:
+            # After the topic's queues: what their expired deliveries were revived into is read now.
+            self._plan_retry(request, now_ms, pop_time_ms, max_attempts, plan)
         if not plan.events:
             return result, plan.next_visible_ms, None
         flush = self._journal(plan.events)
         self._apply(plan.events)
         result.messages = plan.messages
-        result.start_offsets = plan.start_offsets
         result.rest_num = plan.rest_num
         if plan.messages:
             result.status = PopStatus.FOUND
             self._remember_attempt(request, pop_time_ms, plan.messages)
         return result, plan.next_visible_ms, flush
 
+    def _plan_retry(
+        self, request: PopRequest, now_ms: int, pop_time_ms: int, max_attempts: int, plan: _Plan
+    ) -> None:
+        """Plan the queues of the group's pop retry topic, when it exists and the batch has room."""
+        retry_topic = pop_retry_topic(request.group, request.topic)
+        retry_config = self._topics.get(retry_topic)
+        if retry_config is None:
+            return
+        for queue_id in range(retry_config.read_queue_nums):
+            if len(plan.messages) >= request.batch_max:
+                break
+            self._plan_queue(request, retry_topic, queue_id, now_ms, pop_time_ms, max_attempts, plan)
+
     def _plan_queue(
         self,
         request: PopRequest,
+        topic: str,
         queue_id: int,
         now_ms: int,
         pop_time_ms: int,
         max_attempts: int,
         plan: _Plan,
     ) -> None:
-        topic = request.topic
         key: QueueKey = (request.group, topic, queue_id)
         state = self.table.get(key)
         min_offset = self._store.get_min_queue_offset(topic, queue_id)
         max_offset = self._store.get_max_queue_offset(topic, queue_id)
         if state is None:
-            cursor = self._initial_cursor(request, queue_id, min_offset, max_offset)
+            cursor = self._initial_cursor(request, topic, queue_id, min_offset, max_offset)
             plan.events.append(InitEvent(key, cursor))
             state = QueuePopState(cursor)  # planning copy; the table gets it from the event
-        finished = self._dead_letter(request.group, key, state, now_ms, max_attempts)
-        again: list[Candidate] = []
         records: dict[int, bytes] = {}
+        finished = self._expire(request, key, state, now_ms, max_attempts, records)
+        again: list[Candidate] = []
         # A held-back FIFO message whose group is still busy cannot go out in this pop: its group
         # is known from ``held``, so its record is not read (an orderly consumer's every ack wakes
         # the pops waiting on the topic, and a deep backlog holds hundreds of messages per queue).
@@ -305,7 +293,7 @@ class PopService:
             if held_group is not None and held_group in busy:
                 again.append(Candidate(offset, held_group, fresh=False))
                 continue
-            record = read_one(self._store, topic, queue_id, offset)
+            record = records.get(offset) or read_one(self._store, topic, queue_id, offset)
             if record is None:
                 finished.append(offset)  # gone from the store (retention): nothing to deliver
                 continue
@@ -316,7 +304,7 @@ class PopService:
         room = request.batch_max - len(plan.messages)
         wanted = FIFO_SCAN_MAX if request.fifo else room
         fresh, scan_end = read_fresh(
-            self._store, request.topic, queue_id, max(state.cursor, min_offset), wanted, request.message_filter,
+            self._store, topic, queue_id, max(state.cursor, min_offset), wanted, request.message_filter,
             request.fifo, records,
         )  # fmt: skip
         selection = select(state, again, fresh, scan_end, room, now_ms, request.fifo)
@@ -336,12 +324,9 @@ class PopService:
         for offset in selection.delivered:
             previous = state.inflight.get(offset)
             attempt = previous.attempt + 1 if previous is not None else 1
-            record = records[offset]
-            if attempt > 1:
-                record = with_reconsume_times(record, attempt - 1)
-            plan.messages.append(PoppedMessage(queue_id, offset, attempt, record))
-        if selection.delivered:
-            plan.start_offsets[queue_id] = selection.delivered[0]
+            plan.messages.append(
+                PoppedMessage(topic, queue_id, offset, attempt, _delivered(records[offset], attempt))
+            )
         plan.rest_num += max(max_offset - selection.scan_to, 0)
         waiting = [d.visible_at_ms for d in state.inflight.values() if d.visible_at_ms > now_ms]
         if selection.delivered:
@@ -351,23 +336,46 @@ class PopService:
             if plan.next_visible_ms is None or earliest < plan.next_visible_ms:
                 plan.next_visible_ms = earliest
 
-    def _initial_cursor(self, request: PopRequest, queue_id: int, min_offset: int, max_offset: int) -> int:
-        committed = self._offsets.query(request.group, request.topic, queue_id)
+    def _initial_cursor(
+        self, request: PopRequest, topic: str, queue_id: int, min_offset: int, max_offset: int
+    ) -> int:
+        committed = self._offsets.query(request.group, topic, queue_id)
         if committed is not None:
             return max(committed, min_offset)
-        if request.init_mode == INIT_MODE_MIN or min_offset == 0:
+        if request.init_mode == INIT_MODE_MIN or min_offset == 0 or topic != request.topic:
+            # A retry topic is read from its first message, whatever the init mode says.
             # RocketMQ starts a new group at 0 while the queue still holds its first message.
             return min_offset
         return max_offset
 
-    def _dead_letter(
-        self, group: str, key: QueueKey, state: QueuePopState, now_ms: int, max_attempts: int
+    def _expire(
+        self,
+        request: PopRequest,
+        key: QueueKey,
+        state: QueuePopState,
+        now_ms: int,
+        max_attempts: int,
+        records: dict[int, bytes],
     ) -> list[int]:
-        """Store every exhausted delivery in ``%DLQ%<group>``; return the offsets finished."""
+        """Dead-letter the exhausted visible-again deliveries and revive the concurrent ones
+        through the pop retry topic; return the offsets finished. The records of the rest, to be
+        offered again from their queue, are left in ``records``."""
+        group, topic, queue_id = key
         finished: list[int] = []
-        for offset in dead_letter_due(state, now_ms, max_attempts):
-            record = read_one(self._store, key[1], key[2], offset)
-            if record is None or self._dead_letters.store(group, record, state.inflight[offset].attempt):
+        for offset in state.visible_inflight(now_ms):
+            delivery = state.inflight[offset]
+            if delivery.orderly and delivery.attempt < max_attempts:
+                continue  # read again by the caller, unless its group is still busy
+            record = read_one(self._store, topic, queue_id, offset)
+            if record is None:
+                continue  # the caller finds it gone too
+            deliveries = reconsume_times_of(record) + delivery.attempt
+            if deliveries >= max_attempts:
+                if self._dead_letters.store(group, record, deliveries, request.topic):
+                    finished.append(offset)
+                continue
+            records[offset] = record
+            if self._retry_topics.revive(group, request.topic, record, deliveries, delivery.pop_time_ms):
                 finished.append(offset)
         return finished
 
@@ -378,7 +386,7 @@ class PopService:
             return
         cache_key = (request.group, request.attempt_id)
         self._attempts[cache_key] = [
-            ((request.group, request.topic, m.queue_id), m.queue_offset, pop_time_ms) for m in messages
+            ((request.group, m.topic, m.queue_id), m.queue_offset, pop_time_ms) for m in messages
         ]
         self._attempts.move_to_end(cache_key)
         while len(self._attempts) > _ATTEMPT_CACHE_MAX:
@@ -400,9 +408,7 @@ class PopService:
             if record is None:
                 return None
             attempt = state.inflight[offset].attempt
-            if attempt > 1:
-                record = with_reconsume_times(record, attempt - 1)
-            messages.append(PoppedMessage(key[2], offset, attempt, record))
+            messages.append(PoppedMessage(key[1], key[2], offset, attempt, _delivered(record, attempt)))
         first = self.table.get(remembered[0][0])
         assert first is not None
         delivery = first.inflight[remembered[0][1]]
@@ -411,8 +417,6 @@ class PopService:
         )
         result.messages = messages
         result.repeated = True
-        for message in messages:
-            result.start_offsets.setdefault(message.queue_id, message.queue_offset)
         return result
 
     # -- ack and change -----------------------------------------------------------------------
@@ -445,7 +449,7 @@ class PopService:
                 # of an orderly pop notifies its long polling, not at their poll deadline.
                 freed = acked_groups - after.busy_groups(now_ms)
                 if freed and not freed.isdisjoint(after.held.values()):
-                    self._wake(key[1])
+                    self._waiters.wake(key[1])
             if flush is not None:
                 await asyncio.wrap_future(flush)
         return statuses
@@ -467,7 +471,7 @@ class PopService:
         events: list[Event] = [ChangeEvent(key, offset, pop_time_ms, visible_at_ms)]
         flush = self._journal(events)
         self._apply(events)
-        self._wake(key[1])
+        self._waiters.wake(key[1])
         if flush is not None:
             await asyncio.wrap_future(flush)
         return status, visible_at_ms
@@ -499,35 +503,10 @@ class PopService:
             if state is not None:
                 self._offsets.commit(key[0], key[1], key[2], state.done_below())
 
-    # -- waiting ------------------------------------------------------------------------------
 
-    async def _wait(self, topic: str, timeout_ms: int) -> None:
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        waiters = self._waiters.setdefault(topic, set())
-        waiters.add(waiter)
-        try:
-            await asyncio.wait_for(asyncio.shield(waiter), timeout_ms / 1000)
-        except TimeoutError:
-            pass
-        finally:
-            waiters.discard(waiter)
-            if not waiters:
-                self._waiters.pop(topic, None)
-
-    def on_arrival(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
-        """The store's arrival listener; safe to call from any thread."""
-        if topic not in self._waiters or self._loop is None:
-            return
-        if threading.get_ident() == self._loop_thread_id:
-            self._wake(topic)
-        else:
-            try:
-                self._loop.call_soon_threadsafe(self._wake, topic)
-            except RuntimeError:
-                pass  # the loop is closed: the broker is stopping
-
-    def _wake(self, topic: str) -> None:
-        for waiter in self._waiters.get(topic, ()):
-            if not waiter.done():
-                waiter.set_result(None)
+def _delivered(record: bytes, attempt: int) -> bytes:
+    """The record as delivery ``attempt`` of it goes out: RECONSUMETIMES raised by the
+    deliveries it had from this queue before (``attempt - 1``)."""
+    if attempt <= 1:
+        return record
+    return with_reconsume_times(record, reconsume_times_of(record) + attempt - 1)

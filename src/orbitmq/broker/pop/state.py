@@ -12,9 +12,11 @@ Theory of operation. State is kept per (group, topic, queue id) in a :class:`Que
   *done* (acknowledged, dead-lettered, or filtered out by the group's subscription), unless
   it is in ``inflight`` or ``held``. So acknowledged offsets cost no memory at all.
 - ``inflight``: offset -> :class:`Delivery` (the delivery's identity ``pop_time_ms``, its
-  deadline ``visible_at_ms``, its ``attempt`` number and its FIFO ``message_group``). A
-  delivery whose deadline has passed is *visible* again; the next pop delivers it again with
-  ``attempt + 1`` (or dead-letters it once ``attempt`` reached the group's maximum).
+  deadline ``visible_at_ms``, its ``attempt`` number, its FIFO ``message_group`` and whether
+  an orderly pop made it). A delivery whose deadline has passed is *visible* again. An orderly
+  one is delivered again from its queue with ``attempt + 1`` (or dead-lettered once
+  ``attempt`` reached the group's maximum); any other is revived through the group's pop
+  retry topic (``broker.pop.revive``) and finished here, a ``DoneEvent``.
 - ``held``: offset -> message group, for FIFO groups only: messages examined but held back
   because an earlier message of their group was still in flight.
 
@@ -55,6 +57,7 @@ class Delivery:
     visible_at_ms: int
     attempt: int
     message_group: str = ""
+    orderly: bool = False
 
 
 @dataclass(slots=True)
@@ -113,7 +116,8 @@ class PopEvent:
     ``delivered`` offsets become in flight until ``visible_at_ms``; the cursor moves to
     ``scan_to`` (offsets between the old cursor and ``scan_to`` that are neither delivered nor
     ``held`` were filtered out: done); ``groups`` gives the FIFO message group of delivered
-    and held offsets (empty for other pops).
+    and held offsets (empty for other pops), so a delivered offset found in ``groups`` is an
+    orderly delivery.
     """
 
     key: QueueKey
@@ -208,8 +212,9 @@ class PopStateTable:
         for offset in event.delivered:
             previous = state.inflight.get(offset)
             attempt = previous.attempt + 1 if previous is not None else 1
+            orderly = offset in event.groups
             group = event.groups.get(offset, previous.message_group if previous else "")
-            state.inflight[offset] = Delivery(event.pop_time_ms, event.visible_at_ms, attempt, group)
+            state.inflight[offset] = Delivery(event.pop_time_ms, event.visible_at_ms, attempt, group, orderly)
             state.held.pop(offset, None)
         for offset in event.held:
             state.held[offset] = event.groups.get(offset, "")
