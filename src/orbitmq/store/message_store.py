@@ -37,7 +37,7 @@ from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.commit_log_flush import CommitLogFlusher
 from orbitmq.store.commit_log_warmer import CommitLogWarmer
 from orbitmq.store.config import FlushDiskType, StoreConfig, delay_levels_ms
-from orbitmq.store.consume_queue import ConsumeQueueTable
+from orbitmq.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from orbitmq.store.dir_lock import StoreDirLock, lock_store_dir
 from orbitmq.store.disk_space import DiskLevel, DiskSpaceMonitor
 from orbitmq.store.dispatch import Dispatcher, record_has_key
@@ -123,6 +123,9 @@ class MessageStore:
             self._index = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num)
         self._dispatcher = Dispatcher(self._queues, self._index, delay_levels_ms(config.message_delay_level))
         self._dispatched_offset = 0  # records below it are dispatched
+        # Queues whose max offset moved since the last take_moved_queues(); None until that is
+        # first called, and again after the store changed shape (its caller then reads every queue).
+        self._moved: set[ConsumeQueue] | None = None
         self._listeners: list[Callable[[str, int, int], None]] = []
         self._builder = RecordBuilder(config.max_message_size_bytes)
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
@@ -212,6 +215,7 @@ class MessageStore:
         # Refuse new puts and reads; one already inside the lock finishes first.
         with self._lock:
             self._open = False
+            self._moved = None
         if self._warmer is not None:
             self._warmer.stop()
             self._warmer = None
@@ -279,6 +283,8 @@ class MessageStore:
                 self._commit_log.commit(segment, end)
                 dispatch_new(self._dispatcher, queue, prepared, [commit_log_offset], store_timestamp)
                 self._queues.dirty.add(queue)
+                if self._moved is not None:
+                    self._moved.add(queue)
                 self._dispatched_offset = commit_log_offset + size
                 max_queue_offset = queue.max_queue_offset
         except DiskFullError as exc:
@@ -409,6 +415,8 @@ class MessageStore:
         self._commit_log.commit(segment, position)
         prepared.dispatch(self._dispatcher, queue, commit_log_offsets, store_timestamp)
         self._queues.dirty.add(queue)
+        if self._moved is not None:
+            self._moved.add(queue)
         self._dispatched_offset = base_offset + position
         result = PutResult(
             PutStatus.PUT_OK, commit_log_offsets, first_queue_offset, store_timestamp, total_bytes, None
@@ -598,6 +606,23 @@ class MessageStore:
             names = self._queues.name_set()
         return iter(sorted(names))
 
+    def take_moved_queues(self) -> dict[tuple[str, int], int] | None:
+        """The max offset of every queue that moved since the last call; None: read every queue.
+
+        For one reader that keeps each queue's max offset current (a /metrics scrape) without
+        reading 50,000 of them each time. None at the first call and after the store changed
+        shape (a topic deleted, the log truncated, the store reopened): the caller then reads
+        them all (:meth:`queues`, :meth:`get_max_queue_offsets`), and the queues that move from
+        this call on come with the next. The lock is held to swap one set; the offsets are read
+        after it is released (each at least what it was at the swap).
+        """
+        with self._lock:
+            self._require_open()
+            moved, self._moved = self._moved, set()
+        if moved is None:
+            return None
+        return {(queue.topic, queue.queue_id): queue.max_queue_offset for queue in moved}
+
     def delete_topic(self, topic: str) -> None:
         """Empty every ConsumeQueue of ``topic`` (its records stay in the log until retention).
 
@@ -609,6 +634,7 @@ class MessageStore:
         with self._queues.flush_lock, self._lock:
             self._queues.delete_topic(topic)
             self._manifest.forget_topic(topic)
+            self._moved = None
 
     # -- offsets and replication --------------------------------------------------------------
 
@@ -681,6 +707,8 @@ class MessageStore:
                     queue = self._queues.get(message.topic, message.queue_id)
                     if queue is not None:
                         touched[(message.topic, message.queue_id)] = queue.max_queue_offset
+                        if self._moved is not None:
+                            self._moved.add(queue)
                 self._dispatched_offset = commit_log_offset + found.whole_bytes
         for (topic, queue_id), max_offset in touched.items():
             for listener in self._listeners:
@@ -708,6 +736,7 @@ class MessageStore:
             log.truncate_after(commit_log_offset)
             for queue in self._queues.loaded():
                 queue.truncate_past(commit_log_offset)
+            self._moved = None
             # Queues not loaded yet load bounded by the log's end as of now.
             self._queues.known_bounds = {}
             if self._recovered_end_offset is not None:
