@@ -40,11 +40,9 @@ def build_view(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> 
     return run_steps(view_steps(state, boot_timestamp_ms, broker_addr))
 
 
-def view_steps(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> Steps[BrokerView]:
-    """:func:`build_view` in steps of at most :data:`ROWS_PER_STEP` queues, topics or offsets."""
+def _base_view(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> BrokerView:
     config = state.config
-    store = state.store
-    view = BrokerView(
+    return BrokerView(
         cluster=config.broker_cluster_name,
         broker_name=config.broker_name,
         broker_id=config.broker_id,
@@ -53,6 +51,12 @@ def view_steps(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> 
         boot_timestamp_ms=boot_timestamp_ms,
         permission=config.broker_permission,
     )
+
+
+def view_steps(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> Steps[BrokerView]:
+    """:func:`build_view` in steps of at most :data:`ROWS_PER_STEP` queues, topics or offsets."""
+    store = state.store
+    view = _base_view(state, boot_timestamp_ms, broker_addr)
 
     # Off the loop: the store answers under its lock, which a flush of every queue can hold for
     # seconds with tens of thousands of them; the loop's steps only sum what comes back.
@@ -232,19 +236,8 @@ def scrape_steps(
     past ``metricsMaxTopicLabels`` are summed from running totals, not walked.
     """
     config = state.config
-    connections = BrokerView("", "", 0, "", "", 0, 0)
-    _connections(state, connections)
-    view = BrokerView(
-        cluster=config.broker_cluster_name,
-        broker_name=config.broker_name,
-        broker_id=config.broker_id,
-        broker_addr=broker_addr,
-        version=f"OrbitMQ {__version__}",
-        boot_timestamp_ms=boot_timestamp_ms,
-        permission=config.broker_permission,
-        producer_connections=connections.producer_connections,
-        consumer_connections=connections.consumer_connections,
-    )
+    view = _base_view(state, boot_timestamp_ms, broker_addr)
+    _connections(state, view)
     yield from off_loop(lambda: _storage(state, view))
     tracker = _tracker(state.store)
     yield from tracker.refresh_steps(state)
