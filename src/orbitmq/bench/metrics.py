@@ -112,6 +112,14 @@ async def _scale(broker_addr: str, url: str, pid: int, args: argparse.Namespace)
         f"  prober: {result.probes} requests during the scrapes, slowest {result.probe_max_ms:.1f} ms,"
         f" {len(result.probe_failures)} failed"
     )
+    if result.probe_ms:
+        ordered = sorted(result.probe_ms)
+        print(
+            f"  prober: during the scrapes median {statistics.median(ordered):.1f} ms,"
+            f" 99th percentile {ordered[min(len(ordered) - 1, len(ordered) * 99 // 100)]:.1f} ms;"
+            f" the prober's own loop ran up to {result.prober_late_max_ms:.1f} ms late"
+            f" (load average {os.getloadavg()[0]:.1f})"
+        )
     slowest_ms = max(result.probe_max_ms, result.idle_probe_max_ms)
     met = not result.scrape_errors and not result.probe_failures and slowest_ms <= SCRAPE_TARGET_MS
     verdict = "meets" if met else "misses"
