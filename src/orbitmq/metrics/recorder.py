@@ -200,8 +200,9 @@ class Recorder:
         self._is_system_topic = is_system_topic
         self._out_totals = out_totals
         self._in: dict[tuple[str, str], _Traffic] = {}
-        self._in_by_topic: dict[str, list[tuple[str, _Traffic]]] = {}  # topic -> (message_type, traffic)
         self._in_totals: dict[tuple[str, bool], _Traffic] = {}  # (message_type, is_system) -> sum
+        self._message_types: list[str] = []  # every message_type counted so far (a handful)
+        self._topics_in = 0  # topics counted so far (no set of them: one more object per topic)
         self.send_to_dlq: dict[tuple[str, str, bool], int] = {}
         self.rpc_latency: dict[RpcKey, LatencyHistogram] = {}
         self._samples: deque[_Sample] = deque()
@@ -231,8 +232,11 @@ class Recorder:
         if total is None:
             total = self._in_totals[(message_type, is_system)] = _Traffic(is_system)
         total.rows += 1
+        if all((topic, known) not in self._in for known in self._message_types):
+            self._topics_in += 1
+        if message_type not in self._message_types:
+            self._message_types.append(message_type)
         traffic = self._in[(topic, message_type)] = _Traffic(is_system, total)
-        self._in_by_topic.setdefault(topic, []).append((message_type, traffic))
         return traffic
 
     def count_dlq(self, group: str, topic: str) -> None:
@@ -425,13 +429,17 @@ class Recorder:
         put_tps: dict[str, float] = {}
         old_put = oldest.put
         kept_messages = kept_old_messages = kept_with_traffic = 0
+        traffic_in = self._in
+        message_types = self._message_types
         for topic in kept:
-            rows = self._in_by_topic.get(topic)
-            if rows is None:
+            rows = [(known, traffic_in.get((topic, known))) for known in message_types]
+            if all(traffic is None for _, traffic in rows):
                 continue
             kept_with_traffic += 1
             topic_messages = 0
             for message_type, traffic in rows:
+                if traffic is None:
+                    continue
                 key = (topic, message_type, traffic.is_system)
                 messages_in[key] = [traffic.messages, traffic.size_bytes]
                 message_size[key] = _histogram(traffic.sizes, traffic.size_bytes, traffic.messages)
@@ -451,7 +459,7 @@ class Recorder:
                 messages_in[key] = [folded.messages, folded.size_bytes]
                 message_size[key] = _histogram(folded.sizes, folded.size_bytes, folded.messages)
         put_total = sum(total.messages for total in self._in_totals.values())
-        if len(self._in_by_topic) > kept_with_traffic:
+        if self._topics_in > kept_with_traffic:
             put_tps[OTHER] = _rate(put_total - kept_messages, oldest.put_total - kept_old_messages, span_s)
         return self._snapshot(capture, messages_in, message_size, put_tps, put_total)
 
