@@ -182,15 +182,18 @@ class _TopicTracker:
         self._table_version: object = None
         self._table_topics: set[str] = set()
         self._store_topics: set[str] = set()
+        self._caught_up = False  # the last refresh ran to its end (a scrape cut short may not)
 
     def refresh_steps(self, state: BrokerState) -> Steps[None]:
         """Catch up with the store and the topic table: a pass over every queue only the first
-        time and after the store changed shape; else over the queues that moved."""
+        time, after the store changed shape and after a refresh that did not finish (a scrape
+        that timed out: the moves it took are lost); else over the queues that moved."""
         store = state.store
         activity = self.activity
         activity.set_limit(state.config.metrics_max_topic_labels)
+        caught_up, self._caught_up = self._caught_up, False
         moved = yield from off_loop(store.take_moved_queues)
-        if moved is None:
+        if moved is None or not caught_up:
             moved = yield from off_loop(lambda: _max_queue_offsets(store))
             activity.clear()
             self._table_version, self._table_topics, self._store_topics = None, set(), set()
@@ -202,6 +205,7 @@ class _TopicTracker:
                 yield None
         version = state.topics.data_version
         if version == self._table_version:
+            self._caught_up = True
             return
         table_topics = set(state.topics.names())
         yield None
@@ -213,6 +217,7 @@ class _TopicTracker:
             if topic not in store_topics:
                 activity.remove_topic(topic)
         self._table_topics, self._table_version = table_topics, version
+        self._caught_up = True
 
 
 _trackers: weakref.WeakKeyDictionary[MessageStore, _TopicTracker] = weakref.WeakKeyDictionary()

@@ -179,5 +179,25 @@ async def test_metrics_scrape_costs_what_it_exports_not_a_pass_over_every_topic(
         full_pass = list(broker_families(snapshot, view, request_code_names()))
         incremental = run_steps(metrics_view.scrape_steps(state, recorder, 0, app.address))
         assert _samples(incremental) == _samples(full_pass)
+
+        # A scrape cut short (a timeout) after it took the moved queues: the next one reads
+        # every queue again rather than miss those moves.
+        await send_to_topics(app.address, 5, "Busy")
+        cut_short = metrics_view.scrape_steps(state, recorder, 0, app.address)
+        sent: object = None
+        for _ in range(2):  # the storage figures, then the moved queues: taken, never applied
+            request = cut_short.send(sent)
+            assert request is not None
+            sent = request.call()
+        assert sent, "the moves were taken"
+        cut_short.close()
+        after = run_steps(metrics_view.scrape_steps(state, recorder, 0, app.address))
+        offsets = {
+            sample.labels["topic"]: sample.value
+            for family in after
+            for sample in family.samples
+            if sample.name == "rocketmq_producer_offset"
+        }
+        assert all(offsets[f"Busy{index}"] == 4 for index in range(5)), offsets
     finally:
         await app.shutdown()
