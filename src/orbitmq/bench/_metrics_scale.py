@@ -65,6 +65,9 @@ class ScaleResult:
     probe_failures: list[str] = field(default_factory=list)
     probe_ms: list[float] = field(default_factory=list)
     """Every answer's time during the scrapes (for percentiles)."""
+    probe_max_ms_by_scrape: list[float] = field(default_factory=list)
+    """The slowest answer that ended while each scrape ran (the first scrape of a broker reads
+    every queue; the later ones only what moved)."""
     prober_late_max_ms: float = 0.0
     """How late the prober's own event loop ran a 5 ms timer at worst during the scrapes: a probe
     is timed on the prober's side, so a prober that the machine did not schedule for that long
@@ -86,6 +89,7 @@ async def scrape_under_probe(
     With ``idle_s`` the prober first runs that long without scrapes (``idle_probe_max_ms``).
     """
     result = ScaleResult()
+    scrape_index = 0
     client = RemotingClient()
     stop = asyncio.Event()
     header = GetMaxOffsetRequestHeader(topic=probe_topic, queue_id=0)
@@ -113,6 +117,9 @@ async def scrape_under_probe(
             elapsed_ms = (time.perf_counter() - started) * 1000
             result.probe_ms.append(elapsed_ms)
             result.probe_max_ms = max(result.probe_max_ms, elapsed_ms)
+            by_scrape = result.probe_max_ms_by_scrape
+            if len(by_scrape) > scrape_index:
+                by_scrape[scrape_index] = max(by_scrape[scrape_index], elapsed_ms)
             await asyncio.sleep(PROBE_INTERVAL_S)
 
     async def watch_prober() -> None:
@@ -130,7 +137,9 @@ async def scrape_under_probe(
         prober = asyncio.create_task(probe())
         watcher = asyncio.create_task(watch_prober())
         await scraping.wait()
-        for _ in range(scrapes):
+        for index in range(scrapes):
+            scrape_index = index
+            result.probe_max_ms_by_scrape.append(0.0)
             try:
                 seconds, size = await asyncio.to_thread(_scrape, url, timeout_s)
                 result.scrape_s.append(seconds)

@@ -92,7 +92,10 @@ async def _scale(broker_addr: str, url: str, pid: int, args: argparse.Namespace)
     result = await scrape_under_probe(broker_addr, url, "MetricsScale0", args.scrapes, idle_s=args.idle_s)
     rss_after = _rss_mb(pid)
     for index, (seconds, size) in enumerate(zip(result.scrape_s, result.scrape_bytes, strict=True)):
-        print(f"scrape {index + 1}: {seconds * 1000:8.1f} ms  {size:>12,} bytes")
+        slowest = result.probe_max_ms_by_scrape[index] if index < len(result.probe_max_ms_by_scrape) else 0.0
+        print(
+            f"scrape {index + 1}: {seconds * 1000:8.1f} ms  {size:>12,} bytes  slowest other request {slowest:7.1f} ms"
+        )
     for error in result.scrape_errors:
         print(f"scrape failed: {error}")
     print(
