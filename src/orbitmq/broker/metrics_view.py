@@ -83,7 +83,7 @@ def view_steps(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> 
 def _max_queue_offsets(store: MessageStore) -> dict[tuple[str, int], int]:
     """Every queue's max offset, a chunk of queues per hold of the store's lock (one hold per
     queue raced the store's other users for it, one hold for all kept them waiting)."""
-    queues = list(store.queues())
+    queues = list(store.queue_set())
     max_offsets: dict[tuple[str, int], int] = {}
     for start in range(0, len(queues), ROWS_PER_STEP):
         chunk = queues[start : start + ROWS_PER_STEP]

@@ -516,10 +516,17 @@ class MessageStore(ReplicaLog):
         Sorted after the lock is released: with 50,000 queues the sort held the store (so every
         request of the event loop that reads it) for a good part of a second on a loaded machine.
         """
+        return iter(sorted(self.queue_set()))
+
+    def queue_set(self) -> set[tuple[str, int]]:
+        """Every (topic, queue id) that has a ConsumeQueue, unsorted (a copy).
+
+        For a reader of every queue that needs no order: sorting 50,000 names is one call that
+        holds the GIL, so every other thread (the event loop too) waits for all of it.
+        """
         with self._lock:
             self._require_open()
-            names = self._queues.name_set()
-        return iter(sorted(names))
+            return self._queues.name_set()
 
     def take_moved_queues(self) -> dict[tuple[str, int], int] | None:
         """The max offset of every queue that moved since the last call; None: read every queue.
