@@ -63,6 +63,15 @@ class ScaleResult:
     idle_probe_max_ms: float = 0.0
     """The prober's slowest answer before the first scrape (what the broker does without scrapes)."""
     probe_failures: list[str] = field(default_factory=list)
+    probe_ms: list[float] = field(default_factory=list)
+    """Every answer's time during the scrapes (for percentiles)."""
+    probe_max_ms_by_scrape: list[float] = field(default_factory=list)
+    """The slowest answer that ended while each scrape ran (the first scrape of a broker reads
+    every queue; the later ones only what moved)."""
+    prober_late_max_ms: float = 0.0
+    """How late the prober's own event loop ran a 5 ms timer at worst during the scrapes: a probe
+    is timed on the prober's side, so a prober that the machine did not schedule for that long
+    added it to some probe (a broker stall is then the rest, at least)."""
 
 
 def _scrape(url: str, timeout_s: float) -> tuple[float, int]:
@@ -80,6 +89,7 @@ async def scrape_under_probe(
     With ``idle_s`` the prober first runs that long without scrapes (``idle_probe_max_ms``).
     """
     result = ScaleResult()
+    scrape_index = 0
     client = RemotingClient()
     stop = asyncio.Event()
     header = GetMaxOffsetRequestHeader(topic=probe_topic, queue_id=0)
@@ -104,16 +114,32 @@ async def scrape_under_probe(
             except Exception as exc:  # noqa: BLE001 - a probe failure is a finding, not a crash
                 result.probe_failures.append(f"{type(exc).__name__}: {exc}")
             result.probes += 1
-            result.probe_max_ms = max(result.probe_max_ms, (time.perf_counter() - started) * 1000)
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            result.probe_ms.append(elapsed_ms)
+            result.probe_max_ms = max(result.probe_max_ms, elapsed_ms)
+            by_scrape = result.probe_max_ms_by_scrape
+            if len(by_scrape) > scrape_index:
+                by_scrape[scrape_index] = max(by_scrape[scrape_index], elapsed_ms)
             await asyncio.sleep(PROBE_INTERVAL_S)
+
+    async def watch_prober() -> None:
+        await scraping.wait()
+        while not stop.is_set():
+            due = time.perf_counter() + PROBE_INTERVAL_S
+            await asyncio.sleep(PROBE_INTERVAL_S)
+            late_ms = (time.perf_counter() - due) * 1000
+            result.prober_late_max_ms = max(result.prober_late_max_ms, late_ms)
 
     try:
         # A first answer outside the measurement: the connection is opened here.
         await client.invoke(broker_addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, header.to_ext()))
         scraping = asyncio.Event()
         prober = asyncio.create_task(probe())
+        watcher = asyncio.create_task(watch_prober())
         await scraping.wait()
-        for _ in range(scrapes):
+        for index in range(scrapes):
+            scrape_index = index
+            result.probe_max_ms_by_scrape.append(0.0)
             try:
                 seconds, size = await asyncio.to_thread(_scrape, url, timeout_s)
                 result.scrape_s.append(seconds)
@@ -122,6 +148,7 @@ async def scrape_under_probe(
                 result.scrape_errors.append(str(exc))
         stop.set()
         await prober
+        await watcher
     finally:
         await client.close()
     return result

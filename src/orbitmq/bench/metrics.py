@@ -92,7 +92,10 @@ async def _scale(broker_addr: str, url: str, pid: int, args: argparse.Namespace)
     result = await scrape_under_probe(broker_addr, url, "MetricsScale0", args.scrapes, idle_s=args.idle_s)
     rss_after = _rss_mb(pid)
     for index, (seconds, size) in enumerate(zip(result.scrape_s, result.scrape_bytes, strict=True)):
-        print(f"scrape {index + 1}: {seconds * 1000:8.1f} ms  {size:>12,} bytes")
+        slowest = result.probe_max_ms_by_scrape[index] if index < len(result.probe_max_ms_by_scrape) else 0.0
+        print(
+            f"scrape {index + 1}: {seconds * 1000:8.1f} ms  {size:>12,} bytes  slowest other request {slowest:7.1f} ms"
+        )
     for error in result.scrape_errors:
         print(f"scrape failed: {error}")
     print(
@@ -112,6 +115,14 @@ async def _scale(broker_addr: str, url: str, pid: int, args: argparse.Namespace)
         f"  prober: {result.probes} requests during the scrapes, slowest {result.probe_max_ms:.1f} ms,"
         f" {len(result.probe_failures)} failed"
     )
+    if result.probe_ms:
+        ordered = sorted(result.probe_ms)
+        print(
+            f"  prober: during the scrapes median {statistics.median(ordered):.1f} ms,"
+            f" 99th percentile {ordered[min(len(ordered) - 1, len(ordered) * 99 // 100)]:.1f} ms;"
+            f" the prober's own loop ran up to {result.prober_late_max_ms:.1f} ms late"
+            f" (load average {os.getloadavg()[0]:.1f})"
+        )
     slowest_ms = max(result.probe_max_ms, result.idle_probe_max_ms)
     met = not result.scrape_errors and not result.probe_failures and slowest_ms <= SCRAPE_TARGET_MS
     verdict = "meets" if met else "misses"

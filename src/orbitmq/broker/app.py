@@ -297,6 +297,8 @@ class BrokerApp:
         await self._server.start()
         # Tens of thousands of topics make a heap that full collections would walk again and
         # again, holding the GIL for seconds each time: freeze it once one takes long.
+        # The same policy shortens the switch interval: the store's and the executors' threads
+        # run long pure-Python passes with that many topics, the loop gets the GIL back sooner.
         gc_policy.install()
         if config.vip_channel_enabled:
             self._vip_server = await start_vip_server(make_server, config.listen_port)

@@ -1,14 +1,16 @@
 """What a ``/metrics`` scrape reads from the broker: lag, storage, connections, topic offsets.
 
 A scrape runs on the broker's event loop a slice at a time (``metrics.exporter.SlicedCollector``,
-``metrics.steps``): :func:`scrape_steps` first copies what the loop writes without a lock (the
-recorder's tables, the client connections), then reads the store (a chunk of queues per hold of
-its lock), the offset table and the stats, folds topics and groups past
-``metricsMaxTopicLabels`` and ``metricsMaxGroupLabels`` into ``__other__`` and builds the
-families, in steps of at most ``ROWS_PER_STEP`` rows; between slices the loop serves requests.
-The cost is per scrape, never per message: one max-offset lookup per queue, and one store-time
-read per queue that has lag (the age of the oldest message not yet consumed,
-``rocketmq_consumer_lag_latency``).
+``metrics.steps``), and costs what it exports plus what moved since the last one, not a pass over
+every topic: :func:`scrape_steps` keeps, per store, every queue's max offset and every topic's
+activity between scrapes (``_TopicTracker``, ``metrics.cardinality.TopicActivity``), fed with the
+queues that moved (``MessageStore.take_moved_queues``: one set swapped under the store's lock) and,
+when the topic table's version moved, its topics. The topics past ``metricsMaxTopicLabels`` are
+summed under ``__other__`` from running totals (``Recorder.snapshot_kept``). Only the first scrape
+and one after the store changed shape (a topic deleted, the log truncated) read every queue, a
+chunk of queues per hold of the store's lock, on a worker thread. The other reads that may wait
+for the lock (the storage figures) are made off the loop too. Per queue with lag, one store-time
+read (the age of the oldest message not yet consumed, ``rocketmq_consumer_lag_latency``).
 
 Lag follows rocketmq-exporter's ``rocketmq_group_diff``: for each (group, topic) with committed
 offsets on this broker, the sum over queues of ``max(0, max offset - committed offset)``.
@@ -17,7 +19,8 @@ offsets on this broker, the sum over queues of ``max(0, max offset - committed o
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+import time
+import weakref
 
 from prometheus_client.core import Metric
 
@@ -25,8 +28,7 @@ from orbitmq import __version__
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.validation import RETRY_GROUP_TOPIC_PREFIX, is_system_topic
 from orbitmq.metrics import BrokerView, LagRow, Recorder, broker_families, request_code_names
-from orbitmq.metrics.cardinality import OTHER, cap_labels_steps, most_active_topics_steps
-from orbitmq.metrics.recorder import RecorderCapture
+from orbitmq.metrics.cardinality import TopicActivity, cap_labels_steps
 from orbitmq.metrics.steps import ROWS_PER_STEP, Steps, off_loop, run_steps
 from orbitmq.store.message_store import MessageStore
 
@@ -38,11 +40,9 @@ def build_view(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> 
     return run_steps(view_steps(state, boot_timestamp_ms, broker_addr))
 
 
-def view_steps(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> Steps[BrokerView]:
-    """:func:`build_view` in steps of at most :data:`ROWS_PER_STEP` queues, topics or offsets."""
+def _base_view(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> BrokerView:
     config = state.config
-    store = state.store
-    view = BrokerView(
+    return BrokerView(
         cluster=config.broker_cluster_name,
         broker_name=config.broker_name,
         broker_id=config.broker_id,
@@ -51,6 +51,12 @@ def view_steps(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> 
         boot_timestamp_ms=boot_timestamp_ms,
         permission=config.broker_permission,
     )
+
+
+def view_steps(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> Steps[BrokerView]:
+    """:func:`build_view` in steps of at most :data:`ROWS_PER_STEP` queues, topics or offsets."""
+    store = state.store
+    view = _base_view(state, boot_timestamp_ms, broker_addr)
 
     # Off the loop: the store answers under its lock, which a flush of every queue can hold for
     # seconds with tens of thousands of them; the loop's steps only sum what comes back.
@@ -77,11 +83,14 @@ def view_steps(state: BrokerState, boot_timestamp_ms: int, broker_addr: str) -> 
 def _max_queue_offsets(store: MessageStore) -> dict[tuple[str, int], int]:
     """Every queue's max offset, a chunk of queues per hold of the store's lock (one hold per
     queue raced the store's other users for it, one hold for all kept them waiting)."""
-    queues = list(store.queues())
+    queues = list(store.queue_set())
     max_offsets: dict[tuple[str, int], int] = {}
     for start in range(0, len(queues), ROWS_PER_STEP):
         chunk = queues[start : start + ROWS_PER_STEP]
         max_offsets.update(zip(chunk, store.get_max_queue_offsets(chunk), strict=True))
+        # The GIL given up between two holds: else this thread, holding it, takes the lock
+        # back before a request woken to take it can (it would wait for every chunk).
+        time.sleep(0)
     return max_offsets
 
 
@@ -161,42 +170,92 @@ def _connections(state: BrokerState, view: BrokerView) -> None:
             view.consumer_connections[member] = view.consumer_connections.get(member, 0) + 1
 
 
-@dataclass(frozen=True, slots=True)
-class ScrapeCapture:
-    """The event loop's part of a scrape (see the module docstring)."""
+class _TopicTracker:
+    """What the scrapes of one store keep between them: every queue's max offset, every topic's
+    activity and the choice of the topics that keep their label (``metrics.cardinality.TopicActivity``),
+    brought up to date at each scrape from the queues that moved since the last one
+    (``MessageStore.take_moved_queues``) and, when the topic table's version moved, its topics.
+    """
 
-    recorder: RecorderCapture
-    connections: BrokerView
-    """Only the connection counts are filled."""
+    def __init__(self) -> None:
+        self.activity = TopicActivity(0)
+        self._table_version: object = None
+        self._table_topics: set[str] = set()
+        self._store_topics: set[str] = set()
+        self._caught_up = False  # the last refresh ran to its end (a scrape cut short may not)
+
+    def refresh_steps(self, state: BrokerState) -> Steps[None]:
+        """Catch up with the store and the topic table: a pass over every queue only the first
+        time, after the store changed shape and after a refresh that did not finish (a scrape
+        that timed out: the moves it took are lost); else over the queues that moved."""
+        store = state.store
+        activity = self.activity
+        activity.set_limit(state.config.metrics_max_topic_labels)
+        caught_up, self._caught_up = self._caught_up, False
+        moved = yield from off_loop(store.take_moved_queues)
+        if moved is None or not caught_up:
+            moved = yield from off_loop(lambda: _max_queue_offsets(store))
+            activity.clear()
+            self._table_version, self._table_topics, self._store_topics = None, set(), set()
+        store_topics = self._store_topics
+        for index, ((topic, queue_id), offset) in enumerate(moved.items()):
+            activity.move(topic, queue_id, offset)
+            store_topics.add(topic)
+            if not index % ROWS_PER_STEP:
+                yield None
+        version = state.topics.data_version
+        if version == self._table_version:
+            self._caught_up = True
+            return
+        table_topics = set(state.topics.names())
+        yield None
+        for index, topic in enumerate(table_topics - self._table_topics):
+            activity.add_topic(topic)
+            if not index % ROWS_PER_STEP:
+                yield None
+        for topic in self._table_topics - table_topics:
+            if topic not in store_topics:
+                activity.remove_topic(topic)
+        self._table_topics, self._table_version = table_topics, version
+        self._caught_up = True
 
 
-def capture(state: BrokerState, recorder: Recorder) -> ScrapeCapture:
-    """Copy what the event loop writes without a lock (call on the loop; cheap at any scale)."""
-    connections = BrokerView("", "", 0, "", "", 0, 0)
-    _connections(state, connections)
-    return ScrapeCapture(recorder.capture(now_ms()), connections)
+_trackers: weakref.WeakKeyDictionary[MessageStore, _TopicTracker] = weakref.WeakKeyDictionary()
 
 
-def render(
-    state: BrokerState, recorder: Recorder, captured: ScrapeCapture, boot_timestamp_ms: int, broker_addr: str
-) -> list[Metric]:
-    """Every family of this broker as of ``captured``, labels capped (all at once)."""
-    return run_steps(render_steps(state, recorder, captured, boot_timestamp_ms, broker_addr))
+def _tracker(store: MessageStore) -> _TopicTracker:
+    """The one tracker of ``store`` (``take_moved_queues`` has one reader)."""
+    tracker = _trackers.get(store)
+    if tracker is None:
+        tracker = _trackers[store] = _TopicTracker()
+    return tracker
 
 
-def render_steps(
-    state: BrokerState, recorder: Recorder, captured: ScrapeCapture, boot_timestamp_ms: int, broker_addr: str
+def scrape_steps(
+    state: BrokerState, recorder: Recorder, boot_timestamp_ms: int, broker_addr: str
 ) -> Steps[list[Metric]]:
-    """:func:`render` in steps of at most ``metrics.steps.ROWS_PER_STEP`` rows (on the event loop)."""
+    """Every family of this broker, topics and groups capped, in steps of at most
+    ``metrics.steps.ROWS_PER_STEP`` rows (on the event loop).
+
+    The cost follows what the scrape exports and what moved since the last one: the topics
+    past ``metricsMaxTopicLabels`` are summed from running totals, not walked.
+    """
     config = state.config
-    view = yield from view_steps(state, boot_timestamp_ms, broker_addr)
-    view.producer_connections = captured.connections.producer_connections
-    view.consumer_connections = captured.connections.consumer_connections
-    # The topics are chosen first, so the recorder folds the others as it copies its tables.
-    topics = yield from most_active_topics_steps(view, config.metrics_max_topic_labels)
-    snapshot = yield from recorder.snapshot_steps(
-        captured.recorder, None if topics is None else (lambda topic: topic if topic in topics else OTHER)
-    )
+    view = _base_view(state, boot_timestamp_ms, broker_addr)
+    _connections(state, view)
+    yield from off_loop(lambda: _storage(state, view))
+    tracker = _tracker(state.store)
+    yield from tracker.refresh_steps(state)
+    activity = tracker.activity
+    topics = yield from activity.kept_steps()
+    view.topic_max_offsets = activity.folded_offsets(topics)
+    view.topic_number = len(activity.counts)
+    view.lags = yield from _lag_rows(state, activity.queue_offsets)
+    view.group_number = len(state.groups.names())
+    if topics is None:
+        snapshot = yield from recorder.snapshot_steps(recorder.capture(now_ms()))
+    else:
+        snapshot = recorder.snapshot_kept(now_ms(), topics)
     snapshot, view = yield from cap_labels_steps(
         snapshot, view, config.metrics_max_topic_labels, config.metrics_max_group_labels, topics
     )
@@ -206,15 +265,6 @@ def render_steps(
         metrics.append(family)
         yield None
     return metrics
-
-
-def scrape_steps(
-    state: BrokerState, recorder: Recorder, boot_timestamp_ms: int, broker_addr: str
-) -> Steps[list[Metric]]:
-    """A whole scrape in steps: :func:`capture` first, then :func:`render_steps` (on the event loop)."""
-    captured = capture(state, recorder)
-    yield None
-    return (yield from render_steps(state, recorder, captured, boot_timestamp_ms, broker_addr))
 
 
 def families(

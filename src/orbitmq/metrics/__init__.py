@@ -10,7 +10,6 @@ This package knows no broker internals: the broker fills :class:`BrokerView`
 """
 
 from orbitmq.metrics.exporter import (
-    LoopCollector,
     MetricsExporter,
     MetricsExporterType,
     SlicedCollector,
@@ -27,7 +26,6 @@ __all__ = [
     "SlicedCollector",
     "BrokerView",
     "LagRow",
-    "LoopCollector",
     "MetricsExporter",
     "MetricsExporterType",
     "NamesrvView",

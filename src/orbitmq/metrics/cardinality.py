@@ -7,12 +7,15 @@ and groups keep their own label; the others are folded into one series labelled
 :data:`OTHER` (``topic="__other__"``, ``consumer_group="__other__"``): counters and sizes are
 summed, the lag latency keeps the largest age.
 
-Which ones keep their label is decided at every scrape by activity, deterministically: topics by
-messages stored (the sum of their max queue offsets), groups by messages consumed (the sum of
-their committed offsets), ties by name. A scrape therefore costs one pass over the rows plus
-the rendering of at most the caps' worth of series; the passes are steps of
-``metrics.steps.ROWS_PER_STEP`` rows (:func:`most_active_topics_steps`, :func:`cap_labels_steps`),
-so that the event loop can run them a slice at a time.
+Which ones keep their label is decided by activity, deterministically: topics by messages
+stored (the sum of their max queue offsets), groups by messages consumed (the sum of their
+committed offsets), ties by name. A broker's scrape does not walk its topics for that:
+:class:`TopicActivity` keeps every topic's count, their total and the choice current as queues
+move, so the kept topics are read as they are and the others are a total minus the kept ones
+(``Recorder.snapshot_kept`` does the same for the produce counters); only its first choice, and
+one after a count fell, is a pass over every topic. The passes there are, and the group
+folding, are steps of ``metrics.steps.ROWS_PER_STEP`` rows (:func:`most_active_topics_steps`,
+:func:`cap_labels_steps`), so that the event loop can run them a slice at a time.
 
 Pure: plain data in, plain data out.
 """
@@ -25,13 +28,17 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from orbitmq.metrics.families import BrokerView, LagRow
-from orbitmq.metrics.recorder import Histogram, RecorderSnapshot
+from orbitmq.metrics.recorder import OTHER, Histogram, RecorderSnapshot
 from orbitmq.metrics.steps import ROWS_PER_STEP, Steps, run_steps
 
-__all__ = ["OTHER", "cap_labels", "cap_labels_steps", "most_active_topics", "most_active_topics_steps"]
-
-OTHER = "__other__"
-"""The label value of the series that sums every topic or group past the caps."""
+__all__ = [
+    "OTHER",
+    "TopicActivity",
+    "cap_labels",
+    "cap_labels_steps",
+    "most_active_topics",
+    "most_active_topics_steps",
+]
 
 
 def _most_active(activity: dict[str, int], limit: int) -> frozenset[str]:
@@ -219,3 +226,123 @@ def cap_labels_steps(
         consumer_connections=consumer_connections,
     )
     return capped_snapshot, capped_view
+
+
+def _descending(name: str) -> tuple[int, ...]:
+    """A key that orders names the other way round (``a < b`` iff ``_descending(a) > _descending(b)``).
+
+    The last element, above every negated code point, puts a name after the names it begins.
+    """
+    return (*(-ord(char) for char in name), 1)
+
+
+class TopicActivity:
+    """Each topic's activity (the sum of its queues' max offsets) and the most active topics,
+    kept current as queues move, so that a scrape costs what it exports, not a pass over every
+    topic.
+
+    Fed with the queues that moved since the last scrape (:meth:`move`) and the topics that
+    appeared or went (:meth:`add_topic`, :meth:`remove_topic`). The choice is the one
+    :func:`most_active_topics` makes (activity, ties by name), and stays so as counts grow:
+    a kept topic that grows stays kept, another that grows is compared with the least active
+    kept one (a heap of the kept topics, least active on top, refreshed lazily: a kept count
+    only grows). A count that falls or a topic that goes makes the next :meth:`kept_steps` choose
+    again over every topic, in steps; so does the first one.
+
+    Pure: one thread (the broker's event loop) feeds and reads it.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.queue_offsets: dict[tuple[str, int], int] = {}
+        """Each queue's max offset."""
+        self.counts: dict[str, int] = {}
+        """Each topic's activity: the sum of its queues' max offsets (0 without queues)."""
+        self.total = 0
+        """The sum of :attr:`counts`."""
+        self._kept: set[str] = set()
+        self._heap: list[tuple[int, tuple[int, ...], str]] = []  # (count, _descending(name), name)
+        self._chosen = False  # _kept holds the choice (only ever while there are more topics than limit)
+
+    def clear(self) -> None:
+        """Forget every queue and topic (before they are all read again)."""
+        self.queue_offsets = {}
+        self.counts = {}
+        self.total = 0
+        self._unchoose()
+
+    def set_limit(self, limit: int) -> None:
+        if limit != self.limit:
+            self.limit = limit
+            self._unchoose()
+
+    def move(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """Queue ``queue_id`` of ``topic`` has ``max_offset`` now (a new queue, or one that moved)."""
+        key = (topic, queue_id)
+        delta = max_offset - self.queue_offsets.get(key, 0)
+        self.queue_offsets[key] = max_offset
+        count = self.counts.get(topic)
+        self.counts[topic] = delta if count is None else count + delta
+        self.total += delta
+        if delta < 0:
+            self._unchoose()
+        elif (delta or count is None) and topic not in self._kept:
+            self._arrived(topic)
+
+    def add_topic(self, topic: str) -> None:
+        """A topic that may have no queue yet (counts 0 until it does)."""
+        if topic not in self.counts:
+            self.counts[topic] = 0
+            self._arrived(topic)
+
+    def remove_topic(self, topic: str) -> None:
+        """A topic without queues that went (a topic with queues stays: the store keeps them)."""
+        count = self.counts.pop(topic, None)
+        if count is not None:
+            self.total -= count
+            self._unchoose()
+
+    def kept_steps(self) -> Steps[frozenset[str] | None]:
+        """The ``limit`` most active topics (ties by name); None when every topic keeps its label.
+
+        Nothing to walk while the choice holds; a new choice is a pass over every topic, in steps.
+        """
+        if len(self.counts) <= self.limit:
+            return None
+        if not self._chosen:
+            counts = self.counts
+            kept = yield from _most_active_steps(counts.items(), len(counts), self.limit)
+            self._kept = set(kept)
+            self._heap = [(counts[name], _descending(name), name) for name in kept]
+            heapq.heapify(self._heap)
+            self._chosen = True
+        return frozenset(self._kept)
+
+    def folded_offsets(self, kept: frozenset[str] | None) -> dict[str, int]:
+        """``rocketmq_producer_offset``'s rows: the kept topics', the others summed under :data:`OTHER`."""
+        if kept is None:
+            return dict(self.counts)
+        offsets = {topic: self.counts[topic] for topic in kept}
+        if len(self.counts) > len(kept):
+            offsets[OTHER] = self.total - sum(offsets.values())
+        return offsets
+
+    def _unchoose(self) -> None:
+        self._chosen = False
+        self._kept = set()
+        self._heap = []
+
+    def _arrived(self, topic: str) -> None:
+        """``topic``, not kept, is new or grew: it replaces the least active kept topic if it beats it."""
+        if not self._chosen:
+            return
+        heap, counts = self._heap, self.counts
+        while heap[0][0] != counts[heap[0][2]]:  # grown since pushed: push it again as it is
+            _, descending, name = heap[0]
+            heapq.heapreplace(heap, (counts[name], descending, name))
+        least, _, least_name = heap[0]
+        count = counts[topic]
+        if count > least or (count == least and topic < least_name):
+            heapq.heapreplace(heap, (count, _descending(topic), topic))
+            self._kept.discard(least_name)
+            self._kept.add(topic)

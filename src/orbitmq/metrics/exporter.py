@@ -6,14 +6,13 @@ library made for the job, and re-implementing an HTTP responder in ``transport/`
 it. The server runs on prometheus_client's own daemon thread and serves nothing but the
 exposition.
 
-A broker's scrape runs on the broker's event loop, a slice at a time (:class:`SlicedCollector`):
-the families are built by steps of a bounded number of rows (``metrics.steps``), and after
-each few milliseconds of them the loop serves whatever else waits. The scrape thread only
-waits, then writes the bounded text. Building them on the scrape thread instead made every
-request wait: that thread and the loop share the GIL, the loop got it back only every switch
-interval and lost it again at each of its system calls, so with 50,000 topics a request
-waited up to a second while a scrape ran. The name server's few families still use
-:class:`LoopCollector` (``capture`` on the loop, ``render`` on the scrape thread). Scrapes run
+A scrape runs on the server's event loop, a slice at a time (:class:`SlicedCollector`): the
+families are built by steps of a bounded number of rows (``metrics.steps``), and after each few
+milliseconds of them the loop serves whatever else waits. The scrape thread only waits, then
+writes the bounded text. Building them on the scrape thread instead made every request wait:
+that thread and the loop share the GIL, the loop got it back only every switch interval and lost
+it again at each of its system calls, so with 50,000 topics a request waited up to a second while
+a scrape ran. The name server's few families are one step (:func:`serve_metrics`). Scrapes run
 one at a time: a second waits for the first, so concurrent scrapers cannot multiply the memory
 a scrape takes.
 """
@@ -22,12 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import gc
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
-from typing import Generic, TypeVar
+from typing import TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -38,7 +36,6 @@ from orbitmq.errors import ListenError
 from orbitmq.metrics.steps import Steps, run_sliced, run_steps
 
 __all__ = [
-    "LoopCollector",
     "MetricsExporter",
     "MetricsExporterType",
     "SlicedCollector",
@@ -56,62 +53,6 @@ class MetricsExporterType(Enum):
 
     DISABLE = "DISABLE"
     PROM = "PROM"
-
-
-class LoopCollector(Collector, Generic[_T]):
-    """A collector that captures on ``loop`` and renders on the scrape thread (module docstring).
-
-    Args:
-        loop: the event loop that owns the tables.
-        capture: runs on ``loop``; must be cheap (copies, no per-row work).
-        render: runs on the scrape thread with what ``capture`` returned.
-        timeout_s: the longest a scrape waits for the loop to run ``capture``.
-    """
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        capture: Callable[[], _T],
-        render: Callable[[_T], Iterable[Metric]],
-        timeout_s: float = 5.0,
-    ) -> None:
-        self._loop = loop
-        self._capture = capture
-        self._render = render
-        self._timeout_s = timeout_s
-        self._one_at_a_time = threading.Lock()
-
-    def describe(self) -> Iterable[Metric]:
-        # Registration must not call collect() (the loop may be the caller's own).
-        return []
-
-    def collect(self) -> Iterator[Metric]:
-        if self._loop.is_closed():
-            return iter(())
-        if _running_loop() is self._loop:
-            return iter(list(self._render(self._capture())))
-        with self._one_at_a_time:
-            result: concurrent.futures.Future[_T] = concurrent.futures.Future()
-
-            def run() -> None:
-                try:
-                    result.set_result(self._capture())
-                except BaseException as exc:
-                    result.set_exception(exc)
-
-            self._loop.call_soon_threadsafe(run)
-            captured = result.result(self._timeout_s)
-            # A render allocates a great many short-lived objects; each of them could start a
-            # cyclic collection, which holds the GIL (so the event loop) for as long as it
-            # takes to walk every object of a broker with tens of thousands of topics. The
-            # collector waits until the scrape is rendered (what it frees is freed by counts).
-            collecting = gc.isenabled()
-            gc.disable()
-            try:
-                return iter(list(self._render(captured)))
-            finally:
-                if collecting:
-                    gc.enable()
 
 
 class SlicedCollector(Collector):
@@ -210,17 +151,19 @@ def serve_metrics(
     capture: Callable[[], _T],
     render: Callable[[_T], Iterable[Metric]],
 ) -> MetricsExporter:
-    """Serve ``render(capture())`` at ``http://host:port/metrics``, captured on the running loop.
+    """Serve ``render(capture())`` at ``http://host:port/metrics``, each run on the running loop
+    in one step (for a few families; many rows want :func:`serve_metrics_in_steps`).
 
     Raises:
         ListenError: the port cannot be bound (names ``metricsPromExporterPort``).
     """
-    exporter = MetricsExporter(host, port, LoopCollector(asyncio.get_running_loop(), capture, render))
-    try:
-        exporter.start()
-    except OSError as exc:
-        raise ListenError.from_os_error("metricsPromExporterPort", host, port, exc) from exc
-    return exporter
+
+    def steps() -> Steps[list[Metric]]:
+        captured = capture()
+        yield None
+        return list(render(captured))
+
+    return serve_metrics_in_steps(host, port, steps)
 
 
 def serve_metrics_in_steps(host: str, port: int, steps: Callable[[], Steps[list[Metric]]]) -> MetricsExporter:

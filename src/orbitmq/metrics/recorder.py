@@ -43,6 +43,9 @@ RPC_LATENCY_BUCKETS_MS = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)
 
 _FIRST_SIZE_BUCKET = MESSAGE_SIZE_BUCKETS_BYTES[0]
 
+OTHER = "__other__"
+"""The label value of the series that sums every topic or group past the caps (``metrics.cardinality``)."""
+
 RATE_WINDOW_MS = 60_000
 """Width of the window behind the exporter-style ``*_tps`` gauges (``statsMinute.tps``)."""
 
@@ -148,15 +151,33 @@ class _Sample:
 
 
 class _Traffic:
-    """Messages and bytes of one label set; ``sizes`` holds the message-size bucket counts."""
+    """Messages and bytes of one label set; ``sizes`` holds the message-size bucket counts.
 
-    __slots__ = ("messages", "size_bytes", "sizes", "is_system")
+    ``total`` is the sum of every topic's traffic of the same message type and ``is_system``
+    (itself a :class:`_Traffic` whose ``total`` is None, and whose ``rows`` counts the label sets
+    it sums): what a scrape that folds most topics into one label subtracts the kept ones from.
+    """
 
-    def __init__(self, is_system: bool) -> None:
+    __slots__ = ("messages", "size_bytes", "sizes", "is_system", "total", "rows")
+
+    def __init__(self, is_system: bool, total: _Traffic | None = None) -> None:
         self.messages = 0
         self.size_bytes = 0
         self.sizes = [0] * (len(MESSAGE_SIZE_BUCKETS_BYTES) + 1)
         self.is_system = is_system
+        self.total = total
+        self.rows = 0
+
+    def copy(self) -> _Traffic:
+        """A copy of the counts (the copy sums nothing: ``total`` is None)."""
+        other = _Traffic(self.is_system)
+        other.messages, other.size_bytes, other.sizes, other.rows = (
+            self.messages,
+            self.size_bytes,
+            list(self.sizes),
+            self.rows,
+        )
+        return other
 
 
 class Recorder:
@@ -179,6 +200,9 @@ class Recorder:
         self._is_system_topic = is_system_topic
         self._out_totals = out_totals
         self._in: dict[tuple[str, str], _Traffic] = {}
+        self._in_totals: dict[tuple[str, bool], _Traffic] = {}  # (message_type, is_system) -> sum
+        self._message_types: list[str] = []  # every message_type counted so far (a handful)
+        self._topics_in = 0  # topics counted so far (no set of them: one more object per topic)
         self.send_to_dlq: dict[tuple[str, str, bool], int] = {}
         self.rpc_latency: dict[RpcKey, LatencyHistogram] = {}
         self._samples: deque[_Sample] = deque()
@@ -191,14 +215,29 @@ class Recorder:
         """
         traffic = self._in.get((topic, message_type))
         if traffic is None:
-            traffic = self._in[(topic, message_type)] = _Traffic(self._is_system_topic(topic))
+            traffic = self._new_traffic(topic, message_type)
+        total = traffic.total
         traffic.messages += messages
         traffic.size_bytes += size_bytes
+        total.messages += messages  # type: ignore[union-attr]
+        total.size_bytes += size_bytes  # type: ignore[union-attr]
         average = size_bytes // messages if messages > 1 else size_bytes
-        if average <= _FIRST_SIZE_BUCKET:
-            traffic.sizes[0] += messages
-        else:
-            traffic.sizes[bisect_left(MESSAGE_SIZE_BUCKETS_BYTES, average)] += messages
+        bucket = 0 if average <= _FIRST_SIZE_BUCKET else bisect_left(MESSAGE_SIZE_BUCKETS_BYTES, average)
+        traffic.sizes[bucket] += messages
+        total.sizes[bucket] += messages  # type: ignore[union-attr]
+
+    def _new_traffic(self, topic: str, message_type: str) -> _Traffic:
+        is_system = self._is_system_topic(topic)
+        total = self._in_totals.get((message_type, is_system))
+        if total is None:
+            total = self._in_totals[(message_type, is_system)] = _Traffic(is_system)
+        total.rows += 1
+        if all((topic, known) not in self._in for known in self._message_types):
+            self._topics_in += 1
+        if message_type not in self._message_types:
+            self._message_types.append(message_type)
+        traffic = self._in[(topic, message_type)] = _Traffic(is_system, total)
+        return traffic
 
     def count_dlq(self, group: str, topic: str) -> None:
         """One message moved to ``%DLQ%<group>``."""
@@ -296,7 +335,7 @@ class Recorder:
 
     def totals(self) -> tuple[int, int]:
         """Messages put and got since start-up."""
-        put = sum(traffic.messages for traffic in self._in.values())
+        put = sum(total.messages for total in self._in_totals.values())
         got = sum(messages for messages, _ in self._out_totals().values())
         return put, got
 
@@ -304,11 +343,14 @@ class Recorder:
         """Copy every table, with rates over the last minute as of ``now_ms`` (one thread)."""
         return self.snapshot_from(self.capture(now_ms))
 
-    def capture(self, now_ms: int) -> RecorderCapture:
-        """The event loop's part of a scrape: list copies and references, no per-row work."""
+    def capture(self, now_ms: int, with_traffic: bool = True) -> RecorderCapture:
+        """The event loop's part of a scrape: list copies and references, no per-row work.
+
+        Without ``with_traffic`` the per-topic table is not copied (:meth:`snapshot_kept`).
+        """
         return RecorderCapture(
             now_ms=now_ms,
-            traffic_in=self._in.copy(),
+            traffic_in=self._in.copy() if with_traffic else {},
             send_to_dlq=self.send_to_dlq.copy(),
             rpc_latency=self.rpc_latency.copy(),
             window_start=self._oldest_within(now_ms, RATE_WINDOW_MS) if self._samples else _Sample(now_ms),
@@ -367,6 +409,71 @@ class Recorder:
             put_tps[label] = put_tps.get(label, 0.0) + tps
             if not index % ROWS_PER_STEP:
                 yield None
+        return self._snapshot(capture, messages_in, message_size, put_tps, put_total)
+
+    def snapshot_kept(self, now_ms: int, kept: frozenset[str]) -> RecorderSnapshot:
+        """Every table as of now with only the ``kept`` topics under their own label, the others
+        summed under :data:`OTHER` (on the event loop, which writes the tables).
+
+        What :meth:`snapshot_from` with a ``topic_label`` that folds the other topics gives,
+        at the cost of the kept topics only: each folded row is the running sum of its message
+        type (``_Traffic.total``) minus the kept topics' rows, and the folded per-minute rate
+        the same difference of totals.
+        """
+        capture = self.capture(now_ms, with_traffic=False)
+        oldest = capture.window_start
+        span_s = (now_ms - oldest.at_ms) / 1000
+        rest = {key: total.copy() for key, total in self._in_totals.items()}
+        messages_in: dict[InKey, list[int]] = {}
+        message_size: dict[InKey, Histogram] = {}
+        put_tps: dict[str, float] = {}
+        old_put = oldest.put
+        kept_messages = kept_old_messages = kept_with_traffic = 0
+        traffic_in = self._in
+        message_types = self._message_types
+        for topic in kept:
+            rows = [(known, traffic_in.get((topic, known))) for known in message_types]
+            if all(traffic is None for _, traffic in rows):
+                continue
+            kept_with_traffic += 1
+            topic_messages = 0
+            for message_type, traffic in rows:
+                if traffic is None:
+                    continue
+                key = (topic, message_type, traffic.is_system)
+                messages_in[key] = [traffic.messages, traffic.size_bytes]
+                message_size[key] = _histogram(traffic.sizes, traffic.size_bytes, traffic.messages)
+                folded = rest[(message_type, traffic.is_system)]
+                folded.messages -= traffic.messages
+                folded.size_bytes -= traffic.size_bytes
+                folded.sizes = [left - right for left, right in zip(folded.sizes, traffic.sizes, strict=True)]
+                folded.rows -= 1
+                topic_messages += traffic.messages
+            old_messages = old_put.get(topic, 0)
+            put_tps[topic] = _rate(topic_messages, old_messages, span_s)
+            kept_messages += topic_messages
+            kept_old_messages += old_messages
+        for (message_type, is_system), folded in rest.items():
+            if folded.rows:
+                key = (OTHER, message_type, is_system)
+                messages_in[key] = [folded.messages, folded.size_bytes]
+                message_size[key] = _histogram(folded.sizes, folded.size_bytes, folded.messages)
+        put_total = sum(total.messages for total in self._in_totals.values())
+        if self._topics_in > kept_with_traffic:
+            put_tps[OTHER] = _rate(put_total - kept_messages, oldest.put_total - kept_old_messages, span_s)
+        return self._snapshot(capture, messages_in, message_size, put_tps, put_total)
+
+    def _snapshot(
+        self,
+        capture: RecorderCapture,
+        messages_in: dict[InKey, list[int]],
+        message_size: dict[InKey, Histogram],
+        put_tps: dict[str, float],
+        put_total: int,
+    ) -> RecorderSnapshot:
+        """A snapshot of the produce-side tables given, and of the others as of ``capture``."""
+        oldest = capture.window_start
+        span_s = (capture.now_ms - oldest.at_ms) / 1000
         system = self._is_system_topic
         out = self._out_totals()
         get = {key: messages for key, (messages, _) in out.items()}
@@ -387,6 +494,14 @@ class Recorder:
             put_total=put_total,
             get_total=get_total,
         )
+
+
+def _histogram(sizes: list[int], size_bytes: int, messages: int) -> Histogram:
+    histogram = Histogram(MESSAGE_SIZE_BUCKETS_BYTES)
+    histogram.counts = list(sizes)
+    histogram.total = float(size_bytes)
+    histogram.count = messages
+    return histogram
 
 
 def _rate(new: int, old: int, span_s: float) -> float:

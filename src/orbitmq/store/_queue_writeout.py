@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from orbitmq.errors import StoreError
 from orbitmq.store._fs import failpoints, fsync_directory
@@ -65,6 +65,7 @@ PARALLEL_JOBS_MIN = 4 * CHUNK_JOBS
 DEFAULT_THREAD_COUNT = min(4, os.cpu_count() or 1)
 
 Job = tuple["ConsumeQueue", int, bytearray]
+_Item = TypeVar("_Item")
 
 
 class _Outcome:
@@ -108,21 +109,29 @@ class QueueWriter:
         """
         self._round += 1
         with store_lock:
-            if force:
-                due = list(dirty)
-                dirty.clear()
-            else:
-                due = [queue for queue in dirty if self._due(queue)]
-                dirty.difference_update(due)
-            jobs = [(queue, *queue.take_pending()) for queue in due]
+            candidates = list(dirty)
+        # Only this writer (flush_lock held) takes queues out of ``dirty`` and moves what they
+        # wrote: the choice needs no lock, and the buffers are taken a chunk of queues per hold
+        # of it, so that a request waits for one chunk at most, not for 50,000 queues.
+        due = candidates if force else [queue for queue in candidates if self._due(queue)]
+        jobs: list[Job] = []
+        for chunk in _lock_chunks(due):
+            with store_lock:
+                dirty.difference_update(chunk)
+                jobs += [(queue, *queue.take_pending()) for queue in chunk]
+            _let_waiters_in()
         try:
             failures = self.write(jobs)
         except BaseException:
             with store_lock:
                 dirty.update(queue for queue, _, _ in jobs)  # written or not, their entries stay buffered
             raise
-        with store_lock:
-            written = _publish(jobs, {queue for queue, _ in failures}, dirty)
+        failed = {queue for queue, _ in failures}
+        written = 0
+        for done in _lock_chunks(jobs):
+            with store_lock:
+                written += _publish(done, failed, dirty)
+            _let_waiters_in()
         if failures and force:
             queue, error = failures[0]
             raise StoreError(
@@ -287,6 +296,25 @@ def write_entries(queue: ConsumeQueue, queue_offset: int, data: bytearray, log: 
             queue.sized_file_start, queue.sized_file_path = file_start, path
         log.paths.append(path)
         position += count
+
+
+LOCK_HOLD_QUEUES = 256
+"""Queues taken or published per hold of the store lock (well under a millisecond of Python)."""
+
+
+def _lock_chunks(items: list[_Item]) -> Iterator[list[_Item]]:
+    for start in range(0, len(items), LOCK_HOLD_QUEUES):
+        yield items[start : start + LOCK_HOLD_QUEUES]
+
+
+def _let_waiters_in() -> None:
+    """Give up the GIL for a moment between two holds of the store lock.
+
+    A thread that releases a lock and takes it again at once, still holding the GIL, nearly
+    always wins the race against a thread woken to take it: the event loop's request would wait
+    for every chunk anyway. Sleeping lets the woken thread run first.
+    """
+    time.sleep(0)
 
 
 def _publish(jobs: list[Job], failed: set[ConsumeQueue], dirty: set[ConsumeQueue]) -> int:

@@ -14,7 +14,9 @@ timeout); under ASYNC_FLUSH it is None. Reads return raw stored records (remotin
 §3.1) sliced from the log, never re-encoded.
 
 Request and result types live in ``results.py`` (re-exported here) and the encoding and
-packing of records in ``put_path.py``.
+packing of records in ``put_path.py``. This class holds the lifecycle, puts and reads; its
+fields and background work (write-out, checkpoint, retention) are ``store_base.StoreBase``'s,
+its offsets and replication (append, cut, refuse puts) ``replica_log.ReplicaLog``'s.
 
 A put on a store that is not open answers SERVICE_NOT_AVAILABLE; reads and lookups on a
 store that is not open raise StoreClosedError (API misuse by the caller).
@@ -23,30 +25,24 @@ store that is not open raise StoreClosedError (API misuse by the caller).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from orbitmq.errors import StoreClosedError, StoreError
+from orbitmq.errors import StoreError
 from orbitmq.protocol.message_codec import BLANK_RECORD_MIN_BYTES
 from orbitmq.store._fs import DiskFullError, failpoints
 from orbitmq.store.batch_put import BatchPut, PreparedBatch, prepare_batch
-from orbitmq.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
-from orbitmq.store.commit_log import CommitLog
+from orbitmq.store.checkpoint import Checkpoint, read_checkpoint
 from orbitmq.store.commit_log_flush import CommitLogFlusher
 from orbitmq.store.commit_log_warmer import CommitLogWarmer
-from orbitmq.store.config import FlushDiskType, StoreConfig, delay_levels_ms
-from orbitmq.store.consume_queue import ConsumeQueueTable
-from orbitmq.store.dir_lock import StoreDirLock, lock_store_dir
-from orbitmq.store.disk_space import DiskLevel, DiskSpaceMonitor
-from orbitmq.store.dispatch import Dispatcher, record_has_key
-from orbitmq.store.index_service import IndexService
-from orbitmq.store.put_path import PreparedRequests, RecordBuilder, dispatch_new, pack_one
-from orbitmq.store.queue_manifest import ManifestKeeper
-from orbitmq.store.raw_records import split_whole_records
+from orbitmq.store.config import FlushDiskType
+from orbitmq.store.dir_lock import lock_store_dir
+from orbitmq.store.dispatch import record_has_key
+from orbitmq.store.put_path import PreparedRequests, dispatch_new, pack_one
 from orbitmq.store.read_path import RecordFilter, collect_records
-from orbitmq.store.recovery import RecoveryReport, recover
+from orbitmq.store.recovery import recover
+from orbitmq.store.replica_log import ReplicaLog
 from orbitmq.store.results import (
     AppendResult,
     AppendStatus,
@@ -57,7 +53,8 @@ from orbitmq.store.results import (
     PutStatus,
     failed_put,
 )
-from orbitmq.store.retention import Housekeeper, disk_used_percent, segments_to_delete
+from orbitmq.store.retention import Housekeeper
+from orbitmq.store.store_base import open_queue_files_limit
 
 _log = logging.getLogger(__name__)
 
@@ -70,75 +67,12 @@ __all__ = [
     "PutMessageRequest",
     "PutResult",
     "PutStatus",
+    "open_queue_files_limit",
 ]
 
 
-def open_queue_files_limit(configured: int) -> int:
-    """``maxOpenConsumeQueueFiles``, capped at half the process's descriptor limit.
-
-    The other half stays for sockets, CommitLog segments and index files: a host whose soft
-    RLIMIT_NOFILE is 1,024 would otherwise run out of descriptors under many queues.
-    """
-    try:
-        import resource
-    except ImportError:  # not Unix
-        return configured
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or configured <= soft // 2:
-        return configured
-    limit = max(soft // 2, 1)
-    _log.warning(
-        "maxOpenConsumeQueueFiles=%d exceeds half the open-file limit (%d); using %d",
-        configured,
-        soft,
-        limit,
-    )
-    return limit
-
-
-class MessageStore:
+class MessageStore(ReplicaLog):
     """A message store over one directory (see the module docstring)."""
-
-    def __init__(self, config: StoreConfig) -> None:
-        self.config = config
-        self._lock = threading.Lock()
-        self._open = False
-        self._puts_refused: str | None = None
-        # Reads never return a record ending past this commit-log offset (None: no limit). The
-        # broker of a replicated group sets its confirm offset here (controller mode).
-        self.read_limit: int | None = None
-        self._commit_log = CommitLog(config.commit_log_dir, config.commit_log_segment_bytes)
-        self._queues = ConsumeQueueTable(
-            config.consume_queue_dir,
-            config.consume_queue_entries_per_file,
-            open_queue_files_limit(config.max_open_consume_queue_files),
-            self._queue_load_bounds,
-        )
-        # The log's end right after recovery. A queue first loaded later has on-disk entries
-        # from before that moment only, so any pointing past it are from a torn tail, even if
-        # new records have since been written over that range.
-        self._recovered_end_offset: int | None = None
-        self._index: IndexService | None = None
-        if config.message_index_enable:
-            self._index = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num)
-        self._dispatcher = Dispatcher(self._queues, self._index, delay_levels_ms(config.message_delay_level))
-        self._dispatched_offset = 0  # records below it are dispatched
-        self._listeners: list[Callable[[str, int, int], None]] = []
-        self._builder = RecordBuilder(config.max_message_size_bytes)
-        self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        self._segment_bytes = config.commit_log_segment_bytes
-        self._flusher: CommitLogFlusher | None = None
-        self._warmer: CommitLogWarmer | None = None
-        self._housekeeper: Housekeeper | None = None
-        self._checkpoint = Checkpoint()
-        self._manifest = ManifestKeeper(Path(config.store_path_root_dir))
-        self.recovery_report: RecoveryReport | None = None
-        self._dir_lock: StoreDirLock | None = None
-        self.disk = DiskSpaceMonitor(Path(config.store_path_root_dir), config)
-
-    def _queue_load_bounds(self) -> tuple[int, int]:
-        end = self._recovered_end_offset
-        return self._commit_log.min_offset, self._commit_log.max_offset if end is None else end
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -212,6 +146,7 @@ class MessageStore:
         # Refuse new puts and reads; one already inside the lock finishes first.
         with self._lock:
             self._open = False
+            self._moved = None
         if self._warmer is not None:
             self._warmer.stop()
             self._warmer = None
@@ -237,18 +172,6 @@ class MessageStore:
         if self._dir_lock is not None:
             self._dir_lock.release()
             self._dir_lock = None
-
-    @property
-    def is_open(self) -> bool:
-        return self._open
-
-    @property
-    def store_path(self) -> Path:
-        return Path(self.config.store_path_root_dir)
-
-    def add_arrival_listener(self, callback: Callable[[str, int, int], None]) -> None:
-        """Call ``callback(topic, queue_id, max_queue_offset)`` after each put, on the putting thread."""
-        self._listeners.append(callback)
 
     # -- put ----------------------------------------------------------------------------------
 
@@ -279,6 +202,8 @@ class MessageStore:
                 self._commit_log.commit(segment, end)
                 dispatch_new(self._dispatcher, queue, prepared, [commit_log_offset], store_timestamp)
                 self._queues.dirty.add(queue)
+                if self._moved is not None:
+                    self._moved.add(queue)
                 self._dispatched_offset = commit_log_offset + size
                 max_queue_offset = queue.max_queue_offset
         except DiskFullError as exc:
@@ -409,6 +334,8 @@ class MessageStore:
         self._commit_log.commit(segment, position)
         prepared.dispatch(self._dispatcher, queue, commit_log_offsets, store_timestamp)
         self._queues.dirty.add(queue)
+        if self._moved is not None:
+            self._moved.add(queue)
         self._dispatched_offset = base_offset + position
         result = PutResult(
             PutStatus.PUT_OK, commit_log_offsets, first_queue_offset, store_timestamp, total_bytes, None
@@ -416,10 +343,6 @@ class MessageStore:
         return result, queue.max_queue_offset
 
     # -- reads --------------------------------------------------------------------------------
-
-    def _require_open(self) -> None:
-        if not self._open:
-            raise StoreClosedError(f"store {self.store_path} is not open")
 
     def get_messages(
         self,
@@ -593,10 +516,34 @@ class MessageStore:
         Sorted after the lock is released: with 50,000 queues the sort held the store (so every
         request of the event loop that reads it) for a good part of a second on a loaded machine.
         """
+        return iter(sorted(self.queue_set()))
+
+    def queue_set(self) -> set[tuple[str, int]]:
+        """Every (topic, queue id) that has a ConsumeQueue, unsorted (a copy).
+
+        For a reader of every queue that needs no order: sorting 50,000 names is one call that
+        holds the GIL, so every other thread (the event loop too) waits for all of it.
+        """
         with self._lock:
             self._require_open()
-            names = self._queues.name_set()
-        return iter(sorted(names))
+            return self._queues.name_set()
+
+    def take_moved_queues(self) -> dict[tuple[str, int], int] | None:
+        """The max offset of every queue that moved since the last call; None: read every queue.
+
+        For one reader that keeps each queue's max offset current (a /metrics scrape) without
+        reading 50,000 of them each time. None at the first call and after the store changed
+        shape (a topic deleted, the log truncated, the store reopened): the caller then reads
+        them all (:meth:`queues`, :meth:`get_max_queue_offsets`), and the queues that move from
+        this call on come with the next. The lock is held to swap one set; the offsets are read
+        after it is released (each at least what it was at the swap).
+        """
+        with self._lock:
+            self._require_open()
+            moved, self._moved = self._moved, set()
+        if moved is None:
+            return None
+        return {(queue.topic, queue.queue_id): queue.max_queue_offset for queue in moved}
 
     def delete_topic(self, topic: str) -> None:
         """Empty every ConsumeQueue of ``topic`` (its records stay in the log until retention).
@@ -609,191 +556,4 @@ class MessageStore:
         with self._queues.flush_lock, self._lock:
             self._queues.delete_topic(topic)
             self._manifest.forget_topic(topic)
-
-    # -- offsets and replication --------------------------------------------------------------
-
-    @property
-    def max_commit_log_offset(self) -> int:
-        return self._commit_log.max_offset
-
-    @property
-    def min_commit_log_offset(self) -> int:
-        return self._commit_log.min_offset
-
-    @property
-    def flushed_commit_log_offset(self) -> int:
-        return self._commit_log.flushed_offset
-
-    @property
-    def confirm_commit_log_offset(self) -> int:
-        """The end of the dispatched (consumable) log; on a slave it lags raw appends."""
-        return self._dispatched_offset
-
-    def store_timestamp_at(self, commit_log_offset: int) -> int:
-        """STORETIMESTAMP of the message record at ``commit_log_offset``; -1 when none starts there."""
-        with self._lock:
-            self._require_open()
-            if self._commit_log.read_record(commit_log_offset) is None:
-                return -1
-            return self._commit_log.store_timestamp_at(commit_log_offset)
-
-    def read_commit_log(self, commit_log_offset: int, size_max: int) -> bytes:
-        """Raw log bytes from ``commit_log_offset`` (within one segment), for replication."""
-        with self._lock:
-            self._require_open()
-            return self._commit_log.read_raw(commit_log_offset, size_max)
-
-    def append_commit_log(self, commit_log_offset: int, data: bytes | memoryview) -> AppendResult:
-        """Append the whole records at the start of replicated ``data`` at exactly the log's end.
-
-        ``data`` may end inside a record (a master's frames are not record-aligned): that
-        tail is not appended, and ``appended_bytes`` tells the caller where it starts, to be
-        given again with the bytes that complete it (``raw_records``). Every record is checked
-        before a byte is written, then dispatched to its ConsumeQueue and the index. An empty
-        log accepts a segment-aligned offset as its start (a slave copying from a master's
-        oldest segment).
-        """
-        with self._lock:
-            self._require_open()
-            log = self._commit_log
-            if log.segments.files and commit_log_offset != log.max_offset:
-                return AppendResult(
-                    AppendStatus.NOT_AT_END,
-                    0,
-                    f"bytes at commit-log offset {commit_log_offset}, the log ends at {log.max_offset}",
-                )
-            if not log.segments.files and commit_log_offset % self._segment_bytes:
-                return AppendResult(
-                    AppendStatus.NOT_AT_END,
-                    0,
-                    f"an empty log starts at a segment boundary, not at {commit_log_offset}",
-                )
-            found = split_whole_records(data, commit_log_offset, self._segment_bytes)
-            touched: dict[tuple[str, int], int] = {}
-            if found.whole_bytes:
-                try:
-                    log.append_raw(commit_log_offset, memoryview(data)[: found.whole_bytes])
-                except DiskFullError as exc:
-                    self.disk.note_no_space("replicated bytes")
-                    return AppendResult(AppendStatus.DISK_FULL, 0, exc.strerror or "disk full")
-                for offset, size, message in found.records:
-                    self._dispatcher.redispatch(message, offset, size)
-                    queue = self._queues.get(message.topic, message.queue_id)
-                    if queue is not None:
-                        touched[(message.topic, message.queue_id)] = queue.max_queue_offset
-                self._dispatched_offset = commit_log_offset + found.whole_bytes
-        for (topic, queue_id), max_offset in touched.items():
-            for listener in self._listeners:
-                listener(topic, queue_id, max_offset)
-        status = AppendStatus.CORRUPT if found.problem else AppendStatus.APPENDED
-        return AppendResult(status, found.whole_bytes, found.problem)
-
-    def truncate_to(self, commit_log_offset: int) -> int:
-        """Cut the log, its ConsumeQueues and its index back to ``commit_log_offset``.
-
-        A replica whose log diverged from its new master's (it was master once, with bytes
-        nobody acknowledged) drops its tail before it copies again. Crash-safe: the log's tail
-        is zeroed and fsynced first, so a crash at any point leaves a log that ends at the cut
-        or (recovery's torn-tail path) before nothing else; ConsumeQueue entries past the cut
-        are dropped as recovery drops them. Returns the bytes dropped (0: nothing past the cut).
-        """
-        with self._queues.flush_lock, self._lock:
-            self._require_open()
-            log = self._commit_log
-            end = log.max_offset
-            if commit_log_offset >= end:
-                return 0
-            if commit_log_offset < log.min_offset:
-                commit_log_offset = log.min_offset
-            log.truncate_after(commit_log_offset)
-            for queue in self._queues.loaded():
-                queue.truncate_past(commit_log_offset)
-            # Queues not loaded yet load bounded by the log's end as of now.
-            self._queues.known_bounds = {}
-            if self._recovered_end_offset is not None:
-                self._recovered_end_offset = min(self._recovered_end_offset, commit_log_offset)
-            if self._index is not None:
-                self._index.truncate_after(commit_log_offset)
-            self._dispatched_offset = min(self._dispatched_offset, commit_log_offset)
-        self.flush_consume_queues(thorough=True)
-        _log.warning(
-            "log truncated from %d back to %d (%d bytes dropped)",
-            end,
-            commit_log_offset,
-            end - commit_log_offset,
-        )
-        return end - commit_log_offset
-
-    def refuse_puts(self, reason: str | None) -> None:
-        """Refuse every put with SERVICE_NOT_AVAILABLE and ``reason`` (a slave); None accepts again.
-
-        Replicated appends are not puts: they go on.
-        """
-        self._puts_refused = reason
-
-    # -- background work ----------------------------------------------------------------------
-
-    def flush_consume_queues(self, thorough: bool, final: bool = False) -> None:
-        """Write buffered ConsumeQueue entries; ``thorough`` also fsyncs and moves the checkpoint.
-
-        ``final`` (close, puts already refused) writes the exact manifest, bounds included,
-        which the next open may load queues from; a routine thorough flush rewrites it only
-        when the store's shape changed.
-        """
-        with self._queues.flush_lock:
-            dispatched = self._dispatched_offset
-            self._queues.write_pending(self._lock, force=thorough)
-            if not thorough:
-                return
-            self._queues.sync_written()
-            now_ms = time.time_ns() // 1_000_000
-            checkpoint = self._checkpoint
-            checkpoint.consume_queue_dispatched_offset = dispatched
-            checkpoint.consume_queue_flushed_timestamp_ms = now_ms
-            if self._index is not None:
-                self._index.flush()
-            checkpoint.index_dispatched_offset = dispatched
-            checkpoint.index_flushed_timestamp_ms = now_ms
-            checkpoint.commit_log_flushed_offset = self._commit_log.flushed_offset
-            checkpoint.commit_log_flushed_timestamp_ms = now_ms
-            write_checkpoint(self.config.checkpoint_path, checkpoint)
-            self._manifest.save(
-                self._queues, self._index, self._commit_log, self._lock, final=final, exact=final
-            )
-
-    def check_disk_space(self) -> DiskLevel:
-        """Measure the disk and refuse or accept puts by its level (module ``disk_space``)."""
-        return self.disk.check()
-
-    def run_retention(self, now_ms: int, force: bool = False) -> int:
-        """Delete expired CommitLog segments (module retention); return how many were deleted.
-
-        ``force`` ignores the deleteWhen hour (the age rule still applies).
-        """
-        self._require_open()
-        with self._queues.flush_lock, self._lock:
-            safe_offset = min(self._commit_log.flushed_offset, self._dispatched_offset)
-            doomed = segments_to_delete(
-                self.config,
-                self._commit_log.segments.files,
-                now_ms,
-                safe_offset,
-                force,
-                disk_used_percent(self.store_path),
-            )
-            for segment in doomed:
-                self._commit_log.segments.files.remove(segment)
-                segment.delete()
-            names = list(self._queues.names()) if doomed else []
-        if not doomed:
-            return 0
-        commit_log_min = self._commit_log.min_offset
-        for topic, queue_id in names:
-            with self._queues.flush_lock, self._lock:
-                queue = self._queues.get(topic, queue_id)
-                if queue is not None:
-                    queue.delete_files_below(commit_log_min)
-        if self._index is not None:
-            self._index.delete_files_before(commit_log_min)
-        _log.info("retention deleted %d commit-log segments; minimum is now %d", len(doomed), commit_log_min)
-        return len(doomed)
+            self._moved = None

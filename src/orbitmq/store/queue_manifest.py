@@ -378,7 +378,8 @@ class ManifestKeeper:
             self._loaded_keys = set(loaded_bounds)
             return False
         with store_lock:
-            names = table.names()
+            name_set = table.name_set()
+        names = sorted(name_set)  # after the lock: sorting 50,000 names held every request
         if (
             not shape_changed
             and not bounds_changed

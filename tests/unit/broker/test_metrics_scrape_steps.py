@@ -22,6 +22,11 @@ from prometheus_client.core import Metric
 from orbitmq.bench._metrics_scale import send_to_topics
 from orbitmq.broker import metrics_view
 from orbitmq.broker.app import BrokerApp
+from orbitmq.broker.handlers import now_ms
+from orbitmq.broker.metrics_view import build_view
+from orbitmq.metrics import broker_families, request_code_names
+from orbitmq.metrics.cardinality import OTHER, cap_labels, most_active_topics
+from orbitmq.metrics.steps import run_steps
 from tests.support.calls import python_calls
 from tests.unit.broker._apps import start_broker_app
 
@@ -133,5 +138,66 @@ async def test_metrics_scrape_does_no_per_topic_work_on_the_scrape_thread_and_bo
             if sample.name == "rocketmq_producer_offset"
         }
         assert "__other__" in topics and len(topics) == CAP + 1
+    finally:
+        await app.shutdown()
+
+
+async def test_metrics_scrape_costs_what_it_exports_not_a_pass_over_every_topic(tmp_path: Path) -> None:
+    # Every scrape walked every topic a few times (offsets, counters, the choice of the topics
+    # that keep their label): at 50,000 topics most of a second of the event loop's time.
+    # Now only the first scrape and the queues that moved since the last one are walked.
+    app = await _broker(tmp_path)
+    try:
+        state = app.state
+
+        def scrape_calls() -> int:
+            _, per_step = _calls_per_step(
+                lambda: metrics_view.scrape_steps(state, state.recorder, 0, app.address)  # type: ignore[arg-type]
+            )
+            return sum(per_step)
+
+        scrape_calls()
+        at_first = scrape_calls()
+        await send_to_topics(app.address, 2 * TOPICS, "MoreTopics")
+        moved = scrape_calls()  # 2,000 new queues: walked once
+        at_three_times = scrape_calls()
+        assert at_three_times < at_first * 1.2 + 500, (at_first, at_three_times)
+        assert moved > at_three_times + 2 * TOPICS, (moved, at_three_times)
+        for _ in range(3):  # busier topics than the others, to be kept by count, not by name
+            await send_to_topics(app.address, 5, "Busy")
+        scrape_calls()
+        # The same series and values as a fold of every topic, chosen in one pass over them all.
+        recorder = state.recorder
+        assert recorder is not None
+        view = build_view(state, 0, app.address)
+        topics = most_active_topics(view, CAP)
+        assert topics is not None and {f"Busy{index}" for index in range(5)} <= topics
+        snapshot = recorder.snapshot_from(
+            recorder.capture(now_ms()), lambda topic: topic if topic in topics else OTHER
+        )
+        snapshot, view = cap_labels(snapshot, view, CAP, CAP, topics)
+        full_pass = list(broker_families(snapshot, view, request_code_names()))
+        incremental = run_steps(metrics_view.scrape_steps(state, recorder, 0, app.address))
+        assert _samples(incremental) == _samples(full_pass)
+
+        # A scrape cut short (a timeout) after it took the moved queues: the next one reads
+        # every queue again rather than miss those moves.
+        await send_to_topics(app.address, 5, "Busy")
+        cut_short = metrics_view.scrape_steps(state, recorder, 0, app.address)
+        sent: object = None
+        for _ in range(2):  # the storage figures, then the moved queues: taken, never applied
+            request = cut_short.send(sent)
+            assert request is not None
+            sent = request.call()
+        assert sent, "the moves were taken"
+        cut_short.close()
+        after = run_steps(metrics_view.scrape_steps(state, recorder, 0, app.address))
+        offsets = {
+            sample.labels["topic"]: sample.value
+            for family in after
+            for sample in family.samples
+            if sample.name == "rocketmq_producer_offset"
+        }
+        assert all(offsets[f"Busy{index}"] == 4 for index in range(5)), offsets
     finally:
         await app.shutdown()

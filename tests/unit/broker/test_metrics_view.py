@@ -7,9 +7,12 @@ counted.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from types import FrameType
 
 from orbitmq.bench._metrics_scale import send_to_topics
+from orbitmq.broker import metrics_view
 from orbitmq.broker.metrics_view import build_view
 from tests.support.calls import python_calls
 from tests.unit.broker._apps import start_broker_app
@@ -32,5 +35,30 @@ async def test_metrics_view_reads_max_offsets_a_chunk_of_queues_per_hold_of_the_
         assert per_queue == 0 and 1 <= chunks <= 3
         view = build_view(state, 0, app.address)
         assert all(view.topic_max_offsets[f"ViewTopic{index}"] == 1 for index in range(TOPICS))
+    finally:
+        await app.shutdown()
+
+
+async def test_metrics_view_reads_every_queue_without_sorting_their_names(tmp_path: Path) -> None:
+    # The full read sorted every queue's name first: one C call that holds the GIL, so at 50,000
+    # queues every other thread, the event loop too, waited for the whole sort.
+    app = await start_broker_app(tmp_path)
+    try:
+        await send_to_topics(app.address, TOPICS, "ViewTopic")
+        state = app.state
+        sorts = 0
+
+        def count(frame: FrameType, event: str, arg: object) -> None:
+            nonlocal sorts
+            if event == "c_call" and getattr(arg, "__name__", "") == "sorted":
+                sorts += 1
+
+        sys.setprofile(count)
+        try:
+            max_offsets = metrics_view._max_queue_offsets(state.store)
+        finally:
+            sys.setprofile(None)
+        assert sorts == 0
+        assert all(max_offsets[(f"ViewTopic{index}", 0)] == 1 for index in range(TOPICS))
     finally:
         await app.shutdown()

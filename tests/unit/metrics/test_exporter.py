@@ -2,7 +2,7 @@
 
 Method: in-process brokers (tests/unit/broker/_apps.py); the scrape runs on another thread,
 as Prometheus' request does, so the families are built on the broker's loop through
-LoopCollector while that loop keeps serving.
+SlicedCollector while that loop keeps serving.
 """
 
 from __future__ import annotations

@@ -9,9 +9,11 @@ how many descriptors are open) and injects failures.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -396,3 +398,47 @@ def test_consume_queue_writeout_spreads_chunks_over_distant_directories(tmp_path
     # Two threads taking chunks in turn work half the sorted list apart.
     starts = [0, 4 * CHUNK_JOBS, CHUNK_JOBS, 5 * CHUNK_JOBS, 2 * CHUNK_JOBS, 6 * CHUNK_JOBS, 3 * CHUNK_JOBS]
     assert [chunk[0][0].directory for chunk in chunks] == [ordered[start] for start in starts]
+
+
+class _CountingLock:
+    """The store lock, noting how many queue buffers each hold takes or publishes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0  # take_pending and mark_written calls so far
+        self.most_per_hold = 0
+        self._at_enter = 0
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._at_enter = self.calls
+
+    def __exit__(self, *_: object) -> None:
+        self.most_per_hold = max(self.most_per_hold, self.calls - self._at_enter)
+        self._lock.release()
+
+
+def test_consume_queue_writeout_holds_the_store_lock_for_a_chunk_of_queues_at_a_time(tmp_path: Path) -> None:
+    # The write-out took every dirty queue's buffer under one hold of the store lock, and
+    # published them under another: after 50,000 topics were created, a request that needed
+    # the store (any send, GET_MAX_OFFSET) waited for 50,000 queues, up to 1.6 s.
+    table = _table(tmp_path, threads=1)
+    keys = _keys(3 * _queue_writeout.LOCK_HOLD_QUEUES + 10)
+    _put(table, keys, lambda index: 1 + index % 3)
+    lock = _CountingLock()
+
+    def count(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code.co_name in ("take_pending", "mark_written"):
+            lock.calls += 1
+
+    sys.setprofile(count)
+    try:
+        table.write_pending(lock, force=True)  # type: ignore[arg-type]
+    finally:
+        sys.setprofile(None)
+    assert lock.calls == 2 * len(keys)
+    assert lock.most_per_hold <= _queue_writeout.LOCK_HOLD_QUEUES, lock.most_per_hold
+    assert not table.dirty
+    for index, (topic, queue_id) in enumerate(keys):
+        entries = list(iterate_consume_queue(tmp_path, topic, queue_id))
+        assert len(entries) == 1 + index % 3
