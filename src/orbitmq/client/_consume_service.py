@@ -30,6 +30,8 @@ from typing import Protocol
 from orbitmq.client._consume_stats import ConsumeStatsRecorder
 from orbitmq.client._group_api import DELAY_LEVEL_DEAD_LETTER, BrokerInvoker, send_back
 from orbitmq.client._listener_runner import (
+    THREAD_RUN_BATCHES,
+    THREAD_RUN_MAX_S,
     ConsumeHook,
     ConsumeResult,
     ListenerRunner,
@@ -57,6 +59,10 @@ DONE_FLUSH_MESSAGES = 64
 """Most finished messages a worker keeps before it finishes them and lets the loop run ..."""
 DONE_FLUSH_MS = 10.0
 """... or listener time they took (a slow listener's batches are finished one by one)."""
+FAST_CALL_S = 0.0001
+"""A plain listener's call under this long lets its pool thread claim more batches at once ..."""
+CLAIM_MAX_BATCHES = 32
+"""... up to this many."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +96,23 @@ class _Run:
         self.end = len(messages)
 
 
+class _Gathered:
+    """Successful batches of one queue that a pool thread ran back to back."""
+
+    __slots__ = ("mq", "pq", "messages", "calls", "rt_s")
+
+    def __init__(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        self.mq = mq
+        self.pq = pq
+        self.messages: list[MessageExt] = []
+        self.calls = 0
+        self.rt_s = 0.0
+
+
+# A batch the listener did not consume in a pool thread, and the ms its call took.
+_Failed = tuple[MessageQueue, ProcessQueue, list[MessageExt], float]
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -113,9 +136,12 @@ class ConcurrentConsumeService:
     listener that never waits is called by one worker at a time, which is all it can use.
 
     A plain (thread pool) listener without hooks is called from the pool threads through
-    ``ListenerRunner.run_in_thread``: one hop to a thread runs several batches taken from the
-    FIFO (under a lock), one listener call each, rather than one hop per batch; the
+    ``ListenerRunner.run_in_thread``: one hop to a thread runs several batches claimed from
+    the FIFO (under a lock), one listener call each, rather than one hop per batch; the
     ``thread_max`` workers keep as many threads busy as before (a run's batches wake as many).
+    A thread claims one batch at a time while the listener is slow, several while it is fast
+    (:meth:`_run_in_thread`), and gathers what succeeded per queue itself, so the loop
+    finishes each hop's messages with one call per queue.
     """
 
     def __init__(
@@ -201,7 +227,13 @@ class ConcurrentConsumeService:
                 self._busy -= 1
 
     async def _consume_on_loop(self) -> None:
-        """Take batches off the FIFO and call the listener on each, until the FIFO is empty."""
+        """Take batches off the FIFO and call the listener on each, until the FIFO is empty.
+
+        Between two turns it gives the loop (:data:`DONE_FLUSH_MESSAGES` messages), this
+        worker counts as inside a listener call (``_in_listener``, read by :meth:`_spread` and
+        :meth:`submit`): nothing else runs meanwhile unless a listener call (or a send-back)
+        waits, so the count is only read while one does. The listener time of a stretch is
+        read once per call, the end of one call starting the next."""
         work, runner, size = self._work, self._runner, self._batch_size
         listener = runner.awaitable_listener
         success = ConsumeResult.CONSUME_SUCCESS
@@ -214,6 +246,7 @@ class ConcurrentConsumeService:
         done: list[MessageExt] = []
         calls = 0
         rt_s = 0.0
+        self._in_listener += 1
         try:
             while work:
                 run = work[0]
@@ -221,18 +254,24 @@ class ConcurrentConsumeService:
                 if pq.dropped:
                     work.popleft()
                     continue
-                start = run.position
-                run.position = end = start + size
-                if end >= run.end:
-                    work.popleft()
-                messages = run.messages[start:end]
                 mq = run.mq
-                if not self._spread_scheduled and work and self._idle:
+                run_messages = run.messages
+                if pq is not done_pq:
+                    if done_mq is not None and done_pq is not None:
+                        self._finish(done_mq, done_pq, done, calls, rt_s * 1000)
+                    done_mq, done_pq, done, calls, rt_s = mq, pq, [], 0, 0.0
+                if not self._spread_scheduled and self._idle:
                     self._spread_scheduled = True
                     loop.call_soon(self._spread)
                 started = perf_counter()
-                self._in_listener += 1
-                try:
+                # The batches of this run, while it is still the head's (another worker may
+                # take some while a call waits, or empty it).
+                while run.position < run.end:
+                    start = run.position
+                    run.position = end = start + size
+                    if end >= run.end and work and work[0] is run:
+                        work.popleft()
+                    messages = run_messages[start:end]
                     if listener is not None:
                         try:
                             result = await listener(messages)
@@ -244,56 +283,108 @@ class ConcurrentConsumeService:
                             result = runner.outcome(result, mq)
                     else:
                         result = await runner.run(messages, mq)
-                finally:
-                    self._in_listener -= 1
-                elapsed_s = perf_counter() - started
-                if pq.dropped:
-                    # The queue belongs to another member now; it re-consumes from the committed offset.
-                    continue
-                if result is not success:
-                    await self._failed(mq, pq, messages, elapsed_s * 1000)
-                    continue
-                if pq is not done_pq:
-                    if done_mq is not None and done_pq is not None:
-                        self._finish(done_mq, done_pq, done, calls, rt_s * 1000)
-                    done_mq, done_pq, done, calls, rt_s = mq, pq, [], 0, 0.0
-                done += messages
-                calls += 1
-                rt_s += elapsed_s
-                if calls * size >= DONE_FLUSH_MESSAGES or rt_s >= flush_s:
-                    self._finish(mq, pq, done, calls, rt_s * 1000)
-                    done_mq = done_pq = None
-                    await asyncio.sleep(0)  # let the pulls (and the other workers) run
+                    finished = perf_counter()
+                    elapsed_s = finished - started
+                    started = finished
+                    if pq.dropped:
+                        # The queue belongs to another member now; it re-consumes from the
+                        # committed offset.
+                        break
+                    if result is not success:
+                        await self._failed(mq, pq, messages, elapsed_s * 1000)
+                        started = perf_counter()
+                        continue
+                    done += messages
+                    calls += 1
+                    rt_s += elapsed_s
+                    if calls * size >= DONE_FLUSH_MESSAGES or rt_s >= flush_s:
+                        self._finish(mq, pq, done, calls, rt_s * 1000)
+                        done, calls, rt_s = [], 0, 0.0
+                        self._in_listener -= 1
+                        try:
+                            await asyncio.sleep(0)  # let the pulls (and the other workers) run
+                        finally:
+                            self._in_listener += 1
+                        started = perf_counter()
+                        if not self._spread_scheduled and self._idle and work:
+                            self._spread_scheduled = True
+                            loop.call_soon(self._spread)
         finally:
-            if done_mq is not None and done_pq is not None:
+            self._in_listener -= 1
+            if done_mq is not None and done_pq is not None and done:
                 self._finish(done_mq, done_pq, done, calls, rt_s * 1000)
 
     async def _consume_in_thread(self) -> None:
         """Hand batches of the FIFO to a pool thread (see the class docstring), then finish them."""
-        outcomes = await self._runner.run_in_thread(self._take_in_thread)
-        done_mq: MessageQueue | None = None
-        done_pq: ProcessQueue | None = None
-        done: list[MessageExt] = []
-        calls = 0
-        rt_ms = 0.0
-        for mq, messages, pq, result, elapsed_ms in outcomes:
-            if pq.dropped:
-                continue
-            if result is not ConsumeResult.CONSUME_SUCCESS:
-                await self._failed(mq, pq, messages, elapsed_ms)
-                continue
-            if pq is not done_pq:
-                if done_mq is not None and done_pq is not None:
-                    self._finish(done_mq, done_pq, done, calls, rt_ms)
-                done_mq, done_pq, done, calls, rt_ms = mq, pq, [], 0, 0.0
-            done += messages
-            calls += 1
-            rt_ms += elapsed_ms
-        if done_mq is not None and done_pq is not None:
-            self._finish(done_mq, done_pq, done, calls, rt_ms)
+        done, failed = await self._runner.run_in_thread(self._run_in_thread)
+        for group in done:
+            if group.messages:
+                self._finish(group.mq, group.pq, group.messages, group.calls, group.rt_s * 1000)
+        for mq, pq, messages, rt_ms in failed:
+            if not pq.dropped:
+                await self._failed(mq, pq, messages, rt_ms)
 
-    def _take_in_thread(self) -> tuple[MessageQueue, list[MessageExt], ProcessQueue] | None:
-        """The next batch for a pool thread (called there), or None: nothing left, or stopping."""
+    def _run_in_thread(self) -> tuple[list[_Gathered], list[_Failed]]:
+        """In a pool thread: the listener on batches claimed from the FIFO, one call per batch,
+        until :data:`THREAD_RUN_BATCHES` calls or :data:`THREAD_RUN_MAX_S` (a claim in hand is
+        finished first). Returns the successful messages gathered per run of one queue, with
+        their calls and listener ms, and the failed batches with their ms.
+
+        A claim is one batch, or after calls that each took under :data:`FAST_CALL_S` twice
+        the last claim's batches (up to :data:`CLAIM_MAX_BATCHES`): a fast listener takes
+        the FIFO's lock once for many batches, a slow one batch by batch, so that the other
+        threads take the rest meanwhile."""
+        listener = self._runner.plain_listener
+        size = self._batch_size
+        success = ConsumeResult.CONSUME_SUCCESS
+        perf_counter = time.perf_counter
+        done: list[_Gathered] = []
+        failed: list[_Failed] = []
+        group: _Gathered | None = None
+        claim = 1
+        calls_total = 0
+        hop_started = perf_counter()
+        while calls_total < THREAD_RUN_BATCHES:
+            taken = self._claim_in_thread(claim * size)
+            if taken is None:
+                break
+            mq, pq, chunk = taken
+            if group is None or group.pq is not pq:
+                group = _Gathered(mq, pq)
+                done.append(group)
+            gathered = group.messages
+            batches = -(-len(chunk) // size)
+            ok = batches
+            claim_started = perf_counter()
+            for index in range(0, len(chunk), size):
+                messages = chunk[index : index + size]
+                try:
+                    result = listener(messages)
+                    if result is not success:
+                        result = ListenerRunner.outcome(result, mq)
+                except Exception:
+                    result = ListenerRunner.raised(messages, mq)
+                if result is success:
+                    gathered += messages
+                else:
+                    # Its own time is not known (one clock read per claim): the claim's so far.
+                    failed.append((mq, pq, messages, (perf_counter() - claim_started) * 1000))
+                    ok -= 1
+            finished = perf_counter()
+            calls_total += batches
+            group.calls += ok
+            group.rt_s += finished - claim_started
+            if finished - claim_started >= FAST_CALL_S * batches:
+                claim = 1
+            elif claim < CLAIM_MAX_BATCHES:
+                claim *= 2
+            if finished - hop_started >= THREAD_RUN_MAX_S:
+                break
+        return done, failed
+
+    def _claim_in_thread(self, count: int) -> tuple[MessageQueue, ProcessQueue, list[MessageExt]] | None:
+        """Up to ``count`` messages of the run at the FIFO's head for a pool thread (called
+        there), or None: nothing left, or stopping."""
         with self._take_lock:
             work = self._work
             while work and not self._stopping:
@@ -302,10 +393,10 @@ class ConcurrentConsumeService:
                     work.popleft()
                     continue
                 start = run.position
-                run.position = end = start + self._batch_size
+                run.position = end = start + count
                 if end >= run.end:
                     work.popleft()
-                return run.mq, run.messages[start:end], run.pq
+                return run.mq, run.pq, run.messages[start:end]
         return None
 
     def _finish(
