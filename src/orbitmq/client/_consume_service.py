@@ -236,7 +236,7 @@ class ConcurrentConsumeService:
                 mq = run.mq
                 run_messages = run.messages
                 if pq is not done_pq:
-                    if done_mq is not None and done_pq is not None:
+                    if done_mq is not None and done_pq is not None and done:
                         self._finish(done_mq, done_pq, done, calls, rt_s * 1000)
                     done_mq, done_pq, done, calls, rt_s = mq, pq, [], 0, 0.0
                 if not self._spread_scheduled and self._idle:
@@ -336,6 +336,8 @@ class ConcurrentConsumeService:
             ok = batches
             claim_started = perf_counter()
             for index in range(0, len(chunk), size):
+                if pq.dropped:
+                    break  # the rest is the next owner's, from the committed offset
                 messages = chunk[index : index + size]
                 try:
                     result = listener(messages)
