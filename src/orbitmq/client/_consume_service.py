@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 
 LOCAL_RETRY_DELAY_S = 5.0
 """Pause before a message the broker would not take back is consumed again locally."""
-DONE_FLUSH_MESSAGES = 64
+DONE_FLUSH_MESSAGES = 256
 """Most finished messages a worker keeps before it finishes them and lets the loop run ..."""
 DONE_FLUSH_MS = 10.0
 """... or listener time they took (a slow listener's batches are finished one by one)."""

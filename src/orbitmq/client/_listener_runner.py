@@ -40,7 +40,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-THREAD_RUN_BATCHES = 64
+THREAD_RUN_BATCHES = 256
 """Most batches a pool thread runs for one hop from the event loop ..."""
 THREAD_RUN_MAX_S = 0.01
 """... or seconds it keeps taking new ones after its first (for the caller's function to heed)."""
