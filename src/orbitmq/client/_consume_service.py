@@ -60,6 +60,8 @@ FAST_CALL_S = 0.0001
 """A plain listener's call under this long lets its pool thread claim more batches at once ..."""
 CLAIM_MAX_BATCHES = 32
 """... up to this many."""
+SLOW_HOP_S = 0.05
+"""A hop of a listener thought fast that lasts longer wakes a worker per batch left."""
 
 
 class _Run:
@@ -145,10 +147,14 @@ class ConcurrentConsumeService:
         self._in_listener = 0  # workers inside an async listener call now
         self._spread_scheduled = False
         self._stopping = False
+        # Whether the plain listener's last claims were fast (see _run_in_thread): then one
+        # pool thread at a time takes the FIFO, rather than one per batch.
+        self._threads_fast = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         for index in range(max(self._settings.thread_max, 1)):
             self._tasks.add(loop.create_task(self._worker(), name=f"orbitmq consume {index}"))
 
@@ -157,7 +163,10 @@ class ConcurrentConsumeService:
             return
         self._work.append(_Run(mq, pq, messages))
         if self._runner.batches_in_threads:
-            self._wake(-(-len(messages) // self._batch_size))
+            if not self._threads_fast:
+                self._wake(-(-len(messages) // self._batch_size))
+            elif not self._busy:
+                self._wake(1)  # it takes the FIFO until it is empty; a slow claim spreads it
         elif self._in_listener >= self._busy:
             # No worker is free to take the run now: one is woken, and more join it while
             # the listener calls wait (_spread).
@@ -170,6 +179,14 @@ class ConcurrentConsumeService:
             if not waiter.done():
                 waiter.set_result(None)
                 count -= 1
+
+    def _spread_threads(self) -> None:
+        """A pool thread found the listener slow: a worker for each batch left, as RocketMQ's
+        thread pool would run them."""
+        self._threads_fast = False
+        with self._take_lock:  # the threads take from the FIFO meanwhile
+            batches = sum(-(-(run.end - run.position) // self._batch_size) for run in self._work)
+        self._wake(batches)
 
     def _spread(self) -> None:
         """At the loop's next turn after a listener call began: if a call is still waiting (the
@@ -295,7 +312,18 @@ class ConcurrentConsumeService:
 
     async def _consume_in_thread(self) -> None:
         """Hand batches of the FIFO to a pool thread (see the class docstring), then finish them."""
-        done, failed = await self._runner.run_in_thread(self._run_in_thread)
+        # A listener fast so far may block now, with the batches behind it waiting for this
+        # one thread: past SLOW_HOP_S, the others are woken.
+        watch = (
+            self._loop.call_later(SLOW_HOP_S, self._spread_threads)
+            if self._threads_fast and self._loop
+            else None
+        )
+        try:
+            done, failed = await self._runner.run_in_thread(self._run_in_thread)
+        finally:
+            if watch is not None:
+                watch.cancel()
         for group in done:
             if group.messages:
                 self._finish(group.mq, group.pq, group.messages, group.calls, group.rt_s * 1000)
@@ -312,8 +340,12 @@ class ConcurrentConsumeService:
         A claim is one batch, or after calls that each took under :data:`FAST_CALL_S` twice
         the last claim's batches (up to :data:`CLAIM_MAX_BATCHES`): a fast listener takes
         the FIFO's lock once for many batches, a slow one batch by batch, so that the other
-        threads take the rest meanwhile."""
+        threads take the rest meanwhile. While the claims are fast, :meth:`submit` wakes one
+        worker (one thread) rather than one per batch: the threads would only queue for the
+        GIL, and on a busy host every hand-over of the GIL between them waits for the
+        scheduler. The first slow claim wakes a worker per batch left (:meth:`_spread_threads`)."""
         listener = self._runner.plain_listener
+        loop = self._loop
         size = self._batch_size
         success = ConsumeResult.CONSUME_SUCCESS
         perf_counter = time.perf_counter
@@ -357,10 +389,15 @@ class ConcurrentConsumeService:
             group.rt_s += finished - claim_started
             if finished - claim_started >= FAST_CALL_S * batches:
                 claim = 1
+                if self._threads_fast and self._work and loop is not None:
+                    self._threads_fast = False
+                    loop.call_soon_threadsafe(self._spread_threads)
             elif claim < CLAIM_MAX_BATCHES:
                 claim *= 2
             if finished - hop_started >= THREAD_RUN_MAX_S:
                 break
+        if claim > 1:
+            self._threads_fast = True
         return done, failed
 
     def _claim_in_thread(self, count: int) -> tuple[MessageQueue, ProcessQueue, list[MessageExt]] | None:
