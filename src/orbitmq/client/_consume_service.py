@@ -185,7 +185,7 @@ class ConcurrentConsumeService:
         thread pool would run them."""
         self._threads_fast = False
         with self._take_lock:  # the threads take from the FIFO meanwhile
-            batches = sum(-(-(run.end - run.position) // self._batch_size) for run in self._work)
+            batches = sum(-(-max(run.end - run.position, 0) // self._batch_size) for run in self._work)
         self._wake(batches)
 
     def _spread(self) -> None:
