@@ -109,11 +109,15 @@ class ConsumerRun:
     server_cpu_s: float | None = None
 
     def add(self, count: int) -> None:
-        now = time.monotonic()
+        """``count`` more messages (the clock is read at the first only: see :meth:`stop`)."""
         if not self.count:
-            self.first = now
+            self.first = time.monotonic()
         self.count += count
-        self.last = now
+
+    def stop(self) -> None:
+        """The last message is in (or the run ended without it): its time."""
+        if not self.last:
+            self.last = time.monotonic()
 
     @property
     def total_rate(self) -> float:
@@ -220,9 +224,12 @@ async def _push(
     loop = asyncio.get_running_loop()
     lock = threading.Lock()
 
+    # The listeners count; the clock is read at the first and the last message only, as
+    # reading it on every call would weigh on the consumers called once per message alone.
     async def on_messages(messages: list[MessageExt]) -> ConsumeResult:
         run.add(len(messages))
         if run.count >= goal:
+            run.stop()
             done.set()
         return ConsumeResult.CONSUME_SUCCESS
 
@@ -230,6 +237,8 @@ async def _push(
         with lock:  # several consume threads call at once
             run.add(len(messages))
             finished = run.count >= goal
+            if finished:
+                run.stop()
         if finished:
             loop.call_soon_threadsafe(done.set)
         return ConsumeResult.CONSUME_SUCCESS
@@ -247,6 +256,7 @@ async def _push(
     except TimeoutError:
         pass
     finally:
+        run.stop()
         await consumer.shutdown()
     return run
 
@@ -271,6 +281,7 @@ async def _pull(
             if messages:
                 run.add(len(messages))
     finally:
+        run.stop()
         await consumer.shutdown()
     return run
 

@@ -10,10 +10,7 @@ failed batch is sent back to the broker (clustering) and then counts as done; a 
 broker does not take back stays in its process queue, which holds the committed offset below
 it, and is consumed again locally after a pause, so it is never lost.
 
-Orderly (ConsumeMessageOrderlyService): one task per queue takes the lowest messages in turn;
-a failure puts them back and pauses the queue for ``suspend_current_queue_time_ms``, until a
-message has failed ``max_reconsume_times`` times, when it is sent to %DLQ%<group>. In
-clustering mode a queue is consumed only while this client holds its broker lock.
+Orderly (ConsumeMessageOrderlyService): ``orbitmq.client._consume_orderly``.
 """
 
 from __future__ import annotations
@@ -23,13 +20,15 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Sequence
 
+from orbitmq.client._consume_orderly import OrderlyConsumeService
+from orbitmq.client._consume_settings import ConsumeSettings, OffsetSink
 from orbitmq.client._consume_stats import ConsumeStatsRecorder
-from orbitmq.client._group_api import DELAY_LEVEL_DEAD_LETTER, BrokerInvoker, send_back
+from orbitmq.client._group_api import BrokerInvoker, send_back
 from orbitmq.client._listener_runner import (
+    THREAD_RUN_BATCHES,
+    THREAD_RUN_MAX_S,
     ConsumeHook,
     ConsumeResult,
     ListenerRunner,
@@ -53,28 +52,16 @@ logger = logging.getLogger(__name__)
 
 LOCAL_RETRY_DELAY_S = 5.0
 """Pause before a message the broker would not take back is consumed again locally."""
-DONE_FLUSH_MESSAGES = 64
+DONE_FLUSH_MESSAGES = 256
 """Most finished messages a worker keeps before it finishes them and lets the loop run ..."""
 DONE_FLUSH_MS = 10.0
 """... or listener time they took (a slow listener's batches are finished one by one)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumeSettings:
-    group: str
-    clustering: bool
-    thread_max: int
-    batch_max_size: int
-    max_reconsume_times: int
-    suspend_current_queue_time_ms: int
-
-
-class OffsetSink(Protocol):
-    """Where finished messages move the committed offset to."""
-
-    def on_consumed(self, mq: MessageQueue, pq: ProcessQueue, commit_offset: int) -> None: ...
-
-    def queue_lockable(self, mq: MessageQueue, pq: ProcessQueue) -> Awaitable[bool]: ...
+FAST_CALL_S = 0.0001
+"""A plain listener's call under this long lets its pool thread claim more batches at once ..."""
+CLAIM_MAX_BATCHES = 32
+"""... up to this many."""
+SLOW_HOP_S = 0.05
+"""A hop of a listener thought fast that lasts longer wakes a worker per batch left."""
 
 
 class _Run:
@@ -88,6 +75,23 @@ class _Run:
         self.messages = messages
         self.position = 0  # index of the first message not yet taken
         self.end = len(messages)
+
+
+class _Gathered:
+    """Successful batches of one queue that a pool thread ran back to back."""
+
+    __slots__ = ("mq", "pq", "messages", "calls", "rt_s")
+
+    def __init__(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        self.mq = mq
+        self.pq = pq
+        self.messages: list[MessageExt] = []
+        self.calls = 0
+        self.rt_s = 0.0
+
+
+# A batch the listener did not consume in a pool thread, and the ms its call took.
+_Failed = tuple[MessageQueue, ProcessQueue, list[MessageExt], float]
 
 
 def _now_ms() -> int:
@@ -113,9 +117,12 @@ class ConcurrentConsumeService:
     listener that never waits is called by one worker at a time, which is all it can use.
 
     A plain (thread pool) listener without hooks is called from the pool threads through
-    ``ListenerRunner.run_in_thread``: one hop to a thread runs several batches taken from the
-    FIFO (under a lock), one listener call each, rather than one hop per batch; the
+    ``ListenerRunner.run_in_thread``: one hop to a thread runs several batches claimed from
+    the FIFO (under a lock), one listener call each, rather than one hop per batch; the
     ``thread_max`` workers keep as many threads busy as before (a run's batches wake as many).
+    A thread claims one batch at a time while the listener is slow, several while it is fast
+    (:meth:`_run_in_thread`), and gathers what succeeded per queue itself, so the loop
+    finishes each hop's messages with one call per queue.
     """
 
     def __init__(
@@ -140,10 +147,14 @@ class ConcurrentConsumeService:
         self._in_listener = 0  # workers inside an async listener call now
         self._spread_scheduled = False
         self._stopping = False
+        # Whether the plain listener's last claims were fast (see _run_in_thread): then one
+        # pool thread at a time takes the FIFO, rather than one per batch.
+        self._threads_fast = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         for index in range(max(self._settings.thread_max, 1)):
             self._tasks.add(loop.create_task(self._worker(), name=f"orbitmq consume {index}"))
 
@@ -152,7 +163,10 @@ class ConcurrentConsumeService:
             return
         self._work.append(_Run(mq, pq, messages))
         if self._runner.batches_in_threads:
-            self._wake(-(-len(messages) // self._batch_size))
+            if not self._threads_fast:
+                self._wake(-(-len(messages) // self._batch_size))
+            elif not self._busy:
+                self._wake(1)  # it takes the FIFO until it is empty; a slow claim spreads it
         elif self._in_listener >= self._busy:
             # No worker is free to take the run now: one is woken, and more join it while
             # the listener calls wait (_spread).
@@ -165,6 +179,14 @@ class ConcurrentConsumeService:
             if not waiter.done():
                 waiter.set_result(None)
                 count -= 1
+
+    def _spread_threads(self) -> None:
+        """A pool thread found the listener slow: a worker for each batch left, as RocketMQ's
+        thread pool would run them."""
+        self._threads_fast = False
+        with self._take_lock:  # the threads take from the FIFO meanwhile
+            batches = sum(-(-max(run.end - run.position, 0) // self._batch_size) for run in self._work)
+        self._wake(batches)
 
     def _spread(self) -> None:
         """At the loop's next turn after a listener call began: if a call is still waiting (the
@@ -201,7 +223,13 @@ class ConcurrentConsumeService:
                 self._busy -= 1
 
     async def _consume_on_loop(self) -> None:
-        """Take batches off the FIFO and call the listener on each, until the FIFO is empty."""
+        """Take batches off the FIFO and call the listener on each, until the FIFO is empty.
+
+        Between two turns it gives the loop (:data:`DONE_FLUSH_MESSAGES` messages), this
+        worker counts as inside a listener call (``_in_listener``, read by :meth:`_spread` and
+        :meth:`submit`): nothing else runs meanwhile unless a listener call (or a send-back)
+        waits, so the count is only read while one does. The listener time of a stretch is
+        read once per call, the end of one call starting the next."""
         work, runner, size = self._work, self._runner, self._batch_size
         listener = runner.awaitable_listener
         success = ConsumeResult.CONSUME_SUCCESS
@@ -214,6 +242,7 @@ class ConcurrentConsumeService:
         done: list[MessageExt] = []
         calls = 0
         rt_s = 0.0
+        self._in_listener += 1
         try:
             while work:
                 run = work[0]
@@ -221,18 +250,24 @@ class ConcurrentConsumeService:
                 if pq.dropped:
                     work.popleft()
                     continue
-                start = run.position
-                run.position = end = start + size
-                if end >= run.end:
-                    work.popleft()
-                messages = run.messages[start:end]
                 mq = run.mq
-                if not self._spread_scheduled and work and self._idle:
+                run_messages = run.messages
+                if pq is not done_pq:
+                    if done_mq is not None and done_pq is not None and done:
+                        self._finish(done_mq, done_pq, done, calls, rt_s * 1000)
+                    done_mq, done_pq, done, calls, rt_s = mq, pq, [], 0, 0.0
+                if not self._spread_scheduled and self._idle:
                     self._spread_scheduled = True
                     loop.call_soon(self._spread)
                 started = perf_counter()
-                self._in_listener += 1
-                try:
+                # The batches of this run, while it is still the head's (another worker may
+                # take some while a call waits, or empty it).
+                while run.position < run.end:
+                    start = run.position
+                    run.position = end = start + size
+                    if end >= run.end and work and work[0] is run:
+                        work.popleft()
+                    messages = run_messages[start:end]
                     if listener is not None:
                         try:
                             result = await listener(messages)
@@ -244,56 +279,130 @@ class ConcurrentConsumeService:
                             result = runner.outcome(result, mq)
                     else:
                         result = await runner.run(messages, mq)
-                finally:
-                    self._in_listener -= 1
-                elapsed_s = perf_counter() - started
-                if pq.dropped:
-                    # The queue belongs to another member now; it re-consumes from the committed offset.
-                    continue
-                if result is not success:
-                    await self._failed(mq, pq, messages, elapsed_s * 1000)
-                    continue
-                if pq is not done_pq:
-                    if done_mq is not None and done_pq is not None:
-                        self._finish(done_mq, done_pq, done, calls, rt_s * 1000)
-                    done_mq, done_pq, done, calls, rt_s = mq, pq, [], 0, 0.0
-                done += messages
-                calls += 1
-                rt_s += elapsed_s
-                if calls * size >= DONE_FLUSH_MESSAGES or rt_s >= flush_s:
-                    self._finish(mq, pq, done, calls, rt_s * 1000)
-                    done_mq = done_pq = None
-                    await asyncio.sleep(0)  # let the pulls (and the other workers) run
+                    finished = perf_counter()
+                    elapsed_s = finished - started
+                    started = finished
+                    if pq.dropped:
+                        # The queue belongs to another member now; it re-consumes from the
+                        # committed offset.
+                        break
+                    if result is not success:
+                        await self._failed(mq, pq, messages, elapsed_s * 1000)
+                        started = perf_counter()
+                        continue
+                    done += messages
+                    calls += 1
+                    rt_s += elapsed_s
+                    if calls * size >= DONE_FLUSH_MESSAGES or rt_s >= flush_s:
+                        self._finish(mq, pq, done, calls, rt_s * 1000)
+                        done, calls, rt_s = [], 0, 0.0
+                        self._in_listener -= 1
+                        try:
+                            await asyncio.sleep(0)  # let the pulls (and the other workers) run
+                        finally:
+                            self._in_listener += 1
+                        started = perf_counter()
+                        if not self._spread_scheduled and self._idle and work:
+                            self._spread_scheduled = True
+                            loop.call_soon(self._spread)
         finally:
-            if done_mq is not None and done_pq is not None:
+            self._in_listener -= 1
+            if done_mq is not None and done_pq is not None and done:
                 self._finish(done_mq, done_pq, done, calls, rt_s * 1000)
 
     async def _consume_in_thread(self) -> None:
         """Hand batches of the FIFO to a pool thread (see the class docstring), then finish them."""
-        outcomes = await self._runner.run_in_thread(self._take_in_thread)
-        done_mq: MessageQueue | None = None
-        done_pq: ProcessQueue | None = None
-        done: list[MessageExt] = []
-        calls = 0
-        rt_ms = 0.0
-        for mq, messages, pq, result, elapsed_ms in outcomes:
-            if pq.dropped:
-                continue
-            if result is not ConsumeResult.CONSUME_SUCCESS:
-                await self._failed(mq, pq, messages, elapsed_ms)
-                continue
-            if pq is not done_pq:
-                if done_mq is not None and done_pq is not None:
-                    self._finish(done_mq, done_pq, done, calls, rt_ms)
-                done_mq, done_pq, done, calls, rt_ms = mq, pq, [], 0, 0.0
-            done += messages
-            calls += 1
-            rt_ms += elapsed_ms
-        if done_mq is not None and done_pq is not None:
-            self._finish(done_mq, done_pq, done, calls, rt_ms)
+        # A listener fast so far may block now, with the batches behind it waiting for this
+        # one thread: past SLOW_HOP_S, the others are woken.
+        watch = (
+            self._loop.call_later(SLOW_HOP_S, self._spread_threads)
+            if self._threads_fast and self._loop
+            else None
+        )
+        try:
+            done, failed = await self._runner.run_in_thread(self._run_in_thread)
+        finally:
+            if watch is not None:
+                watch.cancel()
+        for group in done:
+            if group.messages:
+                self._finish(group.mq, group.pq, group.messages, group.calls, group.rt_s * 1000)
+        for mq, pq, messages, rt_ms in failed:
+            if not pq.dropped:
+                await self._failed(mq, pq, messages, rt_ms)
 
-    def _take_in_thread(self) -> tuple[MessageQueue, list[MessageExt], ProcessQueue] | None:
-        """The next batch for a pool thread (called there), or None: nothing left, or stopping."""
+    def _run_in_thread(self) -> tuple[list[_Gathered], list[_Failed]]:
+        """In a pool thread: the listener on batches claimed from the FIFO, one call per batch,
+        until :data:`THREAD_RUN_BATCHES` calls or :data:`THREAD_RUN_MAX_S` (a claim in hand is
+        finished first). Returns the successful messages gathered per run of one queue, with
+        their calls and listener ms, and the failed batches with their ms.
+
+        A claim is one batch, or after calls that each took under :data:`FAST_CALL_S` twice
+        the last claim's batches (up to :data:`CLAIM_MAX_BATCHES`): a fast listener takes
+        the FIFO's lock once for many batches, a slow one batch by batch, so that the other
+        threads take the rest meanwhile. While the claims are fast, :meth:`submit` wakes one
+        worker (one thread) rather than one per batch: the threads would only queue for the
+        GIL, and on a busy host every hand-over of the GIL between them waits for the
+        scheduler. The first slow claim wakes a worker per batch left (:meth:`_spread_threads`)."""
+        listener = self._runner.plain_listener
+        loop = self._loop
+        size = self._batch_size
+        success = ConsumeResult.CONSUME_SUCCESS
+        perf_counter = time.perf_counter
+        done: list[_Gathered] = []
+        failed: list[_Failed] = []
+        group: _Gathered | None = None
+        claim = 1
+        calls_total = 0
+        hop_started = perf_counter()
+        while calls_total < THREAD_RUN_BATCHES:
+            taken = self._claim_in_thread(claim * size)
+            if taken is None:
+                break
+            mq, pq, chunk = taken
+            if group is None or group.pq is not pq:
+                group = _Gathered(mq, pq)
+                done.append(group)
+            gathered = group.messages
+            batches = -(-len(chunk) // size)
+            ok = batches
+            claim_started = perf_counter()
+            for index in range(0, len(chunk), size):
+                if pq.dropped:
+                    break  # the rest is the next owner's, from the committed offset
+                messages = chunk[index : index + size]
+                try:
+                    result = listener(messages)
+                    if result is not success:
+                        result = ListenerRunner.outcome(result, mq)
+                except Exception:
+                    result = ListenerRunner.raised(messages, mq)
+                if result is success:
+                    gathered += messages
+                else:
+                    # Its own time is not known (one clock read per claim): the claim's so far.
+                    failed.append((mq, pq, messages, (perf_counter() - claim_started) * 1000))
+                    ok -= 1
+            finished = perf_counter()
+            calls_total += batches
+            group.calls += ok
+            group.rt_s += finished - claim_started
+            if finished - claim_started >= FAST_CALL_S * batches:
+                claim = 1
+                if self._threads_fast and self._work and loop is not None:
+                    self._threads_fast = False
+                    loop.call_soon_threadsafe(self._spread_threads)
+            elif claim < CLAIM_MAX_BATCHES:
+                claim *= 2
+            if finished - hop_started >= THREAD_RUN_MAX_S:
+                break
+        if claim > 1:
+            self._threads_fast = True
+        return done, failed
+
+    def _claim_in_thread(self, count: int) -> tuple[MessageQueue, ProcessQueue, list[MessageExt]] | None:
+        """Up to ``count`` messages of the run at the FIFO's head for a pool thread (called
+        there), or None: nothing left, or stopping."""
         with self._take_lock:
             work = self._work
             while work and not self._stopping:
@@ -302,10 +411,10 @@ class ConcurrentConsumeService:
                     work.popleft()
                     continue
                 start = run.position
-                run.position = end = start + self._batch_size
+                run.position = end = start + count
                 if end >= run.end:
                     work.popleft()
-                return run.mq, run.messages[start:end], run.pq
+                return run.mq, run.pq, run.messages[start:end]
         return None
 
     def _finish(
@@ -379,111 +488,6 @@ class ConcurrentConsumeService:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        self._runner.close()
-
-
-class OrderlyConsumeService:
-    """One consuming task per queue at a time; messages of a queue are consumed in order."""
-
-    def __init__(
-        self,
-        settings: ConsumeSettings,
-        listener: MessageListener,
-        invoker: BrokerInvoker,
-        sink: OffsetSink,
-        hooks: Sequence[ConsumeHook] = (),
-        stats: ConsumeStatsRecorder | None = None,
-    ) -> None:
-        self._settings = settings
-        self._runner: ListenerRunner[ProcessQueue] = ListenerRunner(listener, settings.thread_max, hooks)
-        self._invoker = invoker
-        self._sink = sink
-        self._stats = stats
-        self._tasks: dict[ProcessQueue, asyncio.Task[None]] = {}
-
-    def start(self) -> None:
-        return None
-
-    def submit(self, mq: MessageQueue, pq: ProcessQueue, messages: list[MessageExt]) -> None:
-        existing = self._tasks.get(pq)
-        if (existing is not None and not existing.done()) or pq.dropped:
-            return
-        task = asyncio.get_running_loop().create_task(
-            self._consume_queue(mq, pq), name=f"orbitmq orderly {mq}"
-        )
-        self._tasks[pq] = task
-        task.add_done_callback(lambda done: self._forget(pq, done))
-
-    def _forget(self, pq: ProcessQueue, task: asyncio.Task[None]) -> None:
-        if self._tasks.get(pq) is task:
-            del self._tasks[pq]
-
-    async def _consume_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None:
-        pq.consuming_orderly = True
-        try:
-            while not pq.dropped:
-                if not await self._sink.queue_lockable(mq, pq):
-                    await asyncio.sleep(0.1)
-                    continue
-                messages = pq.take_messages(max(self._settings.batch_max_size, 1))
-                if not messages:
-                    return
-                started = time.perf_counter()
-                result = await self._runner.run(messages, mq)
-                if self._stats is not None:
-                    ok = len(messages) if result is ConsumeResult.CONSUME_SUCCESS else 0
-                    elapsed_ms = (time.perf_counter() - started) * 1000
-                    self._stats.on_consumed(mq.topic, ok, len(messages) - ok, elapsed_ms, _now_ms())
-                if pq.dropped:
-                    return
-                if result is ConsumeResult.CONSUME_SUCCESS or await self._dead_letter(mq, messages):
-                    self._sink.on_consumed(mq, pq, pq.commit())
-                    continue
-                for message in messages:
-                    message.reconsume_times += 1
-                pq.make_available(messages)
-                await asyncio.sleep(self._settings.suspend_current_queue_time_ms / 1000)
-        finally:
-            pq.consuming_orderly = False
-
-    async def _dead_letter(self, mq: MessageQueue, messages: list[MessageExt]) -> bool:
-        """After max_reconsume_times local attempts, move the batch to %DLQ%<group>; True if done."""
-        if not any(m.reconsume_times >= self._settings.max_reconsume_times for m in messages):
-            return False
-        if not self._settings.clustering:
-            return True
-        results = await asyncio.gather(
-            *(
-                send_back(
-                    self._invoker,
-                    mq.broker_name,
-                    self._settings.group,
-                    message,
-                    delay_level=DELAY_LEVEL_DEAD_LETTER,
-                    max_reconsume_times=self._settings.max_reconsume_times,
-                )
-                for message in messages
-            )
-        )
-        return all(results)
-
-    async def consume_directly(
-        self, messages: list[MessageExt], mq: MessageQueue
-    ) -> tuple[ConsumeResult, int]:
-        """The listener on ``messages`` now, outside the queues (CONSUME_MESSAGE_DIRECTLY)."""
-        return await self._runner.run_directly(messages, mq)
-
-    async def drain(self, timeout_s: float) -> None:
-        """Wait for the running queue tasks to finish their current batch."""
-        pending = list(self._tasks.values())
-        if pending:
-            await asyncio.wait(pending, timeout=timeout_s)
-
-    async def stop(self) -> None:
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         self._runner.close()
 
 

@@ -4,11 +4,12 @@ Listeners may be ``async def`` functions (awaited on the event loop) or plain ca
 in a thread pool of ``consume_thread_max`` threads). Either returns a :class:`ConsumeResult`;
 an exception counts as RECONSUME_LATER, and so does any other answer (logged).
 
-A plain listener with no hook may also be given a run of batches per hop to a pool thread
-(:meth:`ListenerRunner.run_in_thread`): still one listener call per batch, in the order the
-batches are taken, but one hand-over between the event loop and a thread for up to
-:data:`THREAD_RUN_BATCHES` calls instead of one per call. A slow listener gets one batch per
-hop (:data:`THREAD_RUN_MAX_S`), so every pool thread stays busy as before.
+A plain listener with no hook may also be called on a run of batches per hop to a pool
+thread (:meth:`ListenerRunner.run_in_thread` runs the caller's function there, which calls
+:attr:`ListenerRunner.plain_listener` once per batch): one hand-over between the event loop
+and a thread for up to :data:`THREAD_RUN_BATCHES` calls instead of one per call, for at most
+about :data:`THREAD_RUN_MAX_S`, so that a slow listener's batches spread over every pool
+thread as before.
 """
 
 from __future__ import annotations
@@ -31,20 +32,18 @@ __all__ = [
     "RETURN_SUCCESS",
     "THREAD_RUN_BATCHES",
     "THREAD_RUN_MAX_S",
-    "Batch",
     "ConsumeHook",
     "ConsumeResult",
     "ListenerRunner",
     "MessageListener",
-    "Outcome",
 ]
 
 logger = logging.getLogger(__name__)
 
-THREAD_RUN_BATCHES = 64
+THREAD_RUN_BATCHES = 256
 """Most batches a pool thread runs for one hop from the event loop ..."""
 THREAD_RUN_MAX_S = 0.01
-"""... or seconds it keeps taking new ones after its first."""
+"""... or seconds it keeps taking new ones after its first (for the caller's function to heed)."""
 
 
 class ConsumeResult(Enum):
@@ -64,10 +63,7 @@ RETURN_FAILED = 4
 
 
 T = TypeVar("T")
-# A batch for one listener call: its queue, its messages, and what the caller tags it with.
-Batch = tuple[MessageQueue, list[MessageExt], T]
-# The same with what the listener answered, and how long the call took (ms).
-Outcome = tuple[MessageQueue, list[MessageExt], T, "ConsumeResult", float]
+R = TypeVar("R")
 
 
 class ConsumeHook(Protocol):
@@ -158,40 +154,21 @@ class ListenerRunner(Generic[T]):
             return _raised(messages, mq)
         return _outcome(result, mq)
 
-    async def run_in_thread(self, take: Callable[[], Batch[T] | None]) -> list[Outcome[T]]:
-        """In one pool thread, the listener on each batch ``take`` gives until it gives None,
-        :data:`THREAD_RUN_BATCHES` ran or :data:`THREAD_RUN_MAX_S` passed: each batch with its
-        result and the ms its call took. ``take`` runs in the thread.
+    @property
+    def plain_listener(self) -> Callable[[list[MessageExt]], object]:
+        """The listener itself, for :meth:`run_in_thread`'s function to call (a plain listener
+        without hooks: see :attr:`batches_in_threads`)."""
+        return self._listener
+
+    async def run_in_thread(self, work: Callable[[], R]) -> R:
+        """``work()`` in a pool thread (it calls :attr:`plain_listener` on batches itself).
 
         Raises:
             AssertionError: not a plain listener without hooks (see :attr:`batches_in_threads`).
         """
         if self._executor is None or self._hooks:
             raise AssertionError("run_in_thread needs a plain listener and no hooks")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._run_batches, take)
-
-    def _run_batches(self, take: Callable[[], Batch[T] | None]) -> list[Outcome[T]]:
-        outcomes: list[Outcome[T]] = []
-        listener = self._listener
-        perf_counter = time.perf_counter
-        run_started = perf_counter()
-        while len(outcomes) < THREAD_RUN_BATCHES:
-            batch = take()
-            if batch is None:
-                break
-            mq, messages, tag = batch
-            started = perf_counter()
-            try:
-                result = listener(messages)
-                if result is not ConsumeResult.CONSUME_SUCCESS:
-                    result = _outcome(result, mq)[0]
-            except Exception:
-                result = _raised(messages, mq)[0]
-            finished = perf_counter()
-            outcomes.append((mq, messages, tag, result, (finished - started) * 1000))
-            if finished - run_started >= THREAD_RUN_MAX_S:
-                break
-        return outcomes
+        return await asyncio.get_running_loop().run_in_executor(self._executor, work)
 
     async def run_directly(self, messages: list[MessageExt], mq: MessageQueue) -> tuple[ConsumeResult, int]:
         """One listener call for CONSUME_MESSAGE_DIRECTLY: no hooks, no send-back."""

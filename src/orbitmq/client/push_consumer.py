@@ -5,11 +5,8 @@ Theory of operation (RocketMQ DefaultMQPushConsumer). A rebalance, run at start,
 the others when this member stops and unregisters), works out this client's queues: all of them when broadcasting, else this member's share by
 the allocate strategy over the group's members (GET_CONSUMER_LIST_BY_GROUP). Each queue owned
 gets a :class:`ProcessQueue` and a pull task that long-polls the broker and hands messages to
-the consume service; the pull pauses while the queue holds more than
-``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue_mib``, and is woken
-when consumption has emptied half of it. A pull asks for ``pull_batch_size`` messages, or for
-more while the queue has a backlog and the threshold leaves room (``_pull_api.PullSizer``).
-A queue given away is dropped: its pull stops, results of its in-flight messages are ignored, its offset is
+the consume service, with flow control (``orbitmq.client._push_pull``). A queue given away is
+dropped: its pull stops, results of its in-flight messages are ignored, its offset is
 committed. Consumed offsets (the lowest unfinished offset of each queue) are committed every
 5 s by the ClientInstance, piggybacked on pulls, and at shutdown.
 
@@ -37,28 +34,19 @@ from orbitmq.client._consume_service import (
 )
 from orbitmq.client._consume_stats import ConsumeStatsRecorder
 from orbitmq.client._consumer_config import PushConsumerConfig, queues_of_route
-from orbitmq.client._group_api import check_client_config, consumer_ids, lock_queues, unlock_queues
+from orbitmq.client._group_api import check_client_config, consumer_ids
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client._process_queue import ProcessQueue
-from orbitmq.client._pull_api import (
-    PullNodeTable,
-    PullRequestSpec,
-    PullSizer,
-    PullStatus,
-    decode_pull_body,
-    pull_queue,
-    resolve_start_offset,
-    restore_retry_topic,
-    retry_topic,
-    wait_event,
-)
+from orbitmq.client._pull_api import resolve_start_offset, restore_retry_topic, retry_topic, wait_event
+from orbitmq.client._push_locks import lock_new_queues, renew_locks, unlock_queues_of
+from orbitmq.client._push_pull import PullLoops
 from orbitmq.client._route_retry import RouteRetry
 from orbitmq.client._trace import TraceConsumeHook, TraceDispatcher
 from orbitmq.client.config import split_config
 from orbitmq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from orbitmq.client.rebalance import AllocateStrategy, strategy_by_name
 from orbitmq.client.selector import MessageSelector, selector_of
-from orbitmq.errors import ClientStateError, OrbitError, RemoteProtocolError
+from orbitmq.errors import ClientStateError, OrbitError
 from orbitmq.model.heartbeat import (
     ConsumerData,
     ConsumeType,
@@ -74,10 +62,6 @@ from orbitmq.protocol.client_bodies import (
 __all__ = ["ConsumeResult", "MessageListener", "PushConsumer", "PushConsumerConfig", "queues_of_route"]
 
 logger = logging.getLogger(__name__)
-
-PULL_DELAY_ON_ERROR_S = 1.0
-PULL_DELAY_ON_FLOW_CONTROL_S = 0.05
-LOCK_RETRY_DELAY_S = 1.0
 
 
 @dataclass(slots=True)
@@ -108,11 +92,7 @@ class PushConsumer:
         self.client_config, self.config = split_config(namesrv_addr, config, PushConsumerConfig)
         self._listener = listener
         self._subscriptions: dict[str, MessageSelector] = {}
-        # Per queue, the broker the last pull answer suggested (a slave while the master is away).
-        self._pull_nodes = PullNodeTable()
         self._owned: dict[MessageQueue, _Owned] = {}
-        # Pull loops paused by flow control, woken when consumption makes room (on_consumed).
-        self._room_waiters: dict[ProcessQueue, asyncio.Future[None]] = {}
         self._instance: ClientInstance | None = None
         self._store: OffsetStore | None = None
         self._service: ConsumeService | None = None
@@ -127,6 +107,7 @@ class PushConsumer:
         self._rebalance_lock = asyncio.Lock()
         self._running = False
         self._stats = ConsumeStatsRecorder()
+        self._pulls = PullLoops(group, self.config, self._subscriptions, self._stats, self.on_consumed)
         self._started_ms = 0
         self._trace: TraceDispatcher | None = None
 
@@ -224,7 +205,10 @@ class PushConsumer:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._rebalance_loop(), name=f"orbitmq rebalance {self.group}"))
         if self.config.orderly and self.clustering:
-            self._tasks.append(loop.create_task(self._lock_loop(), name=f"orbitmq lock {self.group}"))
+            renewal = renew_locks(
+                instance, self.group, self._owned_queues, self.config.lock_renew_interval_ms / 1000
+            )
+            self._tasks.append(loop.create_task(renewal, name=f"orbitmq lock {self.group}"))
 
     async def _check_sql_subscriptions(self, instance: ClientInstance) -> None:
         """CHECK_CLIENT_CONFIG for each SQL92 subscription, as the Java consumer does at start.
@@ -429,16 +413,7 @@ class PushConsumer:
         return True
 
     async def _lock_new(self, queues: list[MessageQueue]) -> list[MessageQueue]:
-        instance = self._require_instance()
-        locked: list[MessageQueue] = []
-        for broker_name in sorted({mq.broker_name for mq in queues}):
-            wanted = [mq for mq in queues if mq.broker_name == broker_name]
-            granted = await lock_queues(instance, broker_name, self.group, instance.client_id, wanted)
-            locked += [mq for mq in wanted if mq in granted]
-        if len(locked) < len(queues):
-            # Another member still holds some: it unlocks once its consumption stops; ask again soon.
-            asyncio.get_running_loop().call_later(LOCK_RETRY_DELAY_S, self.rebalance_soon)
-        return locked
+        return await lock_new_queues(self._require_instance(), self.group, queues, self.rebalance_soon)
 
     async def _take(self, mq: MessageQueue) -> None:
         store = self._store
@@ -453,8 +428,9 @@ class PushConsumer:
         store.table.update(mq, start_offset)
         owned = _Owned(pq)
         self._owned[mq] = owned
+        assert self._service is not None
         owned.task = asyncio.get_running_loop().create_task(
-            self._pull_loop(mq, pq), name=f"orbitmq pull {mq}"
+            self._pulls.run(self._require_instance(), self._service, store, mq, pq), name=f"orbitmq pull {mq}"
         )
         logger.info("group %s takes %s from queue offset %d", self.group, mq, start_offset)
 
@@ -485,146 +461,22 @@ class PushConsumer:
         logger.info("group %s drops %s", self.group, mq)
 
     async def _unlock(self, queues: list[MessageQueue]) -> None:
-        instance = self._require_instance()
-        for broker_name in sorted({mq.broker_name for mq in queues}):
-            wanted = [mq for mq in queues if mq.broker_name == broker_name]
-            await unlock_queues(instance, broker_name, self.group, instance.client_id, wanted)
+        await unlock_queues_of(self._require_instance(), self.group, queues)
 
-    async def _lock_loop(self) -> None:
-        """Renew the locks of the owned queues (the broker expires them after 60 s)."""
-        instance = self._require_instance()
-        while True:
-            await asyncio.sleep(self.config.lock_renew_interval_ms / 1000)
-            for broker_name in sorted({mq.broker_name for mq in self._owned}):
-                wanted = [mq for mq in self._owned if mq.broker_name == broker_name]
-                try:
-                    granted = await lock_queues(instance, broker_name, self.group, instance.client_id, wanted)
-                except OrbitError as exc:
-                    logger.info("lock renewal on %s for group %s failed: %s", broker_name, self.group, exc)
-                    continue
-                for mq in wanted:
-                    owned = self._owned.get(mq)
-                    if owned is not None:
-                        owned.pq.locked = mq in granted
-                        owned.pq.last_lock_ms = _now_ms()
+    def _owned_queues(self) -> dict[MessageQueue, ProcessQueue]:
+        return {mq: owned.pq for mq, owned in self._owned.items()}
 
     # -- OffsetSink ------------------------------------------------------------------------------
 
     def on_consumed(self, mq: MessageQueue, pq: ProcessQueue, commit_offset: int) -> None:
         if commit_offset >= 0 and not pq.dropped and self._store is not None:
             self._store.table.update(mq, commit_offset, increase_only=True)
-        waiter = self._room_waiters.get(pq)
-        if waiter is not None and (
-            pq.msg_count <= self.config.pull_threshold_for_queue // 2
-            and pq.msg_size_bytes <= self.config.pull_threshold_size_for_queue_mib * 512 * 1024
-        ):
-            del self._room_waiters[pq]
-            if not waiter.done():
-                waiter.set_result(None)
+        self._pulls.on_room(pq)
 
     async def queue_lockable(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         if not self.clustering:
             return True
         return pq.locked and _now_ms() - pq.last_lock_ms < 30_000
-
-    # -- pulling ---------------------------------------------------------------------------------
-
-    async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue) -> None:
-        instance = self._require_instance()
-        service = self._service
-        store = self._store
-        assert service is not None and store is not None
-        threshold_count = self.config.pull_threshold_for_queue
-        threshold_bytes = self.config.pull_threshold_size_for_queue_mib * 1024 * 1024
-        sizer = PullSizer(self.config.pull_batch_size)
-        next_offset = pq.commit_offset()
-        while not pq.dropped:
-            if sizer.worth_waiting(threshold_count - pq.msg_count, threshold_count):
-                await self._wait_for_room(pq)  # then pulls what room there is, as RocketMQ would
-            if pq.msg_count >= threshold_count or pq.msg_size_bytes >= threshold_bytes:
-                await self._wait_for_room(pq)
-                continue
-            selector = self._subscriptions.get(mq.topic)
-            if selector is None:
-                return
-            spec = PullRequestSpec(
-                self.group,
-                selector,
-                sizer.next_size(threshold_count - pq.msg_count),
-                self.config.broker_suspend_max_ms,
-                self.config.consumer_timeout_when_suspend_ms,
-            )
-            commit_offset = store.table.get(mq) if self.clustering else None
-            pull_started = time.perf_counter()
-            try:
-                result = await pull_queue(
-                    instance,
-                    mq,
-                    next_offset,
-                    spec,
-                    commit_offset=-1 if commit_offset is None else commit_offset,
-                    nodes=self._pull_nodes,
-                )
-            except OrbitError as exc:
-                logger.info("pull of %s at queue offset %d failed: %s", mq, next_offset, exc)
-                await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
-                continue
-            if pq.dropped:
-                return
-            sizer.on_result(result)
-            if result.status is PullStatus.FOUND:
-                try:
-                    messages = decode_pull_body(result.body, selector, mq)
-                except RemoteProtocolError as exc:
-                    # Never from an OrbitMQ broker (its store checks every record): say so and
-                    # pull again, rather than end this queue's pull loop.
-                    logger.error("pull of %s at queue offset %d: %s", mq, next_offset, exc)
-                    await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
-                    continue
-                self._stats.on_pull(
-                    mq.topic, len(messages), (time.perf_counter() - pull_started) * 1000, _now_ms()
-                )
-                restore_retry_topic(messages, self.group)
-                pq.put_messages(messages, result.next_begin_offset)
-                if messages:
-                    service.submit(mq, pq, messages)
-                elif pq.msg_count == 0:
-                    self.on_consumed(mq, pq, pq.commit_offset())
-            elif result.status is PullStatus.NO_MATCHED_MSG:
-                pq.put_messages([], result.next_begin_offset)
-                if pq.msg_count == 0:
-                    self.on_consumed(mq, pq, pq.commit_offset())
-            elif result.status is PullStatus.OFFSET_ILLEGAL:
-                # The broker moved this queue: an admin reset the group's offset, or the
-                # offset fell outside the queue. Either way consumption continues there.
-                logger.info(
-                    "broker moved %s from queue offset %d to %d (queue holds [%d, %d])",
-                    mq,
-                    next_offset,
-                    result.next_begin_offset,
-                    result.min_offset,
-                    result.max_offset,
-                )
-                pq.reset_to(result.next_begin_offset)
-                store.table.update(mq, result.next_begin_offset)
-                await store.persist([mq])
-            next_offset = (
-                result.next_begin_offset if result.status is not PullStatus.NO_NEW_MSG else next_offset
-            )
-
-    async def _wait_for_room(self, pq: ProcessQueue) -> None:
-        """Flow control: until consumption has emptied half of ``pq`` (see :meth:`on_consumed`),
-        or :data:`PULL_DELAY_ON_FLOW_CONTROL_S` passed (the caller looks at the thresholds again)."""
-        waiter = asyncio.get_running_loop().create_future()
-        self._room_waiters[pq] = waiter
-        try:
-            async with asyncio.timeout(PULL_DELAY_ON_FLOW_CONTROL_S):
-                await waiter
-        except TimeoutError:
-            pass
-        finally:
-            if self._room_waiters.get(pq) is waiter:
-                del self._room_waiters[pq]
 
     def _require_instance(self) -> ClientInstance:
         if self._instance is None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from orbitmq.client import _pull_api, pull_consumer, push_consumer
+from orbitmq.client import _pull_api, _push_pull, pull_consumer
 from orbitmq.client.pull_consumer import PullConsumer
 from orbitmq.client.push_consumer import ConsumeResult, PushConsumer
 from orbitmq.model.heartbeat import ConsumeFromWhere
@@ -126,7 +126,7 @@ async def test_push_consumer_defaults_read_a_backlog_in_big_pulls_one_message_pe
 ) -> None:
     topic = f"BacklogPush{listener_kind.title()}"
     expected = await backlog(server, topic)
-    recorder = PullRecorder(monkeypatch, push_consumer, topic)
+    recorder = PullRecorder(monkeypatch, _push_pull, topic)
     calls: list[int] = []
     got: list[bytes] = []
     lock = threading.Lock()

@@ -211,3 +211,39 @@ async def test_consume_concurrent_slow_listener_keeps_thread_max_calls_in_flight
     await settle(lambda: pq.msg_count == 0)
     await service.stop()
     assert most == 4 and sink.offsets[-1] == 12
+
+
+async def test_consume_concurrent_plain_listener_that_turns_slow_gets_thread_max_calls_again() -> None:
+    """A fast plain listener is run by one pool thread at a time; once it blocks, the batches
+    waiting behind it are spread over thread_max threads again."""
+    broker, sink = FakeBroker(), Sink()
+    in_flight, most = 0, 0
+    lock = threading.Lock()
+    blocking = threading.Event()
+    release = threading.Event()
+
+    def listener(messages: list[MessageExt]) -> ConsumeResult:
+        nonlocal in_flight, most
+        if not blocking.is_set():
+            return ConsumeResult.CONSUME_SUCCESS
+        with lock:
+            in_flight += 1
+            most = max(most, in_flight)
+        release.wait(5)
+        with lock:
+            in_flight -= 1
+        return ConsumeResult.CONSUME_SUCCESS
+
+    service = ConcurrentConsumeService(settings(thread_max=4), listener, broker, sink)
+    service.start()
+    pq, messages = fill(2012)
+    service.submit(MQ, pq, messages[:1000])
+    service.submit(MQ, pq, messages[1000:2000])
+    await settle(lambda: pq.msg_count == 12)
+    blocking.set()
+    service.submit(MQ, pq, messages[2000:])
+    await settle(lambda: most == 4)
+    release.set()
+    await settle(lambda: pq.msg_count == 0)
+    await service.stop()
+    assert sink.offsets[-1] == 2012
