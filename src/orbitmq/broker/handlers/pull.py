@@ -21,6 +21,13 @@ off and pull again). When sysFlag bit 0 is set the consumer's ``commitOffset`` i
 reading. A pull reads at most ``PULL_MSG_NUMS_MAX`` messages whatever its ``maxMsgNums``. The
 response body is the stored records, concatenated, exactly as the commit log holds them.
 
+Cost. Real clients at their defaults pull 32 messages a request, so what the broker does per
+pull bounds their rate. The common pull (found messages, no filter) never waits: the server
+runs it in its read callback (``eager_codes``), its header is checked once per request shape
+(``_header``), the store checks its entries as columns and slices the records from the mapped
+segment (``store/read_path.py``), and the answer's header is written from a template
+(``pull_answer.py``). ``tests/unit/broker/test_pull_path.py`` counts that work.
+
 Reads from slaves (ha-replication §4.1). ``suggestWhichBrokerId`` tells the client where to
 pull next: 0 unless ``slaveReadEnable``; with it, the group's ``whichBrokerWhenConsumeSlowly``
 when the batch was read more than ``accessMessageInMemoryMaxRatio`` percent of the host's
