@@ -119,7 +119,7 @@ async def test_pull_python_calls_per_pull(broker: PullHandlers) -> None:
     # A repeat pull's header is checked once per request shape, and the answer's header is a
     # template: no call per field either way.
     calls = _work(broker, _pull_frame(0, 32, 32), python_calls)
-    assert calls <= 50, calls
+    assert calls <= 60, calls  # 73 before the header table and the answer template
 
 
 async def test_pull_answers_as_the_general_read(broker: PullHandlers) -> None:
