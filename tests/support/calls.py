@@ -3,7 +3,9 @@
 A timed check fails on a loaded machine and passes on a fast one; the number of Python
 function calls a piece of code makes is the same on both. ``python_calls(action)`` runs
 ``action`` under a profile hook and returns how many Python functions it called (C functions
-are not counted), optionally only those of one name.
+are not counted), optionally only those of one name. ``python_opcodes(action)`` counts the
+bytecode instructions the Python functions it calls run, which also sees work done in a loop
+without calls.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from types import FrameType
 from typing import TypeVar
 
-__all__ = ["python_calls", "python_calls_while"]
+__all__ = ["python_calls", "python_calls_while", "python_opcodes"]
 
 _T = TypeVar("_T")
 
@@ -39,6 +41,30 @@ def python_calls(action: Callable[[], object], name: str | None = None) -> int:
         if collecting:
             gc.enable()
     return calls
+
+
+def python_opcodes(action: Callable[[], object]) -> int:
+    """How many bytecode instructions ``action`` and the Python functions it calls run."""
+    opcodes = 0
+
+    def trace(frame: FrameType, event: str, arg: object) -> Callable[..., object]:
+        nonlocal opcodes
+        if event == "call":
+            frame.f_trace_opcodes = True
+        elif event == "opcode":
+            opcodes += 1
+        return trace
+
+    collecting = gc.isenabled()
+    gc.disable()
+    sys.settrace(trace)
+    try:
+        action()
+    finally:
+        sys.settrace(None)
+        if collecting:
+            gc.enable()
+    return opcodes
 
 
 async def python_calls_while(awaitable: Awaitable[_T], name: str) -> tuple[_T, int]:

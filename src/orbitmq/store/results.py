@@ -77,9 +77,9 @@ class GetStatus(Enum):
 class GetResult:
     """Raw stored records of one queue, in queue order.
 
-    ``buffers`` holds one record each, or (a read with ``whole_runs``) one run of records that
-    are adjacent in the commit log; ``queue_offsets`` and ``commit_log_offsets`` always hold
-    one entry per record.
+    ``buffers`` holds one record each, or (a read with ``whole_runs``) slices of which each
+    holds one record or a run of records adjacent in the commit log; ``queue_offsets`` and
+    ``commit_log_offsets`` always hold one entry per record.
     """
 
     status: GetStatus

@@ -7,7 +7,9 @@ frame; nothing else runs on the read path.
 
 - A request is handled in its own task, so a handler parked for seconds (a long-polling pull)
   never delays other replies on the same connection. Responses go out in completion order and
-  the client matches them by opaque.
+  the client matches them by opaque. The handlers of ``eager_codes`` start in the read
+  callback itself and get a task only when they wait: most pulls never do, and a task costs
+  more than some handlers' whole work.
 - A response (flag bit 0) answers a request this server sent to the client
   (:meth:`ServerConnection.send_request`) and completes the waiting future.
 - A frame that cannot be decoded, or is larger than ``max_frame_bytes``, closes that
@@ -55,7 +57,7 @@ import logging
 import ssl
 import time
 import typing
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -257,7 +259,14 @@ class _ServerProtocol(asyncio.Protocol):
             )
             return
         assert self._context is not None and self._loop is not None
-        task = self._loop.create_task(self._handle(handler, connection, command))
+        handling = self._handle(handler, connection, command)
+        if command.code in self._server._eager_codes:
+            try:
+                waited_on = handling.send(None)
+            except StopIteration:
+                return  # answered without waiting: no task needed
+            handling = _resumed(handling, waited_on)
+        task = self._loop.create_task(handling)
         self._server._track(task)
 
     async def _handle(self, handler: Handler, connection: ServerConnection, request: RemotingCommand) -> None:
@@ -341,6 +350,44 @@ class _ServerProtocol(asyncio.Protocol):
                 connection.close()
 
 
+class _Resume:
+    """Awaiting it continues a coroutine that was run up to a wait outside any task.
+
+    ``waited_on`` is what the coroutine yielded there (a future, or None for a bare loop
+    turn): it is yielded again to the task that awaits this, and what the task sends or
+    throws back (the future's wake-up, a cancellation) goes on to the coroutine.
+    """
+
+    __slots__ = ("_coroutine", "_waited_on")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, None], waited_on: Any) -> None:
+        self._coroutine = coroutine
+        self._waited_on = waited_on
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        coroutine, waited_on = self._coroutine, self._waited_on
+        while True:
+            try:
+                sent = yield waited_on
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as exc:  # thrown in by the task: a cancellation
+                try:
+                    waited_on = coroutine.throw(exc)
+                except StopIteration:
+                    return
+                continue
+            try:
+                waited_on = coroutine.send(sent)
+            except StopIteration:
+                return
+
+
+async def _resumed(coroutine: Coroutine[Any, Any, None], waited_on: Any) -> None:
+    await _Resume(coroutine, waited_on)
+
+
 def _code_name(command: RemotingCommand) -> str:
     name = RequestCode(command.code).name if command.code in RequestCode._value2member_map_ else "unknown"
     return f"{name} (code {command.code}, opaque {command.opaque})"
@@ -369,6 +416,11 @@ class RemotingServer:
         ssl_context: the server's TLS context; required unless ``tls_mode`` is disabled.
         connection_ids: where connection ids come from (default: 1, 2, ... of this server's
             own); servers whose handlers track connections by id share one.
+        eager_codes: request codes whose handlers start at once, in the read callback, and
+            run there until they first wait: a request answered without waiting (a pull
+            that finds messages) costs no task. Only handlers that need no task of their own
+            before their first wait (no ``asyncio.timeout``, no ``current_task()``) may be
+            named; a handler that waits is driven on by a task from there.
     """
 
     def __init__(
@@ -386,6 +438,7 @@ class RemotingServer:
         ssl_context: ssl.SSLContext | None = None,
         on_handled: HandledHook | None = None,
         connection_ids: Iterator[int] | None = None,
+        eager_codes: Collection[int] = (),
     ) -> None:
         if tls_mode is not TlsMode.DISABLED and ssl_context is None:
             raise ValueError(f"TLS mode {tls_mode.value} needs an ssl_context")
@@ -400,6 +453,7 @@ class RemotingServer:
         self._handlers: dict[int, Handler] = {int(code): h for code, h in (handlers or {}).items()}
         self._on_connection_closed = on_connection_closed
         self._on_handled = on_handled
+        self._eager_codes = frozenset(int(code) for code in eager_codes)
         self._connections: dict[int, ServerConnection] = {}
         # Servers that share their handlers' connection state share this counter too.
         self._connection_ids = connection_ids if connection_ids is not None else itertools.count(1)

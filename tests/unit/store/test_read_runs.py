@@ -135,6 +135,10 @@ class _RunRefusingLog:
             return None
         return self._log.read(commit_log_offset, size_bytes)
 
+    def published_segment(self, commit_log_offset: int) -> None:
+        """No mapping to read in place: every read goes through :meth:`read`."""
+        return None
+
 
 def test_read_runs_fall_back_to_records_when_a_run_cannot_be_read(open_store: OpenStore) -> None:
     store = open_store()

@@ -21,6 +21,13 @@ off and pull again). When sysFlag bit 0 is set the consumer's ``commitOffset`` i
 reading. A pull reads at most ``PULL_MSG_NUMS_MAX`` messages whatever its ``maxMsgNums``. The
 response body is the stored records, concatenated, exactly as the commit log holds them.
 
+Cost. Real clients at their defaults pull 32 messages a request, so what the broker does per
+pull bounds their rate. The common pull (found messages, no filter) never waits: the server
+runs it in its read callback (``eager_codes``), its header is checked once per request shape
+(``_header``), the store checks its entries as columns and slices the records from the mapped
+segment (``store/read_path.py``), and the answer's header is written from a template
+(``pull_answer.py``). ``tests/unit/broker/test_pull_path.py`` counts that work.
+
 Reads from slaves (ha-replication §4.1). ``suggestWhichBrokerId`` tells the client where to
 pull next: 0 unless ``slaveReadEnable``; with it, the group's ``whichBrokerWhenConsumeSlowly``
 when the batch was read more than ``accessMessageInMemoryMaxRatio`` percent of the host's
@@ -36,10 +43,12 @@ import asyncio
 import os
 import time
 from functools import cache
+from typing import Any, TypeGuard
 
 from orbitmq.broker.clients import GroupSubscription
 from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState
+from orbitmq.broker.handlers.pull_answer import found_answer
 from orbitmq.broker.status_map import is_long_poll_candidate, pull_response_code
 from orbitmq.broker.validation import check_group_name
 from orbitmq.errors import FilterExpressionError
@@ -61,6 +70,25 @@ _GATED_RECHECK_MS = 20
 """How often a pull stopped at the confirm offset (controller mode) looks again."""
 
 MAX_TRANSFER_BYTES = 256 * 1024
+HEADER_SHAPES_MAX = 4096
+"""Pull headers remembered by the texts of their fields other than the offsets (``_header``)."""
+_HEADER_ATTRS = tuple(spec.attr for spec in PullMessageRequestHeader.field_specs())
+_QUEUE_OFFSET_AT = _HEADER_ATTRS.index("queue_offset")
+_COMMIT_OFFSET_AT = _HEADER_ATTRS.index("commit_offset")
+_SHAPE_FIELDS = tuple(
+    spec.wire_name
+    for spec in PullMessageRequestHeader.field_specs()
+    if spec.attr not in ("queue_offset", "commit_offset")
+)
+_PLAIN_DECIMAL_DIGITS_MAX = 18
+"""Longest run of digits that is a long whatever the digits (10^18 - 1 < 2^63)."""
+
+
+def _is_plain_decimal(text: str | None) -> TypeGuard[str]:
+    """Digits only, as a long: what ``from_ext`` reads as ``int(text)`` with no other check."""
+    return (
+        text is not None and 0 < len(text) <= _PLAIN_DECIMAL_DIGITS_MAX and text.isascii() and text.isdigit()
+    )
 
 
 class PullHandlers:
@@ -70,9 +98,11 @@ class PullHandlers:
         self._state = state
         # connection id -> pulls of that connection parked now
         self._parked: dict[int, int] = {}
+        # texts of a pull's fields other than its offsets -> the header they made (``_header``)
+        self._headers: dict[tuple[str | None, ...], tuple[Any, ...]] = {}
 
     async def pull_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        header = PullMessageRequestHeader.from_ext(request.ext_fields)
+        header = self._header(request.ext_fields)
         rejection = self._check(request, header)
         if rejection is not None:
             return rejection
@@ -127,6 +157,30 @@ class PullHandlers:
         if response.code != ResponseCode.SUCCESS:
             self._state.stats.on_get(header.consumer_group, header.topic, 0, 0)
         return response
+
+    def _header(self, ext: dict[str, str]) -> PullMessageRequestHeader:
+        """``PullMessageRequestHeader.from_ext(ext)``, checked once per request shape.
+
+        A consumer's pulls of one queue differ only in their offsets: the other fields' texts
+        key a table of headers already checked, and a pull whose offsets are plain decimals
+        takes the known header with its own offsets. Anything else (a new shape, a sign, a
+        space, an absent offset) goes through ``from_ext``, with its checks and refusals.
+        """
+        key = tuple(map(ext.get, _SHAPE_FIELDS))
+        known = self._headers.get(key)
+        if known is not None:
+            queue_offset = ext.get("queueOffset")
+            commit_offset = ext.get("commitOffset")
+            if _is_plain_decimal(queue_offset) and _is_plain_decimal(commit_offset):
+                values = list(known)
+                values[_QUEUE_OFFSET_AT] = int(queue_offset)
+                values[_COMMIT_OFFSET_AT] = int(commit_offset)
+                return PullMessageRequestHeader(*values)
+        header = PullMessageRequestHeader.from_ext(ext)
+        if len(self._headers) >= HEADER_SHAPES_MAX:
+            self._headers.clear()
+        self._headers[key] = tuple(getattr(header, name) for name in _HEADER_ATTRS)
+        return header
 
     def _offset_reset(
         self, request: RemotingCommand, header: PullMessageRequestHeader
@@ -279,20 +333,30 @@ class PullHandlers:
             group = self._state.groups.get(header.consumer_group)
             suggested = group.broker_id if group is not None else 0
         topic_config = self._state.topics.get(header.topic)
+        # RocketMQ 5.x answers topicSysFlag and groupSysFlag too.
+        topic_sys_flag = topic_config.topic_sys_flag if topic_config is not None else 0
+        if code is ResponseCode.SUCCESS:
+            body = result.body()
+            self._state.stats.on_get(header.consumer_group, header.topic, result.message_count, len(body))
+            answer = found_answer(
+                request,
+                next_begin_offset,
+                result.min_offset,
+                result.max_offset,
+                suggested,
+                topic_sys_flag,
+                body,
+            )
+            return answer, result.gated
         ext = {
             "nextBeginOffset": str(next_begin_offset),
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
             "suggestWhichBrokerId": str(suggested),
-            # RocketMQ 5.x answers both; OrbitMQ's groups carry no sys flag (RocketMQ's default 0).
-            "topicSysFlag": str(topic_config.topic_sys_flag if topic_config is not None else 0),
+            "topicSysFlag": str(topic_sys_flag),
             "groupSysFlag": "0",
         }
-        body = result.body() if code is ResponseCode.SUCCESS else b""
-        if body:
-            self._state.stats.on_get(header.consumer_group, header.topic, result.message_count, len(body))
-        remark = None if code is ResponseCode.SUCCESS else result.status.name
-        return request.response(code, remark, ext, body), result.gated
+        return request.response(code, result.status.name, ext), result.gated
 
     def _suggest(self, consumer_group: str, result: GetResult) -> int:
         """suggestWhichBrokerId for this read (see the module docstring)."""
