@@ -145,9 +145,13 @@ class RemotingCommand:
         return self.encode_header() + bytes(self.body)
 
     def _json_header(self) -> bytes:
+        ext = self.ext_fields
         header: dict[str, Any] = {
             "code": self.code,
-            "extFields": {key: _ext_str(value) for key, value in self.ext_fields.items()},
+            # Handlers nearly always give strings already: then the map is written as it is.
+            "extFields": ext
+            if _STR_TYPE_ONLY.issuperset(map(type, ext.values()))
+            else {key: _ext_str(value) for key, value in ext.items()},
             "flag": self.flag,
             "language": self.language,
             "opaque": self.opaque,
