@@ -182,6 +182,7 @@ class _ServerProtocol(asyncio.Protocol):
             for frame in frames:
                 self._on_command(connection, decode_command(frame))
         except ProtocolError as exc:
+            # The answers to the frames before the bad one still go out, then the connection closes.
             writer.release()
             self._server._log.warning(
                 f"bad-frame:{type(exc).__name__}",
@@ -191,7 +192,8 @@ class _ServerProtocol(asyncio.Protocol):
             )
             self._transport.close()
             return
-        writer.release()
+        finally:
+            writer.release()  # whatever went wrong, the writer is never left holding
         # Time a partial frame from its first byte (see ServerLimits' read timeouts).
         if not decoder.buffered_bytes:
             connection.partial_frame_since = connection.partial_header_since = None
