@@ -32,7 +32,7 @@ import logging
 import random
 from collections.abc import Awaitable
 
-from orbitmq.broker.config import BrokerRole
+from orbitmq.broker.config import BrokerConfig, BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
 from orbitmq.broker.handlers.send_answer import PutAnswers
 from orbitmq.broker.reput import ReputTargets
@@ -58,7 +58,7 @@ from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageRequestHeader
 from orbitmq.protocol.message_id import UniqKeyGenerator
 from orbitmq.protocol.names import group_name_problem
-from orbitmq.protocol.properties import decode_properties, encode_properties
+from orbitmq.protocol.properties import MAX_PROPERTIES_BYTES, decode_properties, encode_properties
 from orbitmq.store.batch_put import BatchPut
 from orbitmq.store.message_store import PutMessageRequest, PutStatus
 from orbitmq.transport.log_limit import LogLimiter
@@ -91,6 +91,7 @@ class SendHandlers:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
         self._answers = PutAnswers(state)
+        self._stamps_of: tuple[BrokerConfig, dict[str, str], int] | None = None
         self._reput_targets: ReputTargets | None = None
         self._uniq_key_generator: UniqKeyGenerator | None = None
 
@@ -186,6 +187,20 @@ class SendHandlers:
             return self._send_batch(ctx, request, header, queue_id)
         return self._send_single(ctx, request, header, topic_config, queue_id, properties)
 
+    def _stamps(self, config: BrokerConfig) -> tuple[dict[str, str], int]:
+        """The broker's trace stamps and the most bytes they add to a property string (per config)."""
+        cached = self._stamps_of
+        if cached is None or cached[0] is not config:
+            stamps = {
+                MessageConst.CLUSTER: config.broker_cluster_name,
+                MessageConst.MSG_REGION: config.region_id,
+                MessageConst.TRACE_SWITCH: "true" if config.trace_on else "false",
+            }
+            # What they add at most, as stamps_that_fit counts it (key, value, two separators).
+            added = sum(len(key.encode()) + len(value.encode()) + 2 for key, value in stamps.items())
+            cached = self._stamps_of = (config, stamps, added)
+        return cached[1], cached[2]
+
     def check_broker_writable(self) -> Rejection | None:
         config = self._state.config
         replicas = self._state.replicas
@@ -255,12 +270,11 @@ class SendHandlers:
             properties_bytes += len(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) + len(uniq_key) + 2
         # Trace stamps (operations-features §1.2): consumers' trace hooks read them; a string
         # at the client's limit leaves no room for them (stamps_that_fit).
-        stamps = {
-            MessageConst.CLUSTER: config.broker_cluster_name,
-            MessageConst.MSG_REGION: config.region_id,
-            MessageConst.TRACE_SWITCH: "true" if config.trace_on else "false",
-        }
-        properties.update(stamps_that_fit(stamps, properties_bytes))
+        stamps, stamps_bytes = self._stamps(config)
+        if properties_bytes + stamps_bytes <= MAX_PROPERTIES_BYTES:
+            properties.update(stamps)
+        else:
+            properties.update(stamps_that_fit(stamps, properties_bytes))
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= SysFlag.MULTI_TAGS
@@ -407,12 +421,8 @@ class SendHandlers:
                     timed = not _TIMER_KEYS.isdisjoint(properties)
         wait_store_ok = properties_column is None or any(map(_wait_store_ok, properties_column))
         # The broker's stamps go on in the store (BatchPut.stamps), after each message's own.
-        stamps = {
-            MessageConst.CLUSTER: config.broker_cluster_name,
-            MessageConst.MSG_REGION: config.region_id,
-            MessageConst.TRACE_SWITCH: "true" if config.trace_on else "false",
-        }
-        stamps = stamps_that_fit(stamps, _longest_properties_bytes(properties_column, encoded_column))
+        longest = _longest_properties_bytes(properties_column, encoded_column)
+        stamps = stamps_that_fit(self._stamps(config)[0], longest)
         batch = BatchPut(
             topic, queue_id, flags, bodies, properties_column, encoded_column, header.sys_flag,
             header.born_timestamp, (ctx.peer_host, ctx.peer_port), self._state.store_host, stamps,
