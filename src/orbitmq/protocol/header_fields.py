@@ -191,12 +191,30 @@ def _breach(rule: Rule, value: Any) -> str | None:
     return None
 
 
+# One field as read_fields reads it: (read name, attribute, scalar type, the integer range that
+# needs no further check, the check of a text or boolean rule, the field's spec).
+_PlanStep = tuple[str, str, type, int, int, Callable[[Any], str | None] | None, FieldSpec]
+# The spellings of a boolean nearly every client sends (others go through _parse_bool).
+_PLAIN_BOOLS = {"true": True, "false": False, "1": True, "0": False}
+
+
+def _plan_step(spec: FieldSpec, name: str) -> _PlanStep:
+    if spec.bounds is not None:
+        low, high = spec.bounds
+    elif spec.rule is None:
+        low, high = _LONG_MIN, _LONG_MAX  # _parse_int already keeps a value to a long
+    else:
+        low, high = 1, 0  # a rule with choices: always checked
+    return (name, spec.attr, spec.base, low, high, spec.check, spec)
+
+
 class HeaderBase:
     """Shared ``from_ext``/``to_ext`` driven by each subclass's dataclass fields."""
 
     __slots__ = ()
     _specs_cache: ClassVar[dict[type, tuple[FieldSpec, ...]]] = {}
     _names_cache: ClassVar[dict[type, tuple[str, ...]]] = {}
+    _plans: ClassVar[dict[tuple[type, tuple[str, ...]], tuple[_PlanStep, ...]]] = {}
 
     @classmethod
     def field_specs(cls) -> tuple[FieldSpec, ...]:
@@ -255,14 +273,19 @@ class HeaderBase:
         Remarks name a field by its wire name whatever it was read under, so a header sent
         under other names (SEND_MESSAGE_V2's letters) is refused in the same words.
         """
+        plan = HeaderBase._plans.get((cls, names))
+        if plan is None:
+            plan = HeaderBase._plans[(cls, names)] = tuple(
+                _plan_step(spec, name) for spec, name in zip(cls.field_specs(), names, strict=True)
+            )
         values: dict[str, Any] = {}
-        for spec, name in zip(cls.field_specs(), names, strict=True):
+        for name, attr, kind, low, high, check, spec in plan:
             text = ext.get(name)
             if text is None:
                 if spec.required:
                     raise _missing(cls, spec)
                 continue
-            if spec.is_numeric:
+            if kind is int:
                 # Plain digits (nearly every value): int() takes them as Java's parseLong does,
                 # and 18 of them always fit a long. Anything else goes through the full rules.
                 if text.isdigit() and len(text) < 19 and text.isascii():
@@ -273,21 +296,22 @@ class HeaderBase:
                     continue
                 else:
                     value = _parse_or_refuse(cls, spec, text)
-                bounds = spec.bounds
-                if bounds is not None and bounds[0] <= value <= bounds[1]:
-                    pass
-                elif spec.rule is not None:
+                if not low <= value <= high and spec.rule is not None:
                     problem = _breach(spec.rule, value)
                     if problem is not None:
                         raise _breached(cls, spec, problem)
             else:
-                value = text if spec.base is str else _parse_or_refuse(cls, spec, text)
-                check = spec.check
+                if kind is str:
+                    value = text
+                else:
+                    value = _PLAIN_BOOLS.get(text)
+                    if value is None:
+                        value = _parse_or_refuse(cls, spec, text)
                 if check is not None:
                     problem = check(value)
                     if problem is not None:
                         raise _breached(cls, spec, problem)
-            values[spec.attr] = value
+            values[attr] = value
         return cls(**values)
 
     def to_ext(self) -> dict[str, str]:
