@@ -63,7 +63,6 @@ from orbitmq.errors import ConfigError, ProtocolError
 from orbitmq.metrics import MetricsExporter, MetricsExporterType, Recorder, rpc_timer, serve_metrics_in_steps
 from orbitmq.metrics.steps import Steps, run_sliced
 from orbitmq.model.route import PERM_READ_WRITE
-from orbitmq.protocol.codes import RequestCode
 from orbitmq.security import AclService, ha_exposure_warning, warn_if_exposed
 from orbitmq.store.config import StoreConfig, delay_levels_ms
 from orbitmq.store.message_store import MessageStore
@@ -292,8 +291,6 @@ class BrokerApp:
                 ssl_context=ssl_context,
                 on_handled=rpc_timer(state.recorder) if state.recorder is not None else None,
                 connection_ids=connection_ids,
-                # A pull that finds messages never waits: it is answered in the read callback.
-                eager_codes=(RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE),
             )
 
         self._server = make_server(config.listen_port)

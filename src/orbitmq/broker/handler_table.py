@@ -49,9 +49,9 @@ def build_handler_table(state: BrokerState, client_manage: ClientManageHandlers)
     pop = PopHandlers(state)
     recall = RecallHandlers(state)
     return {
-        RequestCode.SEND_MESSAGE: send.send_message,
-        RequestCode.SEND_MESSAGE_V2: send.send_message,
-        RequestCode.SEND_BATCH_MESSAGE: send.send_message,
+        RequestCode.SEND_MESSAGE: send.send_message_now,
+        RequestCode.SEND_MESSAGE_V2: send.send_message_now,
+        RequestCode.SEND_BATCH_MESSAGE: send.send_message_now,
         RequestCode.CONSUMER_SEND_MSG_BACK: send_back.consumer_send_msg_back,
         RequestCode.PULL_MESSAGE: pull.pull_message,
         RequestCode.LITE_PULL_MESSAGE: pull.pull_message,

@@ -53,6 +53,8 @@ _DECIMAL_INT = re.compile(r"[+-]?[0-9]{1,10}")
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 
+_STR_TYPE_ONLY = frozenset((str,))
+
 _LANGUAGE_BY_CODE = {member.value: member.name for member in LanguageCode}
 _LANGUAGE_CODE_BY_NAME = {member.name: member.value for member in LanguageCode}
 
@@ -143,9 +145,13 @@ class RemotingCommand:
         return self.encode_header() + bytes(self.body)
 
     def _json_header(self) -> bytes:
+        ext = self.ext_fields
         header: dict[str, Any] = {
             "code": self.code,
-            "extFields": {key: _ext_str(value) for key, value in self.ext_fields.items()},
+            # Handlers nearly always give strings already: then the map is written as it is.
+            "extFields": ext
+            if _STR_TYPE_ONLY.issuperset(map(type, ext.values()))
+            else {key: _ext_str(value) for key, value in ext.items()},
             "flag": self.flag,
             "language": self.language,
             "opaque": self.opaque,
@@ -231,6 +237,8 @@ def _int_field(header: dict[str, Any], name: str, default: int) -> int:
     the frame is refused as a whole and its connection closed.
     """
     value = header.get(name, default)
+    if type(value) is int and _INT32_MIN <= value <= _INT32_MAX:
+        return value
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
@@ -263,12 +271,18 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
         language = _LANGUAGE_BY_CODE.get(language, "OTHER")
     if not isinstance(language, str):
         raise RemoteProtocolError("header field 'language' is not a string")
+    # Every client sends string values (the C++ client numbers too): then the parsed object
+    # is the map as it is (a JSON object's keys are always strings).
+    if raw_ext and _STR_TYPE_ONLY.issuperset(map(type, raw_ext.values())):
+        ext_fields: dict[str, str] = raw_ext
+    else:
+        ext_fields = {str(key): _lenient_str(str(key), value) for key, value in raw_ext.items()}
     return RemotingCommand(
         code=_int_field(parsed, "code", 0),
         opaque=_int_field(parsed, "opaque", 0),
         flag=_int_field(parsed, "flag", 0),
         remark=remark,
-        ext_fields={str(key): _lenient_str(str(key), value) for key, value in raw_ext.items()},
+        ext_fields=ext_fields,
         language=language,
         version=_int_field(parsed, "version", 0),
         serialize_type=SerializeType.JSON,

@@ -10,6 +10,7 @@ them back. See ``protocol.headers`` for the reading rules and the headers themse
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -129,6 +130,9 @@ class FieldSpec:
     rule: Rule | None
     # (low, high) of an integer rule without choices: the common check, done inline.
     bounds: tuple[int, int] | None = None
+    # The check of a text or boolean field's rule, chosen once: ``check(value)`` is the
+    # problem, None when the value is fine (None: no rule to check).
+    check: Callable[[Any], str | None] | None = None
 
 
 def _base_and_rule(hint: Any) -> tuple[type, Rule | None]:
@@ -144,6 +148,19 @@ def _base_and_rule(hint: Any) -> tuple[type, Rule | None]:
     if base not in _PARSERS:
         raise TypeError(f"header field type {hint!r} is not str, int or bool")
     return typing.cast(type, base), rule
+
+
+def _checker(base: type, rule: Rule | None) -> Callable[[Any], str | None] | None:
+    """The check of a non-integer field's rule, as :func:`_breach` makes it, chosen once per field."""
+    if rule is None or base is int:
+        return None
+    if base is str and rule.name is not None:
+        # A name rule is the whole check of a text field (see _breach); its verdicts are cached.
+        name_problem = topic_name_problem if rule.name == "topic" else group_name_problem
+        if rule.allow_empty:
+            return lambda text: None if text == "" else name_problem(text)
+        return name_problem
+    return functools.partial(_breach, rule)
 
 
 def _breach(rule: Rule, value: Any) -> str | None:
@@ -174,11 +191,30 @@ def _breach(rule: Rule, value: Any) -> str | None:
     return None
 
 
+# One field as read_fields reads it: (read name, attribute, scalar type, the integer range that
+# needs no further check, the check of a text or boolean rule, the field's spec).
+_PlanStep = tuple[str, str, type, int, int, Callable[[Any], str | None] | None, FieldSpec]
+# The spellings of a boolean nearly every client sends (others go through _parse_bool).
+_PLAIN_BOOLS = {"true": True, "false": False, "1": True, "0": False}
+
+
+def _plan_step(spec: FieldSpec, name: str) -> _PlanStep:
+    if spec.bounds is not None:
+        low, high = spec.bounds
+    elif spec.rule is None:
+        low, high = _LONG_MIN, _LONG_MAX  # _parse_int already keeps a value to a long
+    else:
+        low, high = 1, 0  # a rule with choices: always checked
+    return (name, spec.attr, spec.base, low, high, spec.check, spec)
+
+
 class HeaderBase:
     """Shared ``from_ext``/``to_ext`` driven by each subclass's dataclass fields."""
 
     __slots__ = ()
     _specs_cache: ClassVar[dict[type, tuple[FieldSpec, ...]]] = {}
+    _names_cache: ClassVar[dict[type, tuple[str, ...]]] = {}
+    _plans: ClassVar[dict[tuple[type, tuple[str, ...]], tuple[_PlanStep, ...]]] = {}
 
     @classmethod
     def field_specs(cls) -> tuple[FieldSpec, ...]:
@@ -204,11 +240,20 @@ class HeaderBase:
                         required=required,
                         rule=rule,
                         bounds=bounds,
+                        check=_checker(base, rule),
                     )
                 )
             specs = tuple(built)
             HeaderBase._specs_cache[cls] = specs
         return specs
+
+    @classmethod
+    def wire_names(cls) -> tuple[str, ...]:
+        """Each field's wire name, in the order of :meth:`field_specs`."""
+        names = HeaderBase._names_cache.get(cls)
+        if names is None:
+            names = HeaderBase._names_cache[cls] = tuple(spec.wire_name for spec in cls.field_specs())
+        return names
 
     @classmethod
     def from_ext(cls, ext: dict[str, str]) -> Self:
@@ -219,38 +264,54 @@ class HeaderBase:
                 its rule; the remark names the header and the wire field, the code is the
                 rule's (SYSTEM_ERROR unless it says MESSAGE_ILLEGAL).
         """
+        return cls.read_fields(ext, cls.wire_names())
+
+    @classmethod
+    def read_fields(cls, ext: dict[str, str], names: tuple[str, ...]) -> Self:
+        """:meth:`from_ext` reading each field under ``names`` (parallel to :meth:`field_specs`).
+
+        Remarks name a field by its wire name whatever it was read under, so a header sent
+        under other names (SEND_MESSAGE_V2's letters) is refused in the same words.
+        """
+        plan = HeaderBase._plans.get((cls, names))
+        if plan is None:
+            plan = HeaderBase._plans[(cls, names)] = tuple(
+                _plan_step(spec, name) for spec, name in zip(cls.field_specs(), names, strict=True)
+            )
         values: dict[str, Any] = {}
-        for spec in cls.field_specs():
-            text = ext.get(spec.wire_name)
-            if text is None or (spec.is_numeric and text.strip() == ""):
+        for name, attr, kind, low, high, check, spec in plan:
+            text = ext.get(name)
+            if text is None:
                 if spec.required:
-                    raise BadRequestError(
-                        f"{cls.__name__}: required field {spec.wire_name!r} is missing", field=spec.wire_name
-                    )
+                    raise _missing(cls, spec)
                 continue
-            try:
-                value = spec.parse(text)
-            except (ValueError, TypeError):
-                code = spec.rule.code if spec.rule is not None else ResponseCode.SYSTEM_ERROR
-                raise BadRequestError(
-                    f"{cls.__name__}: field {spec.wire_name!r} has unparsable value {shorten(text)!r}",
-                    int(code),
-                    spec.wire_name,
-                ) from None
-            bounds = spec.bounds
-            if bounds is not None and bounds[0] <= value <= bounds[1]:
-                pass
-            elif spec.rule is not None:
-                problem = _breach(spec.rule, value)
-                if problem is not None:
-                    raise BadRequestError(
-                        f"{cls.__name__}: field {spec.wire_name!r} {problem}"
-                        if spec.rule.name is None
-                        else f"{cls.__name__}: field {spec.wire_name!r}: {problem}",
-                        int(spec.rule.code),
-                        spec.wire_name,
-                    )
-            values[spec.attr] = value
+            if kind is int:
+                # Plain digits (nearly every value): int() takes them as Java's parseLong does,
+                # and 18 of them always fit a long. Anything else goes through the full rules.
+                if text.isdigit() and len(text) < 19 and text.isascii():
+                    value: Any = int(text)
+                elif text.strip() == "":
+                    if spec.required:
+                        raise _missing(cls, spec)
+                    continue
+                else:
+                    value = _parse_or_refuse(cls, spec, text)
+                if not low <= value <= high and spec.rule is not None:
+                    problem = _breach(spec.rule, value)
+                    if problem is not None:
+                        raise _breached(cls, spec, problem)
+            else:
+                if kind is str:
+                    value = text
+                else:
+                    value = _PLAIN_BOOLS.get(text)
+                    if value is None:
+                        value = _parse_or_refuse(cls, spec, text)
+                if check is not None:
+                    problem = check(value)
+                    if problem is not None:
+                        raise _breached(cls, spec, problem)
+            values[attr] = value
         return cls(**values)
 
     def to_ext(self) -> dict[str, str]:
@@ -261,3 +322,33 @@ class HeaderBase:
             if value is not None:
                 ext[spec.wire_name] = _render(value)
         return ext
+
+
+def _missing(header: type, spec: FieldSpec) -> BadRequestError:
+    return BadRequestError(
+        f"{header.__name__}: required field {spec.wire_name!r} is missing", field=spec.wire_name
+    )
+
+
+def _parse_or_refuse(header: type, spec: FieldSpec, text: str) -> Any:
+    try:
+        return spec.parse(text)
+    except (ValueError, TypeError):
+        code = spec.rule.code if spec.rule is not None else ResponseCode.SYSTEM_ERROR
+        raise BadRequestError(
+            f"{header.__name__}: field {spec.wire_name!r} has unparsable value {shorten(text)!r}",
+            int(code),
+            spec.wire_name,
+        ) from None
+
+
+def _breached(header: type, spec: FieldSpec, problem: str) -> BadRequestError:
+    rule = spec.rule
+    assert rule is not None
+    return BadRequestError(
+        f"{header.__name__}: field {spec.wire_name!r} {problem}"
+        if rule.name is None
+        else f"{header.__name__}: field {spec.wire_name!r}: {problem}",
+        int(rule.code),
+        spec.wire_name,
+    )

@@ -92,6 +92,16 @@ SEND_V2_WIRE_NAMES: dict[str, str] = {
     "n": "bname",
 }
 _SEND_V1_TO_V2 = {long_name: letter for letter, long_name in SEND_V2_WIRE_NAMES.items()}
+_SEND_V1_NAMES = frozenset(_SEND_V1_TO_V2)
+_send_v2_name_cache: list[tuple[str, ...]] = []
+
+
+def _send_v2_names() -> tuple[str, ...]:
+    """SendMessageRequestHeader's fields under their letters, in field order (built on first use)."""
+    if not _send_v2_name_cache:
+        names = SendMessageRequestHeader.wire_names()
+        _send_v2_name_cache.append(tuple(_SEND_V1_TO_V2.get(name, name) for name in names))
+    return _send_v2_name_cache[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +125,13 @@ class SendMessageRequestHeader(HeaderBase):
 
     @classmethod
     def from_v2_ext(cls, ext: dict[str, str]) -> Self:
-        """Build the header from SEND_MESSAGE_V2's one-letter ext names (``a`` .. ``n``)."""
+        """Build the header from SEND_MESSAGE_V2's one-letter ext names (``a`` .. ``n``).
+
+        Read in place under the letters; an ext that also carries a V1 name is renamed first,
+        so either name of a field is read as before (the last one sent wins).
+        """
+        if _SEND_V1_NAMES.isdisjoint(ext):
+            return cls.read_fields(ext, _send_v2_names())
         return cls.from_ext({SEND_V2_WIRE_NAMES.get(key, key): value for key, value in ext.items()})
 
     def to_v2_ext(self) -> dict[str, str]:

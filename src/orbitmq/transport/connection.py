@@ -76,9 +76,26 @@ class FrameWriter:
     Under load many responses complete in the same loop turn; handing them to the transport
     together costs one send system call instead of one per frame. Bodies are passed as they
     are, so a large body is not copied (uvloop hands the buffers to ``writev``).
+
+    A server reading a batch of requests brackets it with :meth:`hold` and :meth:`release`:
+    the responses answered while it reads go out in one call when it is done, in the same
+    turn (a lone request's answer is not delayed), or sooner once ``HELD_FLUSH_BYTES`` wait.
     """
 
-    __slots__ = ("_transport", "_buffers", "_scheduled", "_buffered_max", "_on_overflow", "_loop")
+    __slots__ = (
+        "_transport",
+        "_buffers",
+        "_scheduled",
+        "_buffered_max",
+        "_on_overflow",
+        "_loop",
+        "_holding",
+        "_held_bytes",
+        "writes",
+    )
+
+    HELD_FLUSH_BYTES = 256 * 1024
+    """While held, frames are handed to the transport once this many bytes wait."""
 
     def __init__(
         self,
@@ -96,23 +113,44 @@ class FrameWriter:
         # ``on_overflow(bytes held)`` runs (the server aborts a client that does not read).
         self._buffered_max = buffered_max_bytes
         self._on_overflow = on_overflow
+        self._holding = False
+        self._held_bytes = 0
+        self.writes = 0
+        """``writelines`` calls made so far (what coalescing saves is counted in these)."""
 
     def write(self, command: RemotingCommand) -> None:
-        """Queue one command's frame; it is sent at the end of this loop turn."""
+        """Queue one command's frame; it is sent at the end of this loop turn (or of the hold)."""
         body = command.body
-        self._buffers.append(command.encode_header(len(body)))
+        header = command.encode_header(len(body))
+        self._buffers.append(header)
         if body:
             self._buffers.append(body)
-        if not self._scheduled:
+        if self._holding:
+            self._held_bytes += len(header) + len(body)
+            if self._held_bytes >= self.HELD_FLUSH_BYTES:
+                self.flush()
+        elif not self._scheduled:
             self._scheduled = True
             self._loop.call_soon(self.flush)
+
+    def hold(self) -> None:
+        """Keep what is written until :meth:`release` (see the class docstring)."""
+        self._holding = True
+
+    def release(self) -> None:
+        """End a :meth:`hold`: hand what it kept to the transport now."""
+        self._holding = False
+        if self._buffers:
+            self.flush()
 
     def flush(self) -> None:
         """Hand every queued frame to the transport now."""
         self._scheduled = False
+        self._held_bytes = 0
         buffers, self._buffers = self._buffers, []
         if buffers and not self._transport.is_closing():
             self._transport.writelines(buffers)
+            self.writes += 1
             if self._buffered_max and self._on_overflow is not None:
                 held = self._transport.get_write_buffer_size()
                 if held > self._buffered_max:

@@ -7,9 +7,9 @@ frame; nothing else runs on the read path.
 
 - A request is handled in its own task, so a handler parked for seconds (a long-polling pull)
   never delays other replies on the same connection. Responses go out in completion order and
-  the client matches them by opaque. The handlers of ``eager_codes`` start in the read
-  callback itself and get a task only when they wait: most pulls never do, and a task costs
-  more than some handlers' whole work.
+  the client matches them by opaque. A handler that answers without waiting returns a
+  ``ReadyAnswer`` (``handling``): no task, and its response is written in the loop turn that
+  read the request.
 - A response (flag bit 0) answers a request this server sent to the client
   (:meth:`ServerConnection.send_request`) and completes the waiting future.
 - A frame that cannot be decoded, or is larger than ``max_frame_bytes``, closes that
@@ -30,7 +30,8 @@ if even that fails the connection closes: a request is answered or its connectio
 never left waiting.
 
 Frames written during one loop turn go to the socket together (:class:`FrameWriter`), so
-a burst of responses costs one send system call, and bodies are never copied.
+a burst of responses costs one send system call, and bodies are never copied; the answers
+given while one read's requests are decoded go out when that read is done, in the same turn.
 
 Limits (:class:`ServerLimits`, each a config key of both servers, see docs/limits.md):
 
@@ -57,70 +58,34 @@ import logging
 import ssl
 import time
 import typing
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Generator, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
-from orbitmq.errors import (
-    BadRequestError,
-    BrokerResponseError,
-    ListenError,
-    ProtocolError,
-    RemoteProtocolError,
-)
+from orbitmq.errors import ListenError, ProtocolError
 from orbitmq.protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, decode_command
 from orbitmq.protocol.frame import MAX_FRAME_BYTES, FrameDecoder
 from orbitmq.protocol.names import shorten
 from orbitmq.transport.connection import FrameWriter
+from orbitmq.transport.handling import REMARK_MAX_CHARS, Handler, ReadyAnswer, RequestContext, failure_answer
 from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server_connection import ServerConnection
+from orbitmq.transport.server_limits import WRITE_BUFFER_HIGH_BYTES, ServerLimits
 from orbitmq.transport.tls import SniffingServer, TlsMode, start_sniffing_server
 
-__all__ = ["HandledHook", "Handler", "RemotingServer", "RequestContext", "ServerConnection", "ServerLimits"]
+__all__ = [
+    "REMARK_MAX_CHARS",
+    "HandledHook",
+    "Handler",
+    "ReadyAnswer",
+    "RemotingServer",
+    "RequestContext",
+    "ServerConnection",
+    "ServerLimits",
+    "WRITE_BUFFER_HIGH_BYTES",
+]
 
 logger = logging.getLogger(__name__)
-
-WRITE_BUFFER_HIGH_BYTES = 4 * 1024 * 1024
-"""Above this many unsent bytes a connection stops reading requests until it drains."""
-REMARK_MAX_CHARS = 512
-"""Longest remark a response carries; a handler's longer remark is cut."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServerLimits:
-    """Per-server resource limits (see the module docstring and docs/limits.md)."""
-
-    # Open connections; one more is closed at once.
-    max_connections: int = 10_000
-    # Unsent response bytes above which a connection stops reading requests.
-    write_buffer_high_bytes: int = WRITE_BUFFER_HIGH_BYTES
-    # Unsent response bytes above which a connection is aborted.
-    write_buffer_max_bytes: int = 64 * 1024 * 1024
-    # Time from a frame's first byte until its header must have arrived.
-    header_read_timeout_ms: int = 10_000
-    # Time from a frame's first byte until all of it must have arrived.
-    frame_read_timeout_ms: int = 60_000
-
-
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    """Where a request came from; one instance per connection, shared by its requests."""
-
-    connection: ServerConnection
-    peer_host: str
-    peer_port: int
-    local_host: str
-    local_port: int
-
-    @property
-    def peer_address(self) -> str:
-        """``host:port`` of the client."""
-        return f"{self.peer_host}:{self.peer_port}"
-
-
-Handler = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
-"""``async def handler(ctx, request) -> response | None``; ``None`` sends nothing."""
 
 HandledHook = Callable[[int, RemotingCommand | None, bool, int], None]
 """``(request code, response or None when oneway, handler failed, elapsed ns)`` after each request."""
@@ -209,11 +174,16 @@ class _ServerProtocol(asyncio.Protocol):
         connection.last_active_monotonic = now
         decoder = self._decoder
         had_partial = decoder.buffered_bytes > 0
+        # The answers given while this data is read go out together at its end (FrameWriter).
+        writer = connection._writer
+        writer.hold()
         try:
             frames = decoder.feed(data)
             for frame in frames:
                 self._on_command(connection, decode_command(frame))
         except ProtocolError as exc:
+            # The answers to the frames before the bad one still go out, then the connection closes.
+            writer.release()
             self._server._log.warning(
                 f"bad-frame:{type(exc).__name__}",
                 "closing connection from %s: %s",
@@ -222,6 +192,8 @@ class _ServerProtocol(asyncio.Protocol):
             )
             self._transport.close()
             return
+        finally:
+            writer.release()  # whatever went wrong, the writer is never left holding
         # Time a partial frame from its first byte (see ServerLimits' read timeouts).
         if not decoder.buffered_bytes:
             connection.partial_frame_since = connection.partial_header_since = None
@@ -258,62 +230,52 @@ class _ServerProtocol(asyncio.Protocol):
                 command.response(ResponseCode.SERVICE_NOT_AVAILABLE, "server is shutting down"),
             )
             return
-        assert self._context is not None and self._loop is not None
-        handling = self._handle(handler, connection, command)
-        if command.code in self._server._eager_codes:
-            try:
-                waited_on = handling.send(None)
-            except StopIteration:
-                return  # answered without waiting: no task needed
-            handling = _resumed(handling, waited_on)
-        task = self._loop.create_task(handling)
-        self._server._track(task)
-
-    async def _handle(self, handler: Handler, connection: ServerConnection, request: RemotingCommand) -> None:
         context = self._context
-        assert context is not None
-        log = self._server._log
+        assert context is not None and self._loop is not None
         on_handled = self._server._on_handled
         started_ns = time.perf_counter_ns() if on_handled is not None else 0
+        # An async handler only makes its coroutine here; one that answers at once has answered.
+        try:
+            outcome = handler(context, command)
+        except Exception as exc:
+            response, failed = failure_answer(self._server._log, command, context.peer_address, exc)
+            self._answered(connection, command, response, failed, started_ns)
+            return
+        if type(outcome) is ReadyAnswer:
+            self._answered(connection, command, outcome.response, False, started_ns)
+            return
+        task = self._loop.create_task(self._handle(outcome, connection, command, started_ns))
+        self._server._track(task)
+
+    async def _handle(
+        self,
+        outcome: Awaitable[RemotingCommand | None],
+        connection: ServerConnection,
+        request: RemotingCommand,
+        started_ns: int,
+    ) -> None:
+        context = self._context
+        assert context is not None
         failed = False
         connection._inflight_requests += 1
         try:
-            response = await handler(context, request)
-        except BrokerResponseError as exc:
-            response = request.response(exc.code, exc.remark)
-        except BadRequestError as exc:
-            log.warning(
-                f"bad-request:{request.code}:{exc.field}",
-                "refused request code %d from %s: %s",
-                request.code,
-                context.peer_address,
-                shorten(exc.remark, REMARK_MAX_CHARS),
-            )
-            response = request.response(exc.code, exc.remark)
-            failed = True
-        except RemoteProtocolError as exc:
-            log.warning(
-                f"bad-body:{request.code}",
-                "refused request code %d from %s: %s",
-                request.code,
-                context.peer_address,
-                shorten(str(exc), REMARK_MAX_CHARS),
-            )
-            response = request.response(ResponseCode.SYSTEM_ERROR, str(exc))
-            failed = True
+            response = await outcome
         except Exception as exc:
-            log.error(
-                f"handler-failed:{request.code}:{type(exc).__name__}",
-                "handler for request code %d from %s failed",
-                request.code,
-                context.peer_address,
-                exc_info=True,
-            )
-            response = request.response(ResponseCode.SYSTEM_ERROR, str(exc) or type(exc).__name__)
-            failed = True
+            response, failed = failure_answer(self._server._log, request, context.peer_address, exc)
         finally:
             connection._inflight_requests -= 1
+        self._answered(connection, request, response, failed, started_ns)
+
+    def _answered(
+        self,
+        connection: ServerConnection,
+        request: RemotingCommand,
+        response: RemotingCommand | None,
+        failed: bool,
+        started_ns: int,
+    ) -> None:
         oneway = response is None or bool(request.flag & FLAG_ONEWAY)
+        on_handled = self._server._on_handled
         if on_handled is not None:
             on_handled(
                 request.code, None if oneway else response, failed, time.perf_counter_ns() - started_ns
@@ -350,44 +312,6 @@ class _ServerProtocol(asyncio.Protocol):
                 connection.close()
 
 
-class _Resume:
-    """Awaiting it continues a coroutine that was run up to a wait outside any task.
-
-    ``waited_on`` is what the coroutine yielded there (a future, or None for a bare loop
-    turn): it is yielded again to the task that awaits this, and what the task sends or
-    throws back (the future's wake-up, a cancellation) goes on to the coroutine.
-    """
-
-    __slots__ = ("_coroutine", "_waited_on")
-
-    def __init__(self, coroutine: Coroutine[Any, Any, None], waited_on: Any) -> None:
-        self._coroutine = coroutine
-        self._waited_on = waited_on
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        coroutine, waited_on = self._coroutine, self._waited_on
-        while True:
-            try:
-                sent = yield waited_on
-            except GeneratorExit:
-                coroutine.close()
-                raise
-            except BaseException as exc:  # thrown in by the task: a cancellation
-                try:
-                    waited_on = coroutine.throw(exc)
-                except StopIteration:
-                    return
-                continue
-            try:
-                waited_on = coroutine.send(sent)
-            except StopIteration:
-                return
-
-
-async def _resumed(coroutine: Coroutine[Any, Any, None], waited_on: Any) -> None:
-    await _Resume(coroutine, waited_on)
-
-
 def _code_name(command: RemotingCommand) -> str:
     name = RequestCode(command.code).name if command.code in RequestCode._value2member_map_ else "unknown"
     return f"{name} (code {command.code}, opaque {command.opaque})"
@@ -416,11 +340,6 @@ class RemotingServer:
         ssl_context: the server's TLS context; required unless ``tls_mode`` is disabled.
         connection_ids: where connection ids come from (default: 1, 2, ... of this server's
             own); servers whose handlers track connections by id share one.
-        eager_codes: request codes whose handlers start at once, in the read callback, and
-            run there until they first wait: a request answered without waiting (a pull
-            that finds messages) costs no task. Only handlers that need no task of their own
-            before their first wait (no ``asyncio.timeout``, no ``current_task()``) may be
-            named; a handler that waits is driven on by a task from there.
     """
 
     def __init__(
@@ -438,7 +357,6 @@ class RemotingServer:
         ssl_context: ssl.SSLContext | None = None,
         on_handled: HandledHook | None = None,
         connection_ids: Iterator[int] | None = None,
-        eager_codes: Collection[int] = (),
     ) -> None:
         if tls_mode is not TlsMode.DISABLED and ssl_context is None:
             raise ValueError(f"TLS mode {tls_mode.value} needs an ssl_context")
@@ -453,7 +371,6 @@ class RemotingServer:
         self._handlers: dict[int, Handler] = {int(code): h for code, h in (handlers or {}).items()}
         self._on_connection_closed = on_connection_closed
         self._on_handled = on_handled
-        self._eager_codes = frozenset(int(code) for code in eager_codes)
         self._connections: dict[int, ServerConnection] = {}
         # Servers that share their handlers' connection state share this counter too.
         self._connection_ids = connection_ids if connection_ids is not None else itertools.count(1)

@@ -5,6 +5,9 @@ printed last when it gave no figure."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from orbitmq.bench.peers._tools import (
     parse_kafka_consumer,
     parse_kafka_producer,
@@ -56,3 +59,14 @@ def test_bench_peers_says_what_a_tool_printed_last_when_it_gave_no_figure() -> N
     result = parse_rocketmq_producer("topic: T, threadCount: 1\nException in thread main: connect failed\n")
     assert result.rate is None and result.note == "Exception in thread main: connect failed"
     assert parse_kafka_producer("").note == "no output"
+
+
+def test_bench_peers_only_refuses_a_workload_it_does_not_know() -> None:
+    """``--only`` names the workloads to run; a name it does not know is one line and exit 2, before any server."""
+    done = subprocess.run(
+        [sys.executable, "-m", "orbitmq.bench", "peers", "--only", "sync,batches"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--only takes sync, e2e, not batches" in done.stderr, done.stderr
+    assert "bench peers: flush" not in done.stdout

@@ -26,7 +26,7 @@ from orbitmq.protocol.codes import FLAG_RESPONSE, RequestCode, ResponseCode, Ser
 from orbitmq.protocol.command import RemotingCommand, decode_command
 from orbitmq.protocol.headers import PullMessageRequestHeader
 from orbitmq.store.results import PutMessageRequest, PutStatus
-from orbitmq.transport.server import RequestContext
+from orbitmq.transport.server import ReadyAnswer, RequestContext
 from tests.support.calls import python_calls, python_opcodes
 from tests.unit.broker._apps import start_broker_app
 
@@ -81,14 +81,11 @@ def _pull_frame(queue_id: int, queue_offset: int, max_msg_nums: int, **ext: str)
 
 def _answer(handlers: PullHandlers, request: RemotingCommand) -> RemotingCommand:
     """Run the broker's PULL_MESSAGE handler on ``request`` to its answer (it must not wait)."""
-    coroutine = handlers.pull_message(_CONTEXT, request)
-    try:
-        coroutine.send(None)
-    except StopIteration as stop:
-        answer: RemotingCommand = stop.value
-        return answer
-    coroutine.close()
-    raise AssertionError("a pull with messages to read waited")
+    outcome = handlers.pull_message(_CONTEXT, request)
+    if not isinstance(outcome, ReadyAnswer):
+        raise AssertionError("a pull with messages to read waited")
+    assert outcome.response is not None
+    return outcome.response
 
 
 def _work(handlers: PullHandlers, frame: bytes, count: Callable[[Callable[[], object]], int]) -> int:

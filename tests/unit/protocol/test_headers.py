@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orbitmq.errors import RemoteProtocolError
+from orbitmq.errors import BadRequestError, RemoteProtocolError
 from orbitmq.protocol import headers
 from orbitmq.protocol.codes import SerializeType
 from orbitmq.protocol.command import RemotingCommand, decode_command
@@ -108,6 +108,39 @@ def test_send_message_header_from_v2_ext_maps_letters() -> None:
     assert header.batch and not header.unit_mode
     assert header.broker_name == "broker-a"
     assert header.to_v2_ext() == ext
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("topic", "bad/topic"),
+        ("producerGroup", ""),
+        ("queueId", "2147483648"),
+        ("queueId", "\uff11"),  # a full-width digit: Java's parseInt refuses it
+        ("queueId", "1_0"),
+        ("sysFlag", "x"),
+        ("properties", "k\x01" + "v" * 40_000),
+    ],
+)
+def test_send_message_header_v2_refuses_as_v1(field: str, value: str) -> None:
+    """SEND_MESSAGE_V2's letters are read in place, refused with the same code, remark and field."""
+    v1 = {"producerGroup": "PG", "topic": "T", "queueId": "1", field: value}
+    v2 = {headers._SEND_V1_TO_V2[key]: text for key, text in v1.items()}
+    with pytest.raises(BadRequestError) as v1_refusal:
+        SendMessageRequestHeader.from_ext(v1)
+    with pytest.raises(BadRequestError) as v2_refusal:
+        SendMessageRequestHeader.from_v2_ext(v2)
+    assert (v2_refusal.value.code, v2_refusal.value.remark, v2_refusal.value.field) == (
+        v1_refusal.value.code,
+        v1_refusal.value.remark,
+        v1_refusal.value.field,
+    )
+
+
+def test_send_message_header_v2_with_a_v1_name_reads_either() -> None:
+    """An ext mixing letters with a V1 name reads the V1 name as the field it names."""
+    header = SendMessageRequestHeader.from_v2_ext({"a": "PG", "topic": "T", "e": "+2", "g": " 17 "})
+    assert (header.producer_group, header.topic, header.queue_id, header.born_timestamp) == ("PG", "T", 2, 17)
 
 
 @pytest.mark.parametrize(

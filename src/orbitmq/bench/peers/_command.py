@@ -115,6 +115,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="record the OrbitMQ server with py-spy (the profile extra) into DIR; print where its time went",
     )
     parser.add_argument("--quick", action="store_true", help="a short smoke run (small counts, 1-3 s series)")
+    parser.add_argument(
+        "--only",
+        metavar="WORKLOADS",
+        help="run only these workloads, comma-separated: sync (the sync single sends of the Python "
+        "client and of RocketMQ's benchmark Producer), e2e (end-to-end latency at --rate)",
+    )
 
 
 class _Systems:
@@ -170,6 +176,8 @@ def _start(args: argparse.Namespace, workdir: Path, systems: _Systems) -> None:
         proc.wait(30)
 
     systems.stack.callback(stop_orbit)
+    if args.only:
+        wanted.discard("kafka")  # no workload --only names runs on Kafka
     java_peers = [name for name in ("rocketmq", "kafka") if name in wanted]
     missing = java_missing(args.java, args.mvn) if java_peers else None
     paths: dict[str, str] = {}
@@ -208,6 +216,12 @@ def _start(args: argparse.Namespace, workdir: Path, systems: _Systems) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    unknown = sorted({name.strip() for name in (args.only or "").split(",")} - {"", *_ONLY_CHOICES})
+    if unknown:
+        print(
+            f"bench peers: --only takes {', '.join(_ONLY_CHOICES)}, not {', '.join(unknown)}", file=sys.stderr
+        )
+        return 2
     if args.quick:
         for key, value in _QUICK.items():
             setattr(args, key, value)
@@ -264,6 +278,17 @@ def _senders(args: argparse.Namespace) -> list[int]:
     return [int(value) for value in args.senders.split(",") if value.strip()]
 
 
+_ONLY_CHOICES = ("sync", "e2e")
+
+
+def _wanted(args: argparse.Namespace, workload: str) -> bool:
+    """Whether ``workload`` runs: every one without ``--only``, else those it names."""
+    only = getattr(args, "only", None)
+    if not only:
+        return True
+    return workload in {name.strip() for name in only.split(",")}
+
+
 def _client_group(args: argparse.Namespace, systems: _Systems, results: Results) -> None:
     targets: list[tuple[str, str]] = []
     if systems.orbit:
@@ -307,27 +332,32 @@ async def _orbit_client(
             producer, "PeersWarmUp", args.count_1k // 4, 1024, args.batch, args.in_flight, cpu
         )
         await _clients.orbit_senders(producer, "PeersWarmUp", 16, args.send_seconds, 1024)
-        phase = await _clients.orbit_batches(
-            producer, names["Batch1k"], args.count_1k, 1024, args.batch, args.in_flight, cpu
-        )
-        results.put("batch-1k", system, phase.rate)
-        phase = await _clients.orbit_batches(
-            producer, names["Batch100"], args.backlog, 100, args.batch, args.in_flight, cpu
-        )
-        results.put("batch-100", system, phase.rate)
-        for senders in _senders(args):
+        if _wanted(args, "batch"):
+            phase = await _clients.orbit_batches(
+                producer, names["Batch1k"], args.count_1k, 1024, args.batch, args.in_flight, cpu
+            )
+            results.put("batch-1k", system, phase.rate)
+            phase = await _clients.orbit_batches(
+                producer, names["Batch100"], args.backlog, 100, args.batch, args.in_flight, cpu
+            )
+            results.put("batch-100", system, phase.rate)
+        for senders in _senders(args) if _wanted(args, "sync") else []:
             rate, samples = await _clients.orbit_senders(
                 producer, names["Sync"], senders, args.send_seconds, 1024
             )
             results.put(f"sync-{senders}", system, rate)
             _put_percentiles(results, f"sync-{senders}-rt", system, samples)
-        samples = await _clients.orbit_end_to_end(
-            producer, namesrv, names["Latency"], "peers-latency", args.rate, args.latency_seconds, 1024
-        )
-        _put_percentiles(results, "e2e", system, samples)
-        results.put("e2e-count", system, len(samples))
-        phase = await _clients.orbit_catch_up(namesrv, names["Batch100"], "peers-catch-up", args.backlog, cpu)
-        _put_phase(results, "catch-up", system, phase, args.backlog)
+        if _wanted(args, "e2e"):
+            samples = await _clients.orbit_end_to_end(
+                producer, namesrv, names["Latency"], "peers-latency", args.rate, args.latency_seconds, 1024
+            )
+            _put_percentiles(results, "e2e", system, samples)
+            results.put("e2e-count", system, len(samples))
+        if _wanted(args, "catch-up"):
+            phase = await _clients.orbit_catch_up(
+                namesrv, names["Batch100"], "peers-catch-up", args.backlog, cpu
+            )
+            _put_phase(results, "catch-up", system, phase, args.backlog)
     finally:
         await producer.shutdown()
 
@@ -340,6 +370,9 @@ def _put_phase(results: Results, key: str, system: str, phase: Phase, expected: 
 
 
 def _redis_client(args: argparse.Namespace, redis: RedisServer, results: Results) -> None:
+    if args.only:
+        _redis_only(args, redis, results)
+        return
     results.put(
         "batch-1k", REDIS, _clients.redis_batches(redis, "peers:1k", args.count_1k, 1024, args.batch).rate
     )
@@ -361,6 +394,18 @@ def _redis_client(args: argparse.Namespace, redis: RedisServer, results: Results
         client.delete("peers:100")
 
 
+def _redis_only(args: argparse.Namespace, redis: RedisServer, results: Results) -> None:
+    """The workloads ``--only`` names, on Redis."""
+    for senders in _senders(args) if _wanted(args, "sync") else []:
+        rate, samples = _clients.redis_senders(redis, "peers:sync", senders, args.send_seconds, 1024)
+        results.put(f"sync-{senders}", REDIS, rate)
+        _put_percentiles(results, f"sync-{senders}-rt", REDIS, samples)
+    if _wanted(args, "e2e"):
+        samples = _clients.redis_end_to_end(redis, "peers:e2e", args.rate, args.latency_seconds, 1024)
+        _put_percentiles(results, "e2e", REDIS, samples)
+        results.put("e2e-count", REDIS, len(samples))
+
+
 def _tools_group(args: argparse.Namespace, systems: _Systems, results: Results, workdir: Path) -> None:
     logs = workdir / "tool-logs"
     logs.mkdir(exist_ok=True)
@@ -377,7 +422,7 @@ def _tools_group(args: argparse.Namespace, systems: _Systems, results: Results, 
                 asyncio.run(BenchTopic(namesrv, topic, args.queues).create())
                 if size == 1024:
                     asyncio.run(BenchTopic(namesrv, "ToolBenchPC", args.queues).create())
-                for threads in _senders(args):
+                for threads in _senders(args) if _wanted(args, "sync") else []:
                     print(f"{system}: RocketMQ benchmark Producer, {size} B, {threads} threads", flush=True)
                     log = logs / f"producer-{system.split()[0]}-{size}-{threads}.log"
                     results.tools[(f"rmq-{size}-{threads}", system)] = rocketmq_producer(
@@ -390,6 +435,10 @@ def _tools_group(args: argparse.Namespace, systems: _Systems, results: Results, 
                         reports,
                         log,
                     )
+            if args.only:
+                results.put("tools-cpu", system, systems.cpu_of(system) - cpu_before)
+                results.put("tools-rss", system, systems.rss_of(system))
+                continue
             print(f"{system}: RocketMQ benchmark Consumer beside a Producer (100 B, 16 threads)", flush=True)
             tag = system.split()[0]
             stop = threading.Event()
@@ -409,7 +458,7 @@ def _tools_group(args: argparse.Namespace, systems: _Systems, results: Results, 
                 results.tools[("rmq-consumer", system)] = consumer.result()
             results.put("tools-cpu", system, systems.cpu_of(system) - cpu_before)
             results.put("tools-rss", system, systems.rss_of(system))
-    if systems.kafka:
+    if systems.kafka and not args.only:
         bootstrap = f"127.0.0.1:{systems.kafka.port}"
         print(
             f"Kafka: ProducerPerformance warm-up, {args.kafka_records // 4:,} records (not measured)",

@@ -100,6 +100,14 @@ def _tools_table(args: argparse.Namespace, present: Sequence[str], results: Resu
                 for system in systems
                 if (found := results.tools.get((key, system))) and found.rate is None
             ]
+            # A send that fails (its 3 s timeout, often a cold JVM's first route lookup and
+            # connect on a loaded host) makes that thread sleep 3 s more: the rate then says
+            # little about the broker.
+            notes += [
+                f"{system}: {found.failed:,} sends failed"
+                for system in systems
+                if (found := results.tools.get((key, system))) and found.failed
+            ]
             table.add(label, "msgs/s", results.tool_row(key, systems, "rate"), "; ".join(notes))
             table.add("  average RT", "ms", results.tool_row(key, systems, "avg_ms"))
             table.add("  max RT", "ms", results.tool_row(key, systems, "max_ms"))

@@ -23,7 +23,7 @@ response body is the stored records, concatenated, exactly as the commit log hol
 
 Cost. Real clients at their defaults pull 32 messages a request, so what the broker does per
 pull bounds their rate. The common pull (found messages, no filter) never waits: the server
-runs it in its read callback (``eager_codes``), its header is checked once per request shape
+answers it in the loop turn that read it, without a task (a ``ReadyAnswer``), its header is checked once per request shape
 (``_header``), the store checks its entries as columns and slices the records from the mapped
 segment (``store/read_path.py``), and the answer's header is written from a template
 (``pull_answer.py``). ``tests/unit/broker/test_pull_path.py`` counts that work.
@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Awaitable
 from functools import cache
 from typing import Any, TypeGuard
 
@@ -58,7 +59,7 @@ from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader
 from orbitmq.store.message_store import GetResult
-from orbitmq.transport.server import RequestContext
+from orbitmq.transport.server import ReadyAnswer, RequestContext
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -101,14 +102,22 @@ class PullHandlers:
         # texts of a pull's fields other than its offsets -> the header they made (``_header``)
         self._headers: dict[tuple[str | None, ...], tuple[Any, ...]] = {}
 
-    async def pull_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def pull_message(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> Awaitable[RemotingCommand | None]:
+        """PULL_MESSAGE and LITE_PULL_MESSAGE: a :class:`ReadyAnswer` unless the pull parks.
+
+        Everything up to the first read runs in the call, so a pull that finds messages (or is
+        refused, or may not park) is answered in the loop turn that read it, without a task;
+        a pull that parks returns the coroutine that waits (:meth:`_parked_pull`).
+        """
         header = self._header(request.ext_fields)
         rejection = self._check(request, header)
         if rejection is not None:
-            return rejection
+            return ReadyAnswer(rejection)
         message_filter = self._message_filter(request, header)
         if isinstance(message_filter, RemotingCommand):
-            return message_filter
+            return ReadyAnswer(message_filter)
         is_slave = self._state.config.broker_role is BrokerRole.SLAVE
         if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0 and not is_slave:
             self._state.offsets.commit_unless_reset(
@@ -116,44 +125,60 @@ class PullHandlers:
             )
         moved = self._offset_reset(request, header)
         if moved is not None:
-            return moved
-        response, gated = self._read(request, header, message_filter)
+            return ReadyAnswer(moved)
+        response, _ = self._read(request, header, message_filter)
         if header.sys_flag & FLAG_SUSPEND and is_long_poll_candidate(ResponseCode(response.code)):
             config = self._state.config
-            connection_id = ctx.connection.id
-            parked = self._parked.get(connection_id, 0)
+            parked = self._parked.get(ctx.connection.id, 0)
             if parked >= config.parked_pulls_per_connection_max:
-                return request.response(
-                    ResponseCode.SYSTEM_BUSY,
-                    f"{parked} pulls of this connection are parked already "
-                    f"(maxParkedPullsPerConnection={config.parked_pulls_per_connection_max})",
-                    response.ext_fields,
+                return ReadyAnswer(
+                    request.response(
+                        ResponseCode.SYSTEM_BUSY,
+                        f"{parked} pulls of this connection are parked already "
+                        f"(maxParkedPullsPerConnection={config.parked_pulls_per_connection_max})",
+                        response.ext_fields,
+                    )
                 )
-            hold_ms = (
-                header.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_ms
-            )
-            hold_ms = min(max(hold_ms, 0), config.long_polling_suspend_max_ms)
-            started = time.monotonic()
-            self._parked[connection_id] = parked + 1
-            try:
-                await self._state.long_polling.hold(
-                    header.topic, header.queue_id, header.queue_offset, hold_ms
-                )
-                moved = self._offset_reset(request, header)
-                if moved is not None:
-                    return moved
+            return self._parked_pull(ctx, request, header, message_filter)
+        return ReadyAnswer(self._counted(header, response))
+
+    async def _parked_pull(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        message_filter: MessageFilter,
+    ) -> RemotingCommand:
+        """A pull that found nothing to read, parked in ``long_polling`` until woken or expired."""
+        config = self._state.config
+        hold_ms = (
+            header.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_ms
+        )
+        hold_ms = min(max(hold_ms, 0), config.long_polling_suspend_max_ms)
+        started = time.monotonic()
+        connection_id = ctx.connection.id
+        self._parked[connection_id] = self._parked.get(connection_id, 0) + 1
+        try:
+            await self._state.long_polling.hold(header.topic, header.queue_id, header.queue_offset, hold_ms)
+            moved = self._offset_reset(request, header)
+            if moved is not None:
+                return moved
+            response, gated = self._read(request, header, message_filter)
+            # Messages past the confirm offset (controller mode) are stored but not readable
+            # yet: look again shortly instead of sending the consumer straight back.
+            while gated and (time.monotonic() - started) * 1000 + _GATED_RECHECK_MS < hold_ms:
+                await asyncio.sleep(_GATED_RECHECK_MS / 1000)
                 response, gated = self._read(request, header, message_filter)
-                # Messages past the confirm offset (controller mode) are stored but not readable
-                # yet: look again shortly instead of sending the consumer straight back.
-                while gated and (time.monotonic() - started) * 1000 + _GATED_RECHECK_MS < hold_ms:
-                    await asyncio.sleep(_GATED_RECHECK_MS / 1000)
-                    response, gated = self._read(request, header, message_filter)
-            finally:
-                remaining = self._parked[connection_id] - 1
-                if remaining:
-                    self._parked[connection_id] = remaining
-                else:
-                    del self._parked[connection_id]
+        finally:
+            remaining = self._parked[connection_id] - 1
+            if remaining:
+                self._parked[connection_id] = remaining
+            else:
+                del self._parked[connection_id]
+        return self._counted(header, response)
+
+    def _counted(self, header: PullMessageRequestHeader, response: RemotingCommand) -> RemotingCommand:
+        """``response``, a pull that got nothing counted as such in the group's stats."""
         if response.code != ResponseCode.SUCCESS:
             self._state.stats.on_get(header.consumer_group, header.topic, 0, 0)
         return response

@@ -14,7 +14,20 @@ from orbitmq.broker.config import BrokerRole
 from orbitmq.broker.handlers import BrokerState
 from orbitmq.store.message_store import PutStatus
 
-__all__ = ["replicated_status"]
+__all__ = ["replicated_status", "unreplicated_status", "waits_for_slave"]
+
+
+def waits_for_slave(state: BrokerState, *, wait: bool = True) -> bool:
+    """Whether :func:`replicated_status` waits for a slave: on a SYNC_MASTER, for a producer that waits."""
+    return wait and state.replication is not None and state.config.broker_role is BrokerRole.SYNC_MASTER
+
+
+def unreplicated_status(state: BrokerState) -> PutStatus:
+    """:func:`replicated_status` of a write that waits for no slave: the deposed check alone."""
+    replicas = state.replicas
+    if replicas is not None and replicas.write_refusal() is not None:
+        return PutStatus.FLUSH_SLAVE_TIMEOUT
+    return PutStatus.PUT_OK
 
 
 async def replicated_status(state: BrokerState, end_offset: int, *, wait: bool = True) -> PutStatus:
@@ -25,9 +38,8 @@ async def replicated_status(state: BrokerState, end_offset: int, *, wait: bool =
     """
     status = PutStatus.PUT_OK
     replication = state.replication
-    if wait and replication is not None and state.config.broker_role is BrokerRole.SYNC_MASTER:
+    if replication is not None and waits_for_slave(state, wait=wait):
         status = await replication.wait_replicated(end_offset)
-    replicas = state.replicas
-    if status is PutStatus.PUT_OK and replicas is not None and replicas.write_refusal() is not None:
-        status = PutStatus.FLUSH_SLAVE_TIMEOUT
+    if status is PutStatus.PUT_OK:
+        status = unreplicated_status(state)
     return status

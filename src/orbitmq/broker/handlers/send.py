@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Awaitable
 
-from orbitmq.broker.config import BrokerRole
+from orbitmq.broker.config import BrokerConfig, BrokerRole
 from orbitmq.broker.handlers import BrokerState, now_ms
-from orbitmq.broker.handlers.replicated import replicated_status
+from orbitmq.broker.handlers.send_answer import PutAnswers
 from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.schedule import delay_level_of, to_schedule
-from orbitmq.broker.status_map import put_response_code
-from orbitmq.broker.sync_flush import SyncFlushWaits
 from orbitmq.broker.timer import TIMER_TOPIC, timer_due_ms, to_timer
 from orbitmq.broker.transaction import is_transactional, to_half
 from orbitmq.broker.validation import (
@@ -57,14 +56,13 @@ from orbitmq.protocol.batch import decode_batch_columns
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageRequestHeader
-from orbitmq.protocol.message_id import UniqKeyGenerator, join_offset_msg_ids
+from orbitmq.protocol.message_id import UniqKeyGenerator
 from orbitmq.protocol.names import group_name_problem
-from orbitmq.protocol.properties import decode_properties, encode_properties
+from orbitmq.protocol.properties import MAX_PROPERTIES_BYTES, decode_properties, encode_properties
 from orbitmq.store.batch_put import BatchPut
-from orbitmq.store.config import FlushDiskType
-from orbitmq.store.message_store import PutMessageRequest, PutResult, PutStatus
+from orbitmq.store.message_store import PutMessageRequest, PutStatus
 from orbitmq.transport.log_limit import LogLimiter
-from orbitmq.transport.server import RequestContext
+from orbitmq.transport.server import ReadyAnswer, RequestContext
 
 logger = logging.getLogger(__name__)
 # Producers can send refused messages at any rate: one line per interval.
@@ -73,15 +71,6 @@ _log_limit = LogLimiter(logger)
 MSG_REGION_DEFAULT = "DefaultRegion"
 # The names a send header's topic goes by (V1 ``topic``, V2 ``b``; BadRequestError.field).
 _TOPIC_WIRE_NAMES = frozenset(("topic", "b"))
-# Answers to a message that was stored: they carry its msgId, queue id and queue offset.
-_STORED_CODES = frozenset(
-    (
-        ResponseCode.SUCCESS,
-        ResponseCode.FLUSH_DISK_TIMEOUT,
-        ResponseCode.FLUSH_SLAVE_TIMEOUT,
-        ResponseCode.SLAVE_NOT_AVAILABLE,
-    )
-)
 # The properties timer_due_ms reads; a message carrying none of them is not timed.
 _TIMER_KEYS = frozenset(
     (
@@ -101,7 +90,8 @@ class SendHandlers:
 
     def __init__(self, state: BrokerState) -> None:
         self._state = state
-        self._flush_waits = SyncFlushWaits()
+        self._answers = PutAnswers(state)
+        self._stamps_of: tuple[BrokerConfig, dict[str, str], int] | None = None
         self._reput_targets: ReputTargets | None = None
         self._uniq_key_generator: UniqKeyGenerator | None = None
 
@@ -126,7 +116,18 @@ class SendHandlers:
     # -- send ----------------------------------------------------------------------------------
 
     async def send_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE.
+        """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (see :meth:`send_message_now`)."""
+        response = await self.send_message_now(ctx, request)
+        assert response is not None
+        return response
+
+    def send_message_now(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> Awaitable[RemotingCommand | None]:
+        """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE, answered at once when they can be.
+
+        The answer is a ``ReadyAnswer`` when nothing is waited for (see ``send_answer``), else
+        the coroutine that waits for the flush or the slaves.
 
         Every answer to a send the header of which was read carries the broker's ``MSG_REGION``
         and ``TRACE_ON``, refusals too: RocketMQ's broker puts them on the response before its
@@ -134,7 +135,7 @@ class SendHandlers:
         RocketMQ; a topic that is there but breaks the name rule is a check, so it gets them.
         """
         try:
-            response = await self._send(ctx, request)
+            outcome = self._send(ctx, request)
         except BadRequestError as exc:
             if exc.field not in _TOPIC_WIRE_NAMES or _topic_text(request) is None:
                 raise
@@ -143,13 +144,24 @@ class SendHandlers:
                 "refused send from %s: %s",
                 ctx.peer_address, exc.remark,
             )  # fmt: skip
-            response = request.response(exc.code, exc.remark)
+            outcome = request.response(exc.code, exc.remark)
+        if isinstance(outcome, RemotingCommand):
+            return ReadyAnswer(self._stamped(outcome))
+        return self._stamped_later(outcome)
+
+    async def _stamped_later(self, outcome: Awaitable[RemotingCommand]) -> RemotingCommand:
+        return self._stamped(await outcome)
+
+    def _stamped(self, response: RemotingCommand) -> RemotingCommand:
         ext = response.ext_fields
-        ext.setdefault(MessageConst.MSG_REGION, self._state.config.region_id)
-        ext.setdefault(MessageConst.TRACE_SWITCH, "true" if self._state.config.trace_on else "false")
+        config = self._state.config
+        ext.setdefault(MessageConst.MSG_REGION, config.region_id)
+        ext.setdefault(MessageConst.TRACE_SWITCH, "true" if config.trace_on else "false")
         return response
 
-    async def _send(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def _send(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = _read_send_header(request)
         rejection = self.check_broker_writable() or check_send_topic(header.topic)
         if rejection is not None:
@@ -172,8 +184,22 @@ class SendHandlers:
         if queue_id < 0:
             queue_id = random.randrange(max(topic_config.write_queue_nums, 1))
         if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
-            return await self._send_batch(ctx, request, header, queue_id)
-        return await self._send_single(ctx, request, header, topic_config, queue_id, properties)
+            return self._send_batch(ctx, request, header, queue_id)
+        return self._send_single(ctx, request, header, topic_config, queue_id, properties)
+
+    def _stamps(self, config: BrokerConfig) -> tuple[dict[str, str], int]:
+        """The broker's trace stamps and the most bytes they add to a property string (per config)."""
+        cached = self._stamps_of
+        if cached is None or cached[0] is not config:
+            stamps = {
+                MessageConst.CLUSTER: config.broker_cluster_name,
+                MessageConst.MSG_REGION: config.region_id,
+                MessageConst.TRACE_SWITCH: "true" if config.trace_on else "false",
+            }
+            # What they add at most, as stamps_that_fit counts it (key, value, two separators).
+            added = sum(len(key.encode()) + len(value.encode()) + 2 for key, value in stamps.items())
+            cached = self._stamps_of = (config, stamps, added)
+        return cached[1], cached[2]
 
     def check_broker_writable(self) -> Rejection | None:
         config = self._state.config
@@ -212,7 +238,7 @@ class SendHandlers:
             self._state.on_topics_changed()
         return created
 
-    async def _send_single(
+    def _send_single(
         self,
         ctx: RequestContext,
         request: RemotingCommand,
@@ -220,7 +246,7 @@ class SendHandlers:
         topic_config: TopicConfig,
         queue_id: int,
         properties: dict[str, str],
-    ) -> RemotingCommand:
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         topic = header.topic
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             redirected = self._dlq_if_exhausted(topic, header.reconsume_times, header.max_reconsume_times)
@@ -244,12 +270,11 @@ class SendHandlers:
             properties_bytes += len(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) + len(uniq_key) + 2
         # Trace stamps (operations-features §1.2): consumers' trace hooks read them; a string
         # at the client's limit leaves no room for them (stamps_that_fit).
-        stamps = {
-            MessageConst.CLUSTER: config.broker_cluster_name,
-            MessageConst.MSG_REGION: config.region_id,
-            MessageConst.TRACE_SWITCH: "true" if config.trace_on else "false",
-        }
-        properties.update(stamps_that_fit(stamps, properties_bytes))
+        stamps, stamps_bytes = self._stamps(config)
+        if properties_bytes + stamps_bytes <= MAX_PROPERTIES_BYTES:
+            properties.update(stamps)
+        else:
+            properties.update(stamps_that_fit(stamps, properties_bytes))
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= SysFlag.MULTI_TAGS
@@ -270,13 +295,13 @@ class SendHandlers:
         rejection = self._route(put)
         if rejection is not None:
             return rejection.response(request)
-        # _answer_put flushes or wakes the flush thread for it (sync_flush.py).
+        # The answer flushes or wakes the flush thread for it (send_answer.py).
         result = self._state.store.put_message(put, wake_flusher=False)
         if recorder is not None and result.status is PutStatus.PUT_OK:
             recorder.count_in(header.topic, message_type, len(request.body))
             if topic != header.topic:
                 recorder.count_dlq(header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :], header.topic)
-        return await self._answer_put(
+        return self._answers.answer(
             request, result, queue_id, _wait_store_ok(properties), topic, transaction_id=uniq_key
         )
 
@@ -347,9 +372,9 @@ class SendHandlers:
         self._state.on_topics_changed()
         return created
 
-    async def _send_batch(
+    def _send_batch(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int
-    ) -> RemotingCommand:
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         topic = header.topic
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return request.response(
@@ -396,12 +421,8 @@ class SendHandlers:
                     timed = not _TIMER_KEYS.isdisjoint(properties)
         wait_store_ok = properties_column is None or any(map(_wait_store_ok, properties_column))
         # The broker's stamps go on in the store (BatchPut.stamps), after each message's own.
-        stamps = {
-            MessageConst.CLUSTER: config.broker_cluster_name,
-            MessageConst.MSG_REGION: config.region_id,
-            MessageConst.TRACE_SWITCH: "true" if config.trace_on else "false",
-        }
-        stamps = stamps_that_fit(stamps, _longest_properties_bytes(properties_column, encoded_column))
+        longest = _longest_properties_bytes(properties_column, encoded_column)
+        stamps = stamps_that_fit(self._stamps(config)[0], longest)
         batch = BatchPut(
             topic, queue_id, flags, bodies, properties_column, encoded_column, header.sys_flag,
             header.born_timestamp, (ctx.peer_host, ctx.peer_port), self._state.store_host, stamps,
@@ -420,7 +441,7 @@ class SendHandlers:
             # One update per batch; the message type is the first message's (a batch is uniform).
             first = properties_column[0] if properties_column is not None else {}
             recorder.count_in(topic, message_type_of(first), sum(map(len, bodies)), len(bodies))
-        return await self._answer_put(request, result, queue_id, wait_store_ok, topic)
+        return self._answers.answer(request, result, queue_id, wait_store_ok, topic)
 
     def _route_timed_batch(self, requests: list[PutMessageRequest]) -> Rejection | None:
         """A batch with any timed message goes whole to the timer topic (the store puts one queue).
@@ -443,49 +464,6 @@ class SendHandlers:
             if put.topic != TIMER_TOPIC:
                 to_timer(put, current_ms)
         return None
-
-    async def _answer_put(
-        self,
-        request: RemotingCommand,
-        result: PutResult,
-        queue_id: int,
-        wait_store_ok: bool,
-        topic: str,
-        transaction_id: str | None = None,
-    ) -> RemotingCommand:
-        status = result.status
-        sync_flush = self._state.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        future = result.flush_future
-        must_wait = status is PutStatus.PUT_OK and future is not None and wait_store_ok and sync_flush
-        # The put did not wake the store's flush thread: a lone put is flushed on the loop,
-        # others by the thread (sync_flush.py); a put not waiting just wakes it.
-        if must_wait and future is not None:
-            end_offset = result.commit_log_offsets[0] + result.wrote_bytes
-            if not await self._flush_waits.wait(self._state.store, future, end_offset):
-                status = PutStatus.FLUSH_DISK_TIMEOUT
-        elif future is not None:
-            self._state.store.wake_flusher()
-        state = self._state
-        if status is PutStatus.PUT_OK and (state.replication is not None or state.replicas is not None):
-            # A slave's status overrides PUT_OK, not a flush timeout (RocketMQ's order).
-            end_offset = result.commit_log_offsets[0] + result.wrote_bytes
-            status = await replicated_status(state, end_offset, wait=wait_store_ok)
-        code, remark = put_response_code(status, result.remark)
-        if code not in _STORED_CODES:
-            self._state.stats.on_put_failed()
-            return request.response(code, remark, {})
-        self._state.stats.on_put(topic, len(result.commit_log_offsets), result.wrote_bytes)
-        ext = {
-            "msgId": join_offset_msg_ids(*self._state.store_host, result.commit_log_offsets),
-            "queueId": str(queue_id),
-            "queueOffset": str(result.queue_offset),
-            MessageConst.MSG_REGION: self._state.config.region_id,
-            MessageConst.TRACE_SWITCH: "true" if self._state.config.trace_on else "false",
-        }
-        if transaction_id is not None:
-            # A single message's UNIQ_KEY, as RocketMQ answers it (SendResult.transactionId).
-            ext["transactionId"] = transaction_id
-        return request.response(code, remark, ext)
 
 
 def _read_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
