@@ -23,7 +23,7 @@ from tests.support.processes import (
     ServerProcess,
     broker_conf,
     create_topic,
-    free_port,
+    free_ports,
     start_namesrv,
     wait_route,
     write_conf,
@@ -34,7 +34,7 @@ CLIENT = (("x-mq-client-id", "host@1@0@local"),)
 
 def test_broker_enable_proxy_serves_grpc_from_the_broker_process(tmp_path: Path) -> None:
     namesrv = start_namesrv(tmp_path)
-    broker_port, grpc_port = free_port(), free_port()
+    broker_port, grpc_port = free_ports(2)
     conf = broker_conf(
         tmp_path, "broker-a", namesrv.addr, broker_port, grpcServerPort=grpc_port, grpcBindAddress="127.0.0.1"
     )

@@ -194,9 +194,9 @@ def test_controller_leader_election_time(tmp_path: Path) -> None:
 def test_namesrv_embeds_controller_when_enabled(tmp_path: Path) -> None:
     import sys
 
-    from tests.support.processes import ServerProcess, free_port, write_conf
+    from tests.support.processes import ServerProcess, free_ports, write_conf
 
-    port, raft_port = free_port(), free_port()
+    port, raft_port = free_ports(2)
     conf = write_conf(
         tmp_path / "namesrv.conf",
         {

@@ -19,7 +19,7 @@ from tests.support.processes import (
     ServerProcess,
     broker_conf,
     create_topic,
-    free_port,
+    free_ports,
     start_namesrv,
     start_on_free_ports,
     wait_route,
@@ -36,7 +36,7 @@ def grpc_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     namesrv = start_namesrv(tmp_path)
 
     def build() -> ServerProcess:
-        broker_port, grpc_port = free_port(), free_port()
+        broker_port, grpc_port = free_ports(2)
         conf = broker_conf(
             tmp_path,
             "broker-a",

@@ -24,6 +24,7 @@ from tests.support.processes import (
     ServerProcess,
     broker_conf,
     free_port,
+    free_ports,
     start_namesrv,
     start_standalone,
     write_conf,
@@ -126,7 +127,7 @@ def test_broker_bind_address_flag_limits_it_to_one_interface(tmp_path: Path) -> 
 def test_broker_enable_proxy_listens_where_the_broker_conf_binds(tmp_path: Path) -> None:
     ip = _outside_ip()
     namesrv = start_namesrv(tmp_path)
-    port, grpc_port = free_port(), free_port()
+    port, grpc_port = free_ports(2)
     # bindAddress in the file, no grpcBindAddress: the proxy beside the broker binds there too.
     conf = broker_conf(
         tmp_path, "broker-a", namesrv.addr, port, bindAddress="127.0.0.1", grpcServerPort=grpc_port

@@ -14,7 +14,13 @@ import json
 from pathlib import Path
 
 from tests.support.oracle_servers import JVM_OPTIONS, JavaServer, resolved_classpath
-from tests.support.processes import ServerProcess, free_port, free_port_block, start_on_free_ports, write_conf
+from tests.support.processes import (
+    ServerProcess,
+    free_port_block,
+    free_ports,
+    start_on_free_ports,
+    write_conf,
+)
 
 POM = Path(__file__).resolve().parent / "grpc_java" / "pom.xml"
 
@@ -36,7 +42,7 @@ def start_apache_proxy(tmp_path: Path, namesrv_addr: str, name: str = "broker-a"
     def build() -> ServerProcess:
         base = free_port_block(4)
         broker_port = base + 2
-        grpc_port, remoting_port = free_port(), free_port()
+        grpc_port, remoting_port = free_ports(2)
         home = workdir / "home"
         home.mkdir(parents=True, exist_ok=True)
         store = workdir / "store"

@@ -23,7 +23,7 @@ from tests.support.oracle_servers import start_apache_namesrv, tools_available
 from tests.support.processes import (
     ServerProcess,
     broker_conf,
-    free_port,
+    free_ports,
     start_namesrv,
     start_on_free_ports,
     wait_route,
@@ -66,7 +66,7 @@ def apache_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]
 
 def _start_orbitmq_proxy(tmp_path: Path, namesrv_addr: str) -> ServerProcess:
     def build() -> ServerProcess:
-        broker_port, grpc_port = free_port(), free_port()
+        broker_port, grpc_port = free_ports(2)
         conf = broker_conf(
             tmp_path,
             "broker-a",

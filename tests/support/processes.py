@@ -61,6 +61,21 @@ def free_port() -> int:
     return free_port_block(1)
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` ports of one server, each free a moment ago (see :func:`free_port_block`).
+
+    No two are the same or neighbours: a broker also listens next to its port (the HA port one
+    above, the VIP channel two below), and two random picks can meet (one CI run gave a
+    standalone's broker and gRPC ports the same number).
+    """
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if all(abs(port - other) > 2 for other in ports):
+            ports.append(port)
+    return ports
+
+
 def wait_connectable(
     port: int, proc: subprocess.Popen[bytes], log_path: Path, timeout_s: float, *, own_listener: bool = False
 ) -> None:
@@ -275,12 +290,12 @@ def start_standalone(tmp_path: Path, *extra: str, name: str = "standalone") -> S
     """
 
     def build() -> ServerProcess:
-        namesrv_port, broker_port = free_port(), free_port()
+        namesrv_port, broker_port, grpc_port = free_ports(3)
         ports = [broker_port]
         options = extra
         if "--no-proxy" not in extra:
-            ports.append(free_port())
-            options = ("--grpc-port", str(ports[1]), *extra)
+            ports.append(grpc_port)
+            options = ("--grpc-port", str(grpc_port), *extra)
         workdir = tmp_path / name
         args = [
             sys.executable,
