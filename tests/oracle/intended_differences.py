@@ -84,8 +84,16 @@ INTENDED: list[Allowed] = [
         "orbitmq_only_codes",
         "*",
         "code",
-        "STAGE_MESSAGES / COMMIT_STAGED are OrbitMQ's own request codes (40001, 40002); Apache "
-        "answers REQUEST_CODE_NOT_SUPPORTED",
+        "STAGE_MESSAGES / COMMIT_STAGED / MERGE_CONSUMER_OFFSET are OrbitMQ's own request codes "
+        "(40001-40003); Apache answers REQUEST_CODE_NOT_SUPPORTED",
+    ),
+    Allowed(
+        "namesrv_config",
+        "update a key not implemented",
+        "code",
+        "The name server refuses a config key it does not implement (INVALID_PARAMETER naming it, "
+        "namesrv/admin_handlers.py), so an operator learns the setting had no effect; Apache's sets "
+        "the field, or ignores a key it does not have",
     ),
     Allowed(
         "update_broker_config",
