@@ -63,6 +63,8 @@ LONG_POLL_TIMEOUT_MS = 30_000
 """Client-side timeout of a long-polling pull: must exceed the broker's suspend time."""
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+PULL_DELAY_ON_ERROR_S = 1.0
+"""How long a consumer waits before pulling again after a failed pull."""
 
 
 def retry_topic(group: str) -> str:

@@ -23,6 +23,7 @@ from orbitmq.client._consume_stats import ConsumeStatsRecorder
 from orbitmq.client._consumer_config import PushConsumerConfig
 from orbitmq.client._process_queue import ProcessQueue
 from orbitmq.client._pull_api import (
+    PULL_DELAY_ON_ERROR_S,
     BrokerInvoker,
     PullNodeTable,
     PullRequestSpec,
@@ -38,11 +39,10 @@ from orbitmq.errors import OrbitError, RemoteProtocolError
 from orbitmq.model.heartbeat import MessageModel
 from orbitmq.model.message import MessageExt, MessageQueue
 
-__all__ = ["PULL_DELAY_ON_ERROR_S", "PULL_DELAY_ON_FLOW_CONTROL_S", "PullLoops"]
+__all__ = ["PULL_DELAY_ON_FLOW_CONTROL_S", "PullLoops"]
 
 logger = logging.getLogger(__name__)
 
-PULL_DELAY_ON_ERROR_S = 1.0
 PULL_DELAY_ON_FLOW_CONTROL_S = 0.05
 
 

@@ -27,6 +27,7 @@ from orbitmq.client._consumer_config import PullConsumerConfig, queues_of_route
 from orbitmq.client._group_api import consumer_ids
 from orbitmq.client._instance import ClientInstance
 from orbitmq.client._pull_api import (
+    PULL_DELAY_ON_ERROR_S,
     PullNodeTable,
     PullRequestSpec,
     PullSizer,
@@ -55,8 +56,6 @@ from orbitmq.model.message import MessageExt, MessageQueue
 __all__ = ["PullConsumer", "PullConsumerConfig", "RawBatch"]
 
 logger = logging.getLogger(__name__)
-
-PULL_DELAY_ON_ERROR_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,8 +88,13 @@ def message_group_of(record: bytes, fifo: bool) -> str:
     return message.properties.get(MessageConst.SHARDING_KEY, "")
 
 
-class DeadLetters:
-    """Stores exhausted messages in their group's DLQ topic (created on first use)."""
+class SystemTopicCopies:
+    """Puts copies of popped messages into a system topic of their group, created on first use.
+
+    The base of :class:`DeadLetters` and ``revive.RetryTopics``: the topic is made when missing
+    (``on_topics_changed`` then tells the broker to register it), and a copy is admitted only
+    where a direct send would be (``broker.reput``).
+    """
 
     def __init__(
         self,
@@ -103,6 +108,17 @@ class DeadLetters:
         self._targets = targets
         self._store_host = store_host
         self.on_topics_changed: Callable[[], None] = lambda: None
+
+    def _open(self, target: str, queues: int, perm: int, reason: str, message_id: str) -> bool:
+        """Create ``target`` when missing; False when a copy may not go there."""
+        if self._topics.get(target) is None:
+            self._topics.find_or_create(target, queues, perm)
+            self.on_topics_changed()
+        return self._targets is None or self._targets.admit(reason, message_id, target, 0)
+
+
+class DeadLetters(SystemTopicCopies):
+    """Stores exhausted messages in their group's DLQ topic (created on first use)."""
 
     def store(self, group: str, record: bytes, attempts: int, origin_topic: str | None = None) -> bool:
         """Put a copy of a stored message into ``%DLQ%<group>``; False when the put failed.
@@ -119,11 +135,8 @@ class DeadLetters:
             logger.error("dead-lettering an undecodable message of group %s: %s; dropped", group, exc)
             return True
         target = dlq_topic(group)
-        if self._topics.get(target) is None:
-            self._topics.find_or_create(target, 1, PERM_WRITE)
-            self.on_topics_changed()
         message_id = original.uniq_key or original.offset_msg_id
-        if self._targets is not None and not self._targets.admit("pop-dlq", message_id, target, 0):
+        if not self._open(target, 1, PERM_WRITE, "pop-dlq", message_id):
             return True
         origin = origin_topic or original.topic
         properties = dict(original.properties)

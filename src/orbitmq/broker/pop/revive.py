@@ -23,15 +23,13 @@ the two revives the message twice (at least once), never not at all.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
-from orbitmq.broker.reput import ReputTargets
-from orbitmq.broker.topics import TopicConfigTable
+from orbitmq.broker.pop.messages import SystemTopicCopies
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.route import PERM_READ_WRITE
 from orbitmq.protocol.message_codec import decode_stored_message
 from orbitmq.protocol.pop import pop_retry_topic
-from orbitmq.store.message_store import MessageStore, PutMessageRequest, PutStatus
+from orbitmq.store.message_store import PutMessageRequest, PutStatus
 
 logger = logging.getLogger(__name__)
 
@@ -51,21 +49,8 @@ def reconsume_times_of(record: bytes) -> int:
     return message.reconsume_times
 
 
-class RetryTopics:
+class RetryTopics(SystemTopicCopies):
     """Stores revived messages in their group's pop retry topic (created on first use)."""
-
-    def __init__(
-        self,
-        store: MessageStore,
-        topics: TopicConfigTable,
-        store_host: Callable[[], tuple[str, int]],
-        targets: ReputTargets | None = None,
-    ) -> None:
-        self._store = store
-        self._topics = topics
-        self._store_host = store_host
-        self._targets = targets
-        self.on_topics_changed: Callable[[], None] = lambda: None
 
     def revive(self, group: str, topic: str, record: bytes, deliveries: int, first_pop_time_ms: int) -> bool:
         """Store a copy of ``record`` (popped from ``topic``) in the group's pop retry topic.
@@ -80,11 +65,8 @@ class RetryTopics:
             logger.error("reviving an undecodable message of group %s: %s", group, exc)
             return False
         target = topic if topic.startswith("%RETRY%") else pop_retry_topic(group, topic)
-        if self._topics.get(target) is None:
-            self._topics.find_or_create(target, RETRY_QUEUE_NUMS, RETRY_TOPIC_PERM)
-            self.on_topics_changed()
         message_id = original.uniq_key or original.offset_msg_id
-        if self._targets is not None and not self._targets.admit("pop-revive", message_id, target, 0):
+        if not self._open(target, RETRY_QUEUE_NUMS, RETRY_TOPIC_PERM, "pop-revive", message_id):
             return False
         properties = dict(original.properties)
         if original.reconsume_times == 0 or FIRST_POP_TIME not in properties:
