@@ -19,7 +19,7 @@ from orbitmq.broker.reput import ReputTargets
 from orbitmq.broker.topics import TopicConfigTable
 from orbitmq.broker.validation import dlq_topic
 from orbitmq.errors import RemoteProtocolError
-from orbitmq.model.message import MessageConst
+from orbitmq.model.message import MessageConst, MessageExt
 from orbitmq.model.route import PERM_WRITE
 from orbitmq.protocol.message_codec import decode_stored_message
 from orbitmq.store.message_store import GetStatus, MessageStore, PutMessageRequest, PutStatus
@@ -116,6 +116,31 @@ class SystemTopicCopies:
             self.on_topics_changed()
         return self._targets is None or self._targets.admit(reason, message_id, target, 0)
 
+    def _put_copy(
+        self,
+        target: str,
+        original: MessageExt,
+        properties: dict[str, str],
+        reconsume_times: int,
+        born_host: tuple[str, int] | None = None,
+    ) -> PutStatus:
+        """Store ``original``'s copy in queue 0 of ``target`` (born host: the original's, unless given)."""
+        put = self._store.put_message(
+            PutMessageRequest(
+                topic=target,
+                queue_id=0,
+                body=original.body,
+                flag=original.flag,
+                properties=properties,
+                sys_flag=original.sys_flag,
+                born_timestamp=original.born_timestamp,
+                born_host=original.born_host if born_host is None else born_host,
+                store_host=self._store_host(),
+                reconsume_times=reconsume_times,
+            )
+        )
+        return put.status
+
 
 class DeadLetters(SystemTopicCopies):
     """Stores exhausted messages in their group's DLQ topic (created on first use)."""
@@ -144,22 +169,9 @@ class DeadLetters(SystemTopicCopies):
         properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, message_id)
         properties.setdefault(DLQ_ORIGIN_TOPIC, origin)
         properties.setdefault(DLQ_ORIGIN_MESSAGE_ID, message_id)
-        put = self._store.put_message(
-            PutMessageRequest(
-                topic=target,
-                queue_id=0,
-                body=original.body,
-                flag=original.flag,
-                properties=properties,
-                sys_flag=original.sys_flag,
-                born_timestamp=original.born_timestamp,
-                born_host=original.born_host,
-                store_host=self._store_host(),
-                reconsume_times=attempts,
-            )
-        )
-        if put.status is not PutStatus.PUT_OK:
-            logger.error("dead-lettering %s of group %s failed: %s", original.msg_id, group, put.status.value)
+        status = self._put_copy(target, original, properties, attempts)
+        if status is not PutStatus.PUT_OK:
+            logger.error("dead-lettering %s of group %s failed: %s", original.msg_id, group, status.value)
             return False
         logger.info("message %s of %s went to %s after %d deliveries", message_id, origin, target, attempts)
         return True

@@ -29,7 +29,7 @@ from orbitmq.errors import RemoteProtocolError
 from orbitmq.model.route import PERM_READ_WRITE
 from orbitmq.protocol.message_codec import decode_stored_message
 from orbitmq.protocol.pop import pop_retry_topic
-from orbitmq.store.message_store import PutMessageRequest, PutStatus
+from orbitmq.store.message_store import PutStatus
 
 logger = logging.getLogger(__name__)
 
@@ -72,24 +72,10 @@ class RetryTopics(SystemTopicCopies):
         if original.reconsume_times == 0 or FIRST_POP_TIME not in properties:
             properties[FIRST_POP_TIME] = str(first_pop_time_ms)
         properties[ORIGIN_GROUP] = group
-        store_host = self._store_host()
-        put = self._store.put_message(
-            PutMessageRequest(
-                topic=target,
-                queue_id=0,
-                body=original.body,
-                flag=original.flag,
-                properties=properties,
-                sys_flag=original.sys_flag,
-                born_timestamp=original.born_timestamp,
-                born_host=store_host,
-                store_host=store_host,
-                reconsume_times=deliveries,
-            )
-        )
-        if put.status is not PutStatus.PUT_OK:
+        status = self._put_copy(target, original, properties, deliveries, born_host=self._store_host())
+        if status is not PutStatus.PUT_OK:
             logger.error(
-                "reviving %s of group %s into %s failed: %s", message_id, group, target, put.status.value
+                "reviving %s of group %s into %s failed: %s", message_id, group, target, status.value
             )
             return False
         return True
