@@ -192,6 +192,13 @@ class PopService:
             PopJournalError: the journal could not be written (nothing was handed out).
         """
         deadline_ms = self._now_ms() + max(request.poll_ms, 0)
+        topics = (
+            (request.topic,)
+            if request.fifo
+            else (request.topic, pop_retry_topic(request.group, request.topic))
+        )
+        if request.poll_ms > 0:
+            self._waiters.watch(topics)
         while True:
             result, next_visible_ms, flush = self._pop_once(request)
             if result.messages:
@@ -202,11 +209,6 @@ class PopService:
             if now_ms >= deadline_ms or self._stopping:
                 return result
             wake_ms = deadline_ms if next_visible_ms is None else min(deadline_ms, next_visible_ms)
-            topics = (
-                (request.topic,)
-                if request.fifo
-                else (request.topic, pop_retry_topic(request.group, request.topic))
-            )
             await self._waiters.wait(topics, max(wake_ms - now_ms, 1))
 
     def _pop_once(self, request: PopRequest) -> tuple[PopResult, int | None, Future[bool] | None]:
