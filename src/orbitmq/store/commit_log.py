@@ -272,6 +272,7 @@ class CommitLog:
         if remaining >= BLANK_RECORD_MIN_BYTES:
             last.allocate_to(last.wrote_position + BLANK_RECORD_MIN_BYTES)
         segment = self._new_segment(last.end_offset, record_bytes + BLANK_RECORD_MIN_BYTES)
+        failpoints.hit("commit_log.before_blank")
         if remaining >= BLANK_RECORD_MIN_BYTES:
             pack_blank_into(last.buffer, last.wrote_position, remaining)
         last.wrote_position = last.size_bytes

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from orbitmq.protocol.message_codec import decode_stored_messages
+from orbitmq.store._fs import failpoints
 from orbitmq.store.config import FlushDiskType, StoreConfig
 from orbitmq.store.message_store import GetStatus, MessageStore, PutMessageRequest, PutResult, PutStatus
+from orbitmq.store.verify import verify_store
 from tests.support.crash_copy import copy_as_crashed
 
 OpenStore = Callable[..., MessageStore]
@@ -212,6 +214,37 @@ def test_recovery_after_process_kill_keeps_acknowledged_puts(tmp_path: Path) -> 
         assert len(bodies) in (60, 61)
     finally:
         store.close()
+
+
+def test_recovery_of_a_kill_between_a_new_segment_and_the_blank_closing_the_full_one(
+    open_store: OpenStore, tmp_path: Path
+) -> None:
+    """A roll-over creates the next segment before it writes the full one's blank: a kill between
+    the two leaves an empty newest segment after one ending in zeros. The verifier leaves both to
+    recovery; recovery ends the log in the full segment, and puts go on from there."""
+    store = open_store()
+    copy = tmp_path / "crashed"
+    failpoints.arm(
+        "commit_log.before_blank", lambda: copy.exists() or copy_as_crashed(store.store_path, copy)
+    )
+    results: list[PutResult] = []
+    while not copy.exists():
+        results.append(_put(store, len(results) % 3, bytes(700)))
+    failpoints.disarm()
+    last_kept = store.read_message(results[-2].commit_log_offsets[0])
+    assert last_kept is not None
+    end = results[-2].commit_log_offsets[0] + len(last_kept)
+    segments = sorted((copy / "commitlog").iterdir())
+    assert (copy / "abort").exists() and not segments[-1].read_bytes().strip(b"\0")
+    report = verify_store(copy, commit_log_segment_bytes=store.config.commit_log_segment_bytes)
+    assert report.ok and report.needs_recovery, report.render()
+    assert report.left_to_recovery["empty segments after an unclosed one (deleted)"] == 1
+    kept = results[:-1]
+    assert report.commit_log_end_offset == end
+    recovered = open_store(root=copy)
+    assert recovered.max_commit_log_offset == end
+    assert sum(len(_bodies(recovered, queue_id)) for queue_id in range(3)) == len(kept)
+    assert _put(recovered, 0, b"after").queue_offset == len(kept[0::3])
 
 
 def test_recovery_blank_record_and_header_fields_survive(open_store: OpenStore, tmp_path: Path) -> None:

@@ -219,6 +219,14 @@ def test_verify_reports_segment_without_blank_tail(tmp_path: Path) -> None:
     assert "segment 0 ends at commit-log offset" in _problems(tmp_path)
 
 
+def test_verify_reports_an_unclosed_segment_before_an_empty_one_in_a_closed_store(tmp_path: Path) -> None:
+    """Only a kill leaves a roll-over half done: a store closed cleanly with one is damaged."""
+    build_store(tmp_path)
+    segments = sorted((tmp_path / "commitlog").iterdir())
+    (tmp_path / "commitlog" / f"{len(segments) * SEGMENT_BYTES:020d}").write_bytes(bytes(SEGMENT_BYTES))
+    assert f"segment {(len(segments) - 1) * SEGMENT_BYTES} ends at commit-log offset" in _problems(tmp_path)
+
+
 def test_verify_reports_wrong_segment_size_and_gap(tmp_path: Path) -> None:
     build_store(tmp_path, count=60)
     segments = sorted((tmp_path / "commitlog").iterdir())

@@ -35,8 +35,9 @@ def scan_commit_log(directory: Path, segment_bytes: int | None, report: VerifyRe
     report.commit_log_segment_bytes = segment_bytes or infer_file_bytes(segments)
     check_file_sequence(segments, report.commit_log_segment_bytes, "commitlog", report)
     commit_log.min_offset = segments[0][0]
-    for index, (start, path) in enumerate(segments):
-        is_last = index == len(segments) - 1
+    tail = _tail_segment(segments, report)
+    for index, (start, path) in enumerate(segments[: tail + 1]):
+        is_last = index == tail
         with mapped_file(path) as data:
             end = _scan_segment(data, start, is_last, commit_log, report)
         if is_last:
@@ -44,6 +45,28 @@ def scan_commit_log(directory: Path, segment_bytes: int | None, report: VerifyRe
     report.commit_log_min_offset = commit_log.min_offset
     report.commit_log_end_offset = commit_log.end_offset
     return commit_log
+
+
+def _tail_segment(segments: list[tuple[int, Path]], report: VerifyReport) -> int:
+    """The index of the segment a store's recovery keeps as its last.
+
+    A roll-over creates the next segment before it closes the full one with its blank, so a
+    kill between the two leaves an empty newest segment after one that ends in zeros. Recovery
+    ends the log in the full one and deletes the empty one; in a store that needs recovery
+    both are left to it.
+    """
+    tail = len(segments) - 1
+    while tail > 0 and _is_empty(segments[tail][1]):
+        if not report.leave_to_recovery(segments[tail][0], "empty segments after an unclosed one (deleted)"):
+            break
+        tail -= 1
+    return tail
+
+
+def _is_empty(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        head = handle.read(RECORD_HEAD.size)
+    return head.count(0) == len(head)
 
 
 def _scan_segment(
