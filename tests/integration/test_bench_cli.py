@@ -123,7 +123,7 @@ def test_bench_consume_compare_defaults_prints_each_consumer_and_its_ratio(
     before = _topics(server.addr)
     done = _bench(
         tmp_path, "consume", "-n", server.addr, "--topic", "BenchDefaults", "--compare-defaults", "--no-cpp",
-        "--no-java", "--prefill", "2000", "--duration-s", "30", "--rounds", "2",
+        "--no-java", "--no-go", "--prefill", "2000", "--duration-s", "30", "--rounds", "2",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.findall(r"^round (\d) of 2: ", done.stdout, re.MULTILINE) == ["1", "2"], done.stdout
@@ -133,4 +133,5 @@ def test_bench_consume_compare_defaults_prints_each_consumer_and_its_ratio(
     assert re.search(r"^  push tuned +[\d,]+ +[\d,]+ +1\.00x", done.stdout, re.MULTILINE), done.stdout
     assert "C++ push defaults      skipped: --no-cpp" in done.stdout
     assert "Java push defaults     skipped: --no-java" in done.stdout
+    assert "Go push defaults       skipped: --no-go" in done.stdout
     assert _topics(server.addr) == before

@@ -19,10 +19,14 @@ a fresh consumer group, one after the other:
   that counts (``orbitmq.bench._cpp_consume``): the binding's cost per message shows here;
 - ``Java push defaults``: Apache RocketMQ's Java ``DefaultMQPushConsumer`` (5.5.0, from
   Maven Central into ``.cache/m2``) in a JVM of its own at its defaults, a listener that counts
-  (``orbitmq.bench._java_consume``).
+  (``orbitmq.bench._java_consume``);
+- ``Go push defaults``: Apache's Go client (``rocketmq-client-go/v2``, pinned as the interop
+  tier pins it, built with ``go`` into ``.cache/bench-go``) as a push consumer at its defaults
+  in a process of its own, a listener that counts (``orbitmq.bench._go_consume``).
 
 The C++ lines are skipped with a message when the package (or a C compiler) is absent, the
-Java line when java, javac or mvn is; ``--no-cpp`` and ``--no-java`` leave them out.
+Java line when java, javac or mvn is, the Go line when go is or its build fails; ``--no-cpp``,
+``--no-java`` and ``--no-go`` leave them out.
 
 Each line gives msgs/s over the whole run (from the consumer's construction, start-up and
 rebalance included, to the last message) and steady (first message to last), the ratio of
@@ -53,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from orbitmq.bench._credentials import client_options
+from orbitmq.bench._go_consume import go_push_consume
 from orbitmq.bench._java_consume import java_push_consume
 from orbitmq.bench._peers import process_cpu_s
 from orbitmq.client.pull_consumer import PullConsumer
@@ -81,6 +86,7 @@ _NAMES = (
     "C++ push defaults",
     "C++ push defaults (py)",
     "Java push defaults",
+    "Go push defaults",
 )
 _CPP_NAMES = frozenset(_NAMES[4:6])
 
@@ -179,10 +185,17 @@ async def compare_defaults(
             lambda at: asyncio.to_thread(_java_push, namesrv, topic, at, goal, timeout_s, options),
             False,
         ),
+        (
+            _NAMES[7],
+            lambda at: asyncio.to_thread(_go_push, namesrv, topic, at, goal, timeout_s, options),
+            False,
+        ),
     ]
     left_out = {name: "--no-cpp" for name in _CPP_NAMES if args.no_cpp}
     if args.no_java:
         left_out[_NAMES[6]] = "--no-java"
+    if args.no_go:
+        left_out[_NAMES[7]] = "--no-go"
     rounds = []
     for round_index in range(max(args.rounds, 1)):
         runs = []
@@ -353,6 +366,25 @@ def _java_push(
         run.skipped = result.skipped
         return run
     # The JVM's clock (System.nanoTime, CLOCK_MONOTONIC as time.monotonic) timed its run.
+    run.count = result.count
+    run.client_cpu_s = result.cpu_s
+    run.started, run.first, run.last = result.started, result.first, result.last
+    return run
+
+
+def _go_push(
+    namesrv: str, topic: str, round_index: int, goal: int, timeout_s: float, options: dict[str, Any]
+) -> ConsumerRun:
+    """The Go client's push consumer at its defaults, in a process of its own."""
+    run = ConsumerRun(_NAMES[7])
+    if options:
+        run.skipped = "the benchmark passes no credentials or TLS to the Go client"
+        return run
+    result = go_push_consume(namesrv, topic, _group(run.name, round_index), goal, timeout_s)
+    if result.skipped:
+        run.skipped = result.skipped
+        return run
+    # The driver's clock (CLOCK_MONOTONIC, as time.monotonic) timed its run.
     run.count = result.count
     run.client_cpu_s = result.cpu_s
     run.started, run.first, run.last = result.started, result.first, result.last

@@ -78,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-cpp", action="store_true", help="--compare-defaults without the C++ client")
     parser.add_argument("--no-java", action="store_true", help="--compare-defaults without the Java client")
+    parser.add_argument("--no-go", action="store_true", help="--compare-defaults without the Go client")
     parser.add_argument(
         "--rounds", type=int, default=1, help="--compare-defaults: rounds over the backlog (medians printed)"
     )
