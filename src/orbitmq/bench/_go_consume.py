@@ -114,7 +114,10 @@ def go_push_consume(namesrv: str, topic: str, group: str, count: int, timeout_s:
     lines = [line for line in done.stdout.decode(errors="replace").splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         output = [line.strip() for line in (done.stderr + done.stdout).decode(errors="replace").splitlines()]
-        why = next((line for line in output if line), "no output")
+        # The driver's own line says what failed; the client's error logs may come before it.
+        why = next((line for line in output if line.startswith("goconsume:")), "") or next(
+            (line for line in output if line), "no output"
+        )
         return GoConsumeResult(skipped=f"the Go consumer failed (exit {done.returncode}): {why[:200]}")
     figures = json.loads(lines[-1])
     return GoConsumeResult(

@@ -7,13 +7,16 @@
 // Arguments: namesrv topic group count timeout_s. When `count` messages have arrived, or after
 // `timeout_s`, one JSON line is printed: {"count": n, "started": t, "first": t, "last": t,
 // "cpu_s": s}: seconds of CLOCK_MONOTONIC (Python's time.monotonic()), and the CPU seconds this
-// process spent until then (start-up included). Then the consumer shuts down.
+// process spent until then (start-up included). Then the consumer shuts down. With the
+// environment variable GOCONSUME_CPU_PROFILE set, a pprof CPU profile of the run is written to
+// the file it names (`go tool pprof -top goconsume FILE` shows where the client's CPU goes).
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -70,6 +73,15 @@ func main() {
 		fail("timeout_s %q is not a positive number", os.Args[5])
 	}
 	rlog.SetLogLevel("error")
+	if path := os.Getenv("GOCONSUME_CPU_PROFILE"); path != "" {
+		profile, err := os.Create(path)
+		if err != nil {
+			fail("cpu profile: %v", err)
+		}
+		if err := pprof.StartCPUProfile(profile); err != nil {
+			fail("cpu profile: %v", err)
+		}
+	}
 
 	var received int64
 	var first, last atomic.Pointer[time.Time]
@@ -107,6 +119,7 @@ func main() {
 	case <-done:
 	case <-time.After(time.Duration(timeoutS * float64(time.Second))):
 	}
+	pprof.StopCPUProfile()
 	lastS := monotonicS()
 	if t := last.Load(); t != nil {
 		lastS = at(*t)
