@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from orbitmq.broker.clients import ClientChannel, GroupSubscription
 from orbitmq.broker.handlers.pull import PullHandlers
 from orbitmq.broker.handlers.pull_answer import PullAnswer
 from orbitmq.errors import BadRequestError
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TOPIC = "PullPath"
 BATCH = 64  # messages of queue 0, sent as one batch: one run of adjacent records
+GO_GROUP = "CG_GO_PULL_PATH"
 
 
 class _Connection:
@@ -195,3 +197,43 @@ async def test_pull_answer_header_is_the_generic_encoders_bytes(
         assert answer.encode_header() == generic.encode_header()
         assert answer.encode_header(5) == generic.encode_header(5)
         assert answer.encode() == generic.encode()
+
+
+def _go_pull_frame(queue_id: int, queue_offset: int, max_msg_nums: int) -> bytes:
+    """A pull as Apache's Go push consumer (rocketmq-client-go/v2) sends it at its defaults:
+    commit offset and suspend bits but no subscription (the broker takes the group's from its
+    heartbeat), an empty ``subscription``, ``subVersion`` 0, the broker's name, language GO."""
+    fields = {
+        "consumerGroup": GO_GROUP,
+        "topic": TOPIC,
+        "queueId": str(queue_id),
+        "queueOffset": str(queue_offset),
+        "maxMsgNums": str(max_msg_nums),
+        "sysFlag": "3",
+        "commitOffset": str(queue_offset),
+        "suspendTimeoutMillis": "20000",
+        "subscription": "",
+        "subVersion": "0",
+        "expressionType": "TAG",
+        "bname": "broker-a",
+    }
+    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)
+    request.opaque = 7
+    request.language = "GO"
+    return request.encode()[4:]
+
+
+async def test_pull_go_client_shape_costs_what_a_cpp_pull_costs(broker: PullHandlers) -> None:
+    # The Go client's pulls rely on the subscription its heartbeat registered.
+    subscription = GroupSubscription.parse(TOPIC, "*")
+    broker._state.consumers.register(
+        GO_GROUP, ClientChannel(1, "go-client", "GO", 317, 0, None), [subscription]
+    )
+    answer = _answer(broker, decode_command(_go_pull_frame(0, 32, 32)))
+    assert answer.code == ResponseCode.SUCCESS
+    assert answer.body == broker._state.store.get_messages(TOPIC, 0, 32, 32).body()
+    # Its header is checked once per shape and its answer written from the template, as a C++
+    # pull's (see test_pull_python_calls_per_pull); the heartbeat's subscription costs a lookup.
+    go = _work(broker, _go_pull_frame(0, 32, 32), python_calls)
+    cpp = _work(broker, _pull_frame(0, 32, 32), python_calls)
+    assert go <= 60 and go <= cpp + 2, (go, cpp)
