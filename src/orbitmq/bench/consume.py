@@ -74,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--compare-defaults",
         action="store_true",
         help="read the prefill with consumers at their defaults and with the tuned PushConsumer "
-        "(and the C++ client's), one after the other; prints msgs/s and default/tuned ratios",
+        "(and the real C++, Java and Go clients'), one after the other; prints msgs/s and default/tuned ratios",
     )
     parser.add_argument("--no-cpp", action="store_true", help="--compare-defaults without the C++ client")
     parser.add_argument("--no-java", action="store_true", help="--compare-defaults without the Java client")
