@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orbitmq.bench._client_drivers import DriverResult
 from orbitmq.bench._credentials import client_options
 from orbitmq.bench._go_consume import go_push_consume
 from orbitmq.bench._java_consume import java_push_consume
@@ -182,12 +183,25 @@ async def compare_defaults(
         ),
         (
             _NAMES[6],
-            lambda at: asyncio.to_thread(_java_push, namesrv, topic, at, goal, timeout_s, options),
+            lambda at: asyncio.to_thread(
+                _driver_push,
+                _NAMES[6],
+                "Java",
+                java_push_consume,
+                namesrv,
+                topic,
+                at,
+                goal,
+                timeout_s,
+                options,
+            ),
             False,
         ),
         (
             _NAMES[7],
-            lambda at: asyncio.to_thread(_go_push, namesrv, topic, at, goal, timeout_s, options),
+            lambda at: asyncio.to_thread(
+                _driver_push, _NAMES[7], "Go", go_push_consume, namesrv, topic, at, goal, timeout_s, options
+            ),
             False,
         ),
     ]
@@ -353,38 +367,29 @@ def _cpp_push(
     return run
 
 
-def _java_push(
-    namesrv: str, topic: str, round_index: int, goal: int, timeout_s: float, options: dict[str, Any]
+def _driver_push(
+    name: str,
+    client: str,
+    driver: Callable[[str, str, str, int, float], DriverResult],
+    namesrv: str,
+    topic: str,
+    round_index: int,
+    goal: int,
+    timeout_s: float,
+    options: dict[str, Any],
 ) -> ConsumerRun:
-    """The Java client's DefaultMQPushConsumer at its defaults, in a JVM of its own."""
-    run = ConsumerRun(_NAMES[6])
+    """A real client's push consumer at its defaults, run by ``driver`` in a process of its own
+    (``orbitmq.bench._java_consume``, ``orbitmq.bench._go_consume``)."""
+    run = ConsumerRun(name)
     if options:
-        run.skipped = "the benchmark passes no credentials or TLS to the Java client"
+        run.skipped = f"the benchmark passes no credentials or TLS to the {client} client"
         return run
-    result = java_push_consume(namesrv, topic, _group(run.name, round_index), goal, timeout_s)
+    result = driver(namesrv, topic, _group(run.name, round_index), goal, timeout_s)
     if result.skipped:
         run.skipped = result.skipped
         return run
-    # The JVM's clock (System.nanoTime, CLOCK_MONOTONIC as time.monotonic) timed its run.
-    run.count = result.count
-    run.client_cpu_s = result.cpu_s
-    run.started, run.first, run.last = result.started, result.first, result.last
-    return run
-
-
-def _go_push(
-    namesrv: str, topic: str, round_index: int, goal: int, timeout_s: float, options: dict[str, Any]
-) -> ConsumerRun:
-    """The Go client's push consumer at its defaults, in a process of its own."""
-    run = ConsumerRun(_NAMES[7])
-    if options:
-        run.skipped = "the benchmark passes no credentials or TLS to the Go client"
-        return run
-    result = go_push_consume(namesrv, topic, _group(run.name, round_index), goal, timeout_s)
-    if result.skipped:
-        run.skipped = result.skipped
-        return run
-    # The driver's clock (CLOCK_MONOTONIC, as time.monotonic) timed its run.
+    # The driver's clock (CLOCK_MONOTONIC, as time.monotonic: the JVM's System.nanoTime, Go's
+    # runtime clock) timed its run.
     run.count = result.count
     run.client_cpu_s = result.cpu_s
     run.started, run.first, run.last = result.started, result.first, result.last

@@ -11,19 +11,17 @@ Without ``go`` on PATH, or when the build fails, the line is skipped with one se
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import json
 import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
+from orbitmq.bench._client_drivers import DriverResult, built_once
 from orbitmq.bench.peers._maven import cache_dir
 
-__all__ = ["GoConsumeResult", "go_push_consume"]
+__all__ = ["go_push_consume"]
 
 BUILD_TIMEOUT_S = 600
 _DRIVER_DIR = Path(__file__).with_name("go_consume")
@@ -33,18 +31,6 @@ _BINARY = "goconsume"
 
 class GoMissing(Exception):
     """The driver cannot be built here; the message says why in one sentence."""
-
-
-@dataclass(slots=True)
-class GoConsumeResult:
-    """The driver's figures (``time.monotonic()`` seconds), or why there are none (``skipped``)."""
-
-    count: int = 0
-    started: float = 0.0
-    first: float = 0.0
-    last: float = 0.0
-    cpu_s: float = 0.0
-    skipped: str = ""
 
 
 def _go_env(home: Path | None = None) -> dict[str, str]:
@@ -69,39 +55,29 @@ def _built() -> Path:
     digest = hashlib.sha256()
     for name in _SOURCES:
         digest.update((_DRIVER_DIR / name).read_bytes())
-    builds = cache_dir() / "bench-go"
-    directory = builds / digest.hexdigest()[:16]
-    binary = directory / _BINARY
-    marker = directory / ".complete"
-    if marker.exists():
-        return binary
-    builds.mkdir(parents=True, exist_ok=True)
-    with open(builds / "build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not marker.exists():
-            shutil.rmtree(directory, ignore_errors=True)
-            directory.mkdir()
-            command = ["go", "-C", str(_DRIVER_DIR), "build", "-o", str(binary), "."]
-            try:
-                built = subprocess.run(command, capture_output=True, timeout=BUILD_TIMEOUT_S, env=_go_env())
-            except subprocess.TimeoutExpired as exc:
-                raise GoMissing(f"the Go driver did not build within {BUILD_TIMEOUT_S} s") from exc
-            if built.returncode != 0:
-                output = built.stderr.decode(errors="replace").strip().splitlines()
-                # "go: downloading ..." lines come first; the error is the last line.
-                raise GoMissing(f"the Go driver did not build: {(output or ['no output'])[-1][:200]}")
-            marker.touch()
-    return binary
+
+    def build_into(directory: Path) -> None:
+        command = ["go", "-C", str(_DRIVER_DIR), "build", "-o", str(directory / _BINARY), "."]
+        try:
+            built = subprocess.run(command, capture_output=True, timeout=BUILD_TIMEOUT_S, env=_go_env())
+        except subprocess.TimeoutExpired as exc:
+            raise GoMissing(f"the Go driver did not build within {BUILD_TIMEOUT_S} s") from exc
+        if built.returncode != 0:
+            output = built.stderr.decode(errors="replace").strip().splitlines()
+            # "go: downloading ..." lines come first; the error is the last line.
+            raise GoMissing(f"the Go driver did not build: {(output or ['no output'])[-1][:200]}")
+
+    return built_once(cache_dir() / "bench-go", digest.hexdigest()[:16], build_into) / _BINARY
 
 
-def go_push_consume(namesrv: str, topic: str, group: str, count: int, timeout_s: float) -> GoConsumeResult:
+def go_push_consume(namesrv: str, topic: str, group: str, count: int, timeout_s: float) -> DriverResult:
     """Run the Go push consumer until it read ``count`` messages of ``topic`` (or ``timeout_s``)."""
     if shutil.which("go") is None:
-        return GoConsumeResult(skipped="no go on PATH (the Go client is built from source with it)")
+        return DriverResult(skipped="no go on PATH (the Go client is built from source with it)")
     try:
         binary = _built()
     except (GoMissing, OSError, subprocess.SubprocessError) as exc:
-        return GoConsumeResult(skipped=str(exc))
+        return DriverResult(skipped=str(exc))
     limit_s = timeout_s + 60
     with tempfile.TemporaryDirectory(prefix="orbitmq-bench-go-") as home:
         command = [str(binary), namesrv, topic, group, str(count), str(timeout_s)]
@@ -110,7 +86,7 @@ def go_push_consume(namesrv: str, topic: str, group: str, count: int, timeout_s:
                 command, capture_output=True, timeout=limit_s, env=_go_env(Path(home)), cwd=home
             )
         except subprocess.TimeoutExpired:
-            return GoConsumeResult(skipped=f"the Go consumer did not exit within {limit_s:g} s")
+            return DriverResult(skipped=f"the Go consumer did not exit within {limit_s:g} s")
     lines = [line for line in done.stdout.decode(errors="replace").splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         output = [line.strip() for line in (done.stderr + done.stdout).decode(errors="replace").splitlines()]
@@ -118,12 +94,5 @@ def go_push_consume(namesrv: str, topic: str, group: str, count: int, timeout_s:
         why = next((line for line in output if line.startswith("goconsume:")), "") or next(
             (line for line in output if line), "no output"
         )
-        return GoConsumeResult(skipped=f"the Go consumer failed (exit {done.returncode}): {why[:200]}")
-    figures = json.loads(lines[-1])
-    return GoConsumeResult(
-        count=int(figures["count"]),
-        started=float(figures["started"]),
-        first=float(figures["first"]),
-        last=float(figures["last"]),
-        cpu_s=float(figures["cpu_s"]),
-    )
+        return DriverResult(skipped=f"the Go consumer failed (exit {done.returncode}): {why[:200]}")
+    return DriverResult.from_json_line(lines[-1])

@@ -11,35 +11,21 @@ sentence saying what is missing.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import json
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
+from orbitmq.bench._client_drivers import DriverResult, built_once
 from orbitmq.bench.peers._jvm import TOOL_HEAP
 from orbitmq.bench.peers._maven import JavaMissing, cache_dir, classpath
 
-__all__ = ["JavaConsumeResult", "java_push_consume"]
+__all__ = ["java_push_consume"]
 
 COMPILE_TIMEOUT_S = 180
 _SOURCE = Path(__file__).with_name("JavaPushConsume.java")
 _MAIN = "JavaPushConsume"
-
-
-@dataclass(slots=True)
-class JavaConsumeResult:
-    """The driver's figures (``time.monotonic()`` seconds), or why there are none (``skipped``)."""
-
-    count: int = 0
-    started: float = 0.0
-    first: float = 0.0
-    last: float = 0.0
-    cpu_s: float = 0.0
-    skipped: str = ""
 
 
 def _missing_tools() -> str | None:
@@ -50,38 +36,27 @@ def _missing_tools() -> str | None:
 def _compiled(client_classpath: str) -> Path:
     """The directory of the compiled driver (built on first use)."""
     digest = hashlib.sha256(_SOURCE.read_bytes() + client_classpath.encode()).hexdigest()[:16]
-    builds = cache_dir() / "bench-java"
-    classes = builds / digest
-    marker = classes / ".complete"
-    if marker.exists():
-        return classes
-    builds.mkdir(parents=True, exist_ok=True)
-    with open(builds / "build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not marker.exists():
-            shutil.rmtree(classes, ignore_errors=True)
-            classes.mkdir()
-            command = ["javac", "-nowarn", "-d", str(classes), "-cp", client_classpath, str(_SOURCE)]
-            built = subprocess.run(command, capture_output=True, timeout=COMPILE_TIMEOUT_S)
-            if built.returncode != 0:
-                error = built.stderr.decode(errors="replace").strip().splitlines()[:1] or ["no output"]
-                raise JavaMissing(f"the Java driver did not compile: {error[0][:200]}")
-            marker.touch()
-    return classes
+
+    def compile_into(classes: Path) -> None:
+        command = ["javac", "-nowarn", "-d", str(classes), "-cp", client_classpath, str(_SOURCE)]
+        built = subprocess.run(command, capture_output=True, timeout=COMPILE_TIMEOUT_S)
+        if built.returncode != 0:
+            error = built.stderr.decode(errors="replace").strip().splitlines()[:1] or ["no output"]
+            raise JavaMissing(f"the Java driver did not compile: {error[0][:200]}")
+
+    return built_once(cache_dir() / "bench-java", digest, compile_into)
 
 
-def java_push_consume(
-    namesrv: str, topic: str, group: str, count: int, timeout_s: float
-) -> JavaConsumeResult:
+def java_push_consume(namesrv: str, topic: str, group: str, count: int, timeout_s: float) -> DriverResult:
     """Run the Java push consumer until it read ``count`` messages of ``topic`` (or ``timeout_s``)."""
     missing = _missing_tools()
     if missing is not None:
-        return JavaConsumeResult(skipped=f"no {missing} on PATH (the Java client needs a JDK and Maven)")
+        return DriverResult(skipped=f"no {missing} on PATH (the Java client needs a JDK and Maven)")
     try:
         client_classpath = classpath("rocketmq")
         classes = _compiled(client_classpath)
     except (JavaMissing, OSError, subprocess.SubprocessError) as exc:
-        return JavaConsumeResult(skipped=str(exc))
+        return DriverResult(skipped=str(exc))
     with tempfile.TemporaryDirectory(prefix="orbitmq-bench-java-") as home:
         # user.home: the client writes its logs under it.
         command = [
@@ -91,19 +66,12 @@ def java_push_consume(
         try:
             done = subprocess.run(command, capture_output=True, timeout=timeout_s + 120)
         except subprocess.TimeoutExpired:
-            return JavaConsumeResult(skipped=f"the Java consumer did not exit within {timeout_s + 120:g} s")
+            return DriverResult(skipped=f"the Java consumer did not exit within {timeout_s + 120:g} s")
     lines = [line for line in done.stdout.decode(errors="replace").splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         output = (done.stdout + done.stderr).decode(errors="replace").splitlines()
         # The exception's first line says what failed; the stack under it does not.
         errors = [line for line in output if "Exception" in line and not line.lstrip().startswith("at ")]
         why = (errors or [line for line in output if line.strip()] or ["no output"])[0].strip()
-        return JavaConsumeResult(skipped=f"the Java consumer failed (exit {done.returncode}): {why[:200]}")
-    figures = json.loads(lines[-1])
-    return JavaConsumeResult(
-        count=int(figures["count"]),
-        started=float(figures["started"]),
-        first=float(figures["first"]),
-        last=float(figures["last"]),
-        cpu_s=float(figures["cpu_s"]),
-    )
+        return DriverResult(skipped=f"the Java consumer failed (exit {done.returncode}): {why[:200]}")
+    return DriverResult.from_json_line(lines[-1])
