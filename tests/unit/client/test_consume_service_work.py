@@ -18,7 +18,7 @@ from types import FrameType
 
 import pytest
 
-from orbitmq.client import _consume_service, _listener_runner
+from orbitmq.client import _consume_service, _consume_threads, _listener_runner
 from orbitmq.client._consume_service import ConcurrentConsumeService, ConsumeResult, ConsumeSettings
 from orbitmq.client._process_queue import ProcessQueue
 from orbitmq.model.message import MessageExt, MessageQueue
@@ -28,7 +28,9 @@ MESSAGES = 4_000
 PULL_SIZE = 500
 CALLS_PER_MESSAGE_MAX = 2.5
 """The listener call, one clock read, and a share of the per-run and per-flush work."""
-SERVICE_FILES = {Path(_consume_service.__file__).resolve(), Path(_listener_runner.__file__).resolve()}
+SERVICE_FILES = {
+    Path(module.__file__).resolve() for module in (_consume_service, _consume_threads, _listener_runner)
+}
 
 
 class Sink:
