@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from orbitmq.client._consume_orderly import OrderlyConsumeService
 from orbitmq.client._consume_settings import ConsumeSettings, OffsetSink
 from orbitmq.client._consume_stats import ConsumeStatsRecorder
-from orbitmq.client._consume_threads import ConsumeRun, ThreadClaims
+from orbitmq.client._consume_threads import FAST_CALL_S, ConsumeRun, ThreadClaims
 from orbitmq.client._group_api import BrokerInvoker, send_back
 from orbitmq.client._listener_runner import (
     ConsumeHook,
@@ -54,6 +54,9 @@ DONE_FLUSH_MESSAGES = 256
 """Most finished messages a worker keeps before it finishes them and lets the loop run ..."""
 DONE_FLUSH_MS = 10.0
 """... or listener time they took (a slow listener's batches are finished one by one)."""
+CLOCK_EVERY_MAX = 16
+"""Most calls of an async listener between two clock reads, while they are fast (each under
+``FAST_CALL_S`` on average)."""
 SLOW_HOP_S = 0.05
 """A hop of a listener thought fast that lasts longer wakes a worker per batch left."""
 
@@ -110,6 +113,8 @@ class ConcurrentConsumeService:
         self._busy = 0
         self._in_listener = 0  # workers inside an async listener call now
         self._spread_scheduled = False
+        # Calls between two clock reads of an async listener's worker (see _consume_on_loop).
+        self._clock_every = 1
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -186,20 +191,31 @@ class ConcurrentConsumeService:
         Between two turns it gives the loop (:data:`DONE_FLUSH_MESSAGES` messages), this
         worker counts as inside a listener call (``_in_listener``, read by :meth:`_spread` and
         :meth:`submit`): nothing else runs meanwhile unless a listener call (or a send-back)
-        waits, so the count is only read while one does. The listener time of a stretch is
-        read once per call, the end of one call starting the next."""
+        waits, so the count is only read while one does.
+
+        The listener time of a stretch is read from the clock after every call while calls
+        are slow, and after every few while they are fast (:data:`CLOCK_EVERY_MAX` calls at
+        most, each under :data:`FAST_CALL_S` on average): the calls run back to back, so the
+        clock read after the last of them gives their total. A listener that turns slow is
+        seen within those few calls, and then read after every call again."""
         work, runner, size = self._work, self._runner, self._batch_size
         listener = runner.awaitable_listener
         success = ConsumeResult.CONSUME_SUCCESS
         perf_counter = time.perf_counter
         loop = asyncio.get_running_loop()
         flush_s = DONE_FLUSH_MS / 1000
-        # Successful batches of done_pq not yet finished (see the class docstring).
+        flush_calls = -(-DONE_FLUSH_MESSAGES // size)
+        # Successful batches of done_pq not yet finished (see the class docstring), their calls
+        # and listener seconds; the calls after the first `clocked` ended after the clock read
+        # `started`, which is read again after call `check_at`. The calls between two reads
+        # (clock_every) are the service's, so that every worker follows what one has seen.
         done_mq: MessageQueue | None = None
         done_pq: ProcessQueue | None = None
         done: list[MessageExt] = []
-        calls = 0
+        calls = clocked = 0
         rt_s = 0.0
+        clock_every = self._clock_every
+        check_at = min(clock_every, flush_calls)
         self._in_listener += 1
         try:
             while work:
@@ -210,20 +226,22 @@ class ConcurrentConsumeService:
                     continue
                 mq = run.mq
                 run_messages = run.messages
+                end_of_run = run.end
                 if pq is not done_pq:
                     if done_mq is not None and done_pq is not None and done:
                         self._finish(done_mq, done_pq, done, calls, rt_s * 1000)
                     done_mq, done_pq, done, calls, rt_s = mq, pq, [], 0, 0.0
+                    clocked, check_at = 0, min(clock_every, flush_calls)
                 if not self._spread_scheduled and self._idle:
                     self._spread_scheduled = True
                     loop.call_soon(self._spread)
                 started = perf_counter()
                 # The batches of this run, while it is still the head's (another worker may
                 # take some while a call waits, or empty it).
-                while run.position < run.end:
+                while run.position < end_of_run:
                     start = run.position
                     run.position = end = start + size
-                    if end >= run.end and work and work[0] is run:
+                    if end >= end_of_run and work and work[0] is run:
                         work.popleft()
                     messages = run_messages[start:end]
                     if listener is not None:
@@ -237,21 +255,37 @@ class ConcurrentConsumeService:
                             result = runner.outcome(result, mq)
                     else:
                         result = await runner.run(messages, mq)
-                    finished = perf_counter()
-                    elapsed_s = finished - started
-                    started = finished
                     if pq.dropped:
                         # The queue belongs to another member now; it re-consumes from the
                         # committed offset.
                         break
                     if result is not success:
+                        # This call's time: its share of what the clock says since it was read.
+                        unclocked = calls - clocked
+                        elapsed_s = (perf_counter() - started) / (unclocked + 1)
+                        rt_s += elapsed_s * unclocked
+                        clocked, check_at = calls, min(calls + 1, flush_calls)
+                        clock_every = self._clock_every = 1
                         await self._failed(mq, pq, messages, elapsed_s * 1000)
                         started = perf_counter()
                         continue
                     done += messages
                     calls += 1
+                    if calls < check_at:
+                        continue
+                    finished = perf_counter()
+                    elapsed_s = finished - started
+                    started = finished
                     rt_s += elapsed_s
-                    if calls * size >= DONE_FLUSH_MESSAGES or rt_s >= flush_s:
+                    if elapsed_s >= FAST_CALL_S * (calls - clocked):
+                        clock_every = self._clock_every = 1
+                    elif clock_every < CLOCK_EVERY_MAX:
+                        clock_every = self._clock_every = clock_every * 2
+                    clocked = calls
+                    check_at = calls + clock_every
+                    if check_at > flush_calls:
+                        check_at = flush_calls
+                    if calls >= flush_calls or rt_s >= flush_s:
                         self._finish(mq, pq, done, calls, rt_s * 1000)
                         done, calls, rt_s = [], 0, 0.0
                         self._in_listener -= 1
@@ -260,9 +294,15 @@ class ConcurrentConsumeService:
                         finally:
                             self._in_listener += 1
                         started = perf_counter()
+                        # Another worker may have seen the listener turn slow meanwhile.
+                        clock_every = self._clock_every
+                        clocked, check_at = 0, min(clock_every, flush_calls)
                         if not self._spread_scheduled and self._idle and work:
                             self._spread_scheduled = True
                             loop.call_soon(self._spread)
+                if calls > clocked:
+                    rt_s += perf_counter() - started
+                    clocked = calls
         finally:
             self._in_listener -= 1
             if done_mq is not None and done_pq is not None and done:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -247,3 +248,26 @@ async def test_consume_concurrent_plain_listener_that_turns_slow_gets_thread_max
     await settle(lambda: pq.msg_count == 0)
     await service.stop()
     assert sink.offsets[-1] == 2012
+
+
+async def test_consume_concurrent_async_listener_that_turns_slow_is_finished_call_by_call_again() -> None:
+    """A fast async listener's worker reads the clock after several calls at once; once the
+    calls take longer than DONE_FLUSH_MS, it sees so within CLOCK_EVERY_MAX calls and finishes
+    the messages call by call again (the committed offset follows each slow call)."""
+    broker, sink = FakeBroker(), Sink()
+    fast, slow = 1000, 24
+
+    async def listener(messages: list[MessageExt]) -> ConsumeResult:
+        if messages[0].queue_offset >= fast:
+            time.sleep(service_module.DONE_FLUSH_MS / 1000)  # blocks the loop, as a busy listener does
+        return ConsumeResult.CONSUME_SUCCESS
+
+    service = ConcurrentConsumeService(settings(), listener, broker, sink)
+    service.start()
+    pq, messages = fill(fast + slow)
+    service.submit(MQ, pq, messages)
+    await settle(lambda: pq.msg_count == 0)
+    await service.stop()
+    assert sink.offsets[-1] == fast + slow
+    commits_while_slow = {offset for offset in sink.offsets if offset > fast}
+    assert len(commits_while_slow) >= slow - service_module.CLOCK_EVERY_MAX
