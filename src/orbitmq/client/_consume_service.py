@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from orbitmq.client._consume_orderly import OrderlyConsumeService
 from orbitmq.client._consume_settings import ConsumeSettings, OffsetSink
 from orbitmq.client._consume_stats import ConsumeStatsRecorder
-from orbitmq.client._consume_threads import FAST_CALL_S, ConsumeRun, ThreadClaims
+from orbitmq.client._consume_threads import FAST_CALL_S, ConsumeRun, Gathered, ThreadClaims
 from orbitmq.client._group_api import BrokerInvoker, send_back
 from orbitmq.client._listener_runner import (
     ConsumeHook,
@@ -107,7 +107,12 @@ class ConcurrentConsumeService:
         self._stats = stats
         self._work: deque[ConsumeRun] = deque()
         self._claims = ThreadClaims(
-            self._work, self._runner.plain_listener, self._batch_size, self._spread_threads
+            self._work,
+            self._runner.plain_listener,
+            self._batch_size,
+            self._spread_threads,
+            self._finish_gathered,
+            DONE_FLUSH_MESSAGES,
         )
         self._idle: deque[asyncio.Future[None]] = deque()
         self._busy = 0
@@ -318,16 +323,20 @@ class ConcurrentConsumeService:
             else None
         )
         try:
-            done, failed = await self._runner.run_in_thread(self._claims.run)
+            group, failed = await self._runner.run_in_thread(self._claims.run)
         finally:
             if watch is not None:
                 watch.cancel()
-        for group in done:
-            if group.messages:
-                self._finish(group.mq, group.pq, group.messages, group.calls, group.rt_s * 1000)
+        if group is not None:
+            self._finish_gathered(group)
         for mq, pq, messages, rt_ms in failed:
             if not pq.dropped:
                 await self._failed(mq, pq, messages, rt_ms)
+
+    def _finish_gathered(self, group: Gathered) -> None:
+        """What a pool thread gathered (see ``ThreadClaims.run``) is finished."""
+        if group.messages:
+            self._finish(group.mq, group.pq, group.messages, group.calls, group.rt_s * 1000)
 
     def _finish(
         self, mq: MessageQueue, pq: ProcessQueue, messages: list[MessageExt], calls: int, rt_ms: float

@@ -109,10 +109,11 @@ async def test_consume_concurrent_calls_per_message_at_default_batch_size(kind: 
     )
 
 
-@pytest.mark.parametrize("kind", ["async"])
+@pytest.mark.parametrize("kind", ["async", "plain"])
 async def test_consume_concurrent_fast_listener_costs_its_call_and_a_small_share(kind: str) -> None:
-    """A listener that returns at once: the clock is read once per several calls, and what a
-    stretch of calls costs besides is shared by its messages."""
+    """A listener that returns at once: the clock is read once per several calls (an async
+    listener's worker) or per claim of several batches (a pool thread), and what a stretch of
+    calls or a claim costs besides is shared by its messages."""
     calls = await _calls_from_service(kind)
     per_message = sum(calls.values()) / MESSAGES
     assert per_message <= FAST_CALLS_PER_MESSAGE_MAX, (
