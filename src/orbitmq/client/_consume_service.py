@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -25,10 +24,9 @@ from collections.abc import Sequence
 from orbitmq.client._consume_orderly import OrderlyConsumeService
 from orbitmq.client._consume_settings import ConsumeSettings, OffsetSink
 from orbitmq.client._consume_stats import ConsumeStatsRecorder
+from orbitmq.client._consume_threads import FAST_CALL_S, ConsumeRun, Gathered, ThreadClaims
 from orbitmq.client._group_api import BrokerInvoker, send_back
 from orbitmq.client._listener_runner import (
-    THREAD_RUN_BATCHES,
-    THREAD_RUN_MAX_S,
     ConsumeHook,
     ConsumeResult,
     ListenerRunner,
@@ -56,42 +54,11 @@ DONE_FLUSH_MESSAGES = 256
 """Most finished messages a worker keeps before it finishes them and lets the loop run ..."""
 DONE_FLUSH_MS = 10.0
 """... or listener time they took (a slow listener's batches are finished one by one)."""
-FAST_CALL_S = 0.0001
-"""A plain listener's call under this long lets its pool thread claim more batches at once ..."""
-CLAIM_MAX_BATCHES = 32
-"""... up to this many."""
+CLOCK_EVERY_MAX = 16
+"""Most calls of an async listener between two clock reads, while they are fast (each under
+``FAST_CALL_S`` on average)."""
 SLOW_HOP_S = 0.05
 """A hop of a listener thought fast that lasts longer wakes a worker per batch left."""
-
-
-class _Run:
-    """The messages of one pull (or of one local retry) of a queue, cut into batches as taken."""
-
-    __slots__ = ("mq", "pq", "messages", "position", "end")
-
-    def __init__(self, mq: MessageQueue, pq: ProcessQueue, messages: list[MessageExt]) -> None:
-        self.mq = mq
-        self.pq = pq
-        self.messages = messages
-        self.position = 0  # index of the first message not yet taken
-        self.end = len(messages)
-
-
-class _Gathered:
-    """Successful batches of one queue that a pool thread ran back to back."""
-
-    __slots__ = ("mq", "pq", "messages", "calls", "rt_s")
-
-    def __init__(self, mq: MessageQueue, pq: ProcessQueue) -> None:
-        self.mq = mq
-        self.pq = pq
-        self.messages: list[MessageExt] = []
-        self.calls = 0
-        self.rt_s = 0.0
-
-
-# A batch the listener did not consume in a pool thread, and the ms its call took.
-_Failed = tuple[MessageQueue, ProcessQueue, list[MessageExt], float]
 
 
 def _now_ms() -> int:
@@ -118,11 +85,9 @@ class ConcurrentConsumeService:
 
     A plain (thread pool) listener without hooks is called from the pool threads through
     ``ListenerRunner.run_in_thread``: one hop to a thread runs several batches claimed from
-    the FIFO (under a lock), one listener call each, rather than one hop per batch; the
-    ``thread_max`` workers keep as many threads busy as before (a run's batches wake as many).
-    A thread claims one batch at a time while the listener is slow, several while it is fast
-    (:meth:`_run_in_thread`), and gathers what succeeded per queue itself, so the loop
-    finishes each hop's messages with one call per queue.
+    the FIFO (``orbitmq.client._consume_threads``), one listener call each, rather than one
+    hop per batch; the ``thread_max`` workers keep as many threads busy as before (a run's
+    batches wake as many, unless the claims are fast: then one worker takes a run).
     """
 
     def __init__(
@@ -140,30 +105,35 @@ class ConcurrentConsumeService:
         self._invoker = invoker
         self._sink = sink
         self._stats = stats
-        self._work: deque[_Run] = deque()
-        self._take_lock = threading.Lock()
+        self._work: deque[ConsumeRun] = deque()
+        self._claims = ThreadClaims(
+            self._work,
+            self._runner.plain_listener,
+            self._batch_size,
+            self._spread_threads,
+            self._finish_gathered,
+            DONE_FLUSH_MESSAGES,
+        )
         self._idle: deque[asyncio.Future[None]] = deque()
         self._busy = 0
         self._in_listener = 0  # workers inside an async listener call now
         self._spread_scheduled = False
-        self._stopping = False
-        # Whether the plain listener's last claims were fast (see _run_in_thread): then one
-        # pool thread at a time takes the FIFO, rather than one per batch.
-        self._threads_fast = False
+        # Calls between two clock reads of an async listener's worker (see _consume_on_loop).
+        self._clock_every = 1
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
-        loop = self._loop = asyncio.get_running_loop()
+        loop = self._loop = self._claims.loop = asyncio.get_running_loop()
         for index in range(max(self._settings.thread_max, 1)):
             self._tasks.add(loop.create_task(self._worker(), name=f"orbitmq consume {index}"))
 
     def submit(self, mq: MessageQueue, pq: ProcessQueue, messages: list[MessageExt]) -> None:
         if not messages:
             return
-        self._work.append(_Run(mq, pq, messages))
+        self._work.append(ConsumeRun(mq, pq, messages))
         if self._runner.batches_in_threads:
-            if not self._threads_fast:
+            if not self._claims.fast:
                 self._wake(-(-len(messages) // self._batch_size))
             elif not self._busy:
                 self._wake(1)  # it takes the FIFO until it is empty; a slow claim spreads it
@@ -183,10 +153,8 @@ class ConcurrentConsumeService:
     def _spread_threads(self) -> None:
         """A pool thread found the listener slow: a worker for each batch left, as RocketMQ's
         thread pool would run them."""
-        self._threads_fast = False
-        with self._take_lock:  # the threads take from the FIFO meanwhile
-            batches = sum(-(-max(run.end - run.position, 0) // self._batch_size) for run in self._work)
-        self._wake(batches)
+        self._claims.fast = False
+        self._wake(self._claims.batches_left())
 
     def _spread(self) -> None:
         """At the loop's next turn after a listener call began: if a call is still waiting (the
@@ -228,20 +196,31 @@ class ConcurrentConsumeService:
         Between two turns it gives the loop (:data:`DONE_FLUSH_MESSAGES` messages), this
         worker counts as inside a listener call (``_in_listener``, read by :meth:`_spread` and
         :meth:`submit`): nothing else runs meanwhile unless a listener call (or a send-back)
-        waits, so the count is only read while one does. The listener time of a stretch is
-        read once per call, the end of one call starting the next."""
+        waits, so the count is only read while one does.
+
+        The listener time of a stretch is read from the clock after every call while calls
+        are slow, and after every few while they are fast (:data:`CLOCK_EVERY_MAX` calls at
+        most, each under :data:`FAST_CALL_S` on average): the calls run back to back, so the
+        clock read after the last of them gives their total. A listener that turns slow is
+        seen within those few calls, and then read after every call again."""
         work, runner, size = self._work, self._runner, self._batch_size
         listener = runner.awaitable_listener
         success = ConsumeResult.CONSUME_SUCCESS
         perf_counter = time.perf_counter
         loop = asyncio.get_running_loop()
         flush_s = DONE_FLUSH_MS / 1000
-        # Successful batches of done_pq not yet finished (see the class docstring).
+        flush_calls = -(-DONE_FLUSH_MESSAGES // size)
+        # Successful batches of done_pq not yet finished (see the class docstring), their calls
+        # and listener seconds; the calls after the first `clocked` ended after the clock read
+        # `started`, which is read again after call `check_at`. The calls between two reads
+        # (clock_every) are the service's, so that every worker follows what one has seen.
         done_mq: MessageQueue | None = None
         done_pq: ProcessQueue | None = None
         done: list[MessageExt] = []
-        calls = 0
+        calls = clocked = 0
         rt_s = 0.0
+        clock_every = self._clock_every
+        check_at = min(clock_every, flush_calls)
         self._in_listener += 1
         try:
             while work:
@@ -252,20 +231,22 @@ class ConcurrentConsumeService:
                     continue
                 mq = run.mq
                 run_messages = run.messages
+                end_of_run = run.end
                 if pq is not done_pq:
                     if done_mq is not None and done_pq is not None and done:
                         self._finish(done_mq, done_pq, done, calls, rt_s * 1000)
                     done_mq, done_pq, done, calls, rt_s = mq, pq, [], 0, 0.0
+                    clocked, check_at = 0, min(clock_every, flush_calls)
                 if not self._spread_scheduled and self._idle:
                     self._spread_scheduled = True
                     loop.call_soon(self._spread)
                 started = perf_counter()
                 # The batches of this run, while it is still the head's (another worker may
                 # take some while a call waits, or empty it).
-                while run.position < run.end:
+                while run.position < end_of_run:
                     start = run.position
                     run.position = end = start + size
-                    if end >= run.end and work and work[0] is run:
+                    if end >= end_of_run and work and work[0] is run:
                         work.popleft()
                     messages = run_messages[start:end]
                     if listener is not None:
@@ -279,21 +260,37 @@ class ConcurrentConsumeService:
                             result = runner.outcome(result, mq)
                     else:
                         result = await runner.run(messages, mq)
-                    finished = perf_counter()
-                    elapsed_s = finished - started
-                    started = finished
                     if pq.dropped:
                         # The queue belongs to another member now; it re-consumes from the
                         # committed offset.
                         break
                     if result is not success:
+                        # This call's time: its share of what the clock says since it was read.
+                        unclocked = calls - clocked
+                        elapsed_s = (perf_counter() - started) / (unclocked + 1)
+                        rt_s += elapsed_s * unclocked
+                        clocked, check_at = calls, min(calls + 1, flush_calls)
+                        clock_every = self._clock_every = 1
                         await self._failed(mq, pq, messages, elapsed_s * 1000)
                         started = perf_counter()
                         continue
                     done += messages
                     calls += 1
+                    if calls < check_at:
+                        continue
+                    finished = perf_counter()
+                    elapsed_s = finished - started
+                    started = finished
                     rt_s += elapsed_s
-                    if calls * size >= DONE_FLUSH_MESSAGES or rt_s >= flush_s:
+                    if elapsed_s >= FAST_CALL_S * (calls - clocked):
+                        clock_every = self._clock_every = 1
+                    elif clock_every < CLOCK_EVERY_MAX:
+                        clock_every = self._clock_every = clock_every * 2
+                    clocked = calls
+                    check_at = calls + clock_every
+                    if check_at > flush_calls:
+                        check_at = flush_calls
+                    if calls >= flush_calls or rt_s >= flush_s:
                         self._finish(mq, pq, done, calls, rt_s * 1000)
                         done, calls, rt_s = [], 0, 0.0
                         self._in_listener -= 1
@@ -302,9 +299,15 @@ class ConcurrentConsumeService:
                         finally:
                             self._in_listener += 1
                         started = perf_counter()
+                        # Another worker may have seen the listener turn slow meanwhile.
+                        clock_every = self._clock_every
+                        clocked, check_at = 0, min(clock_every, flush_calls)
                         if not self._spread_scheduled and self._idle and work:
                             self._spread_scheduled = True
                             loop.call_soon(self._spread)
+                if calls > clocked:
+                    rt_s += perf_counter() - started
+                    clocked = calls
         finally:
             self._in_listener -= 1
             if done_mq is not None and done_pq is not None and done:
@@ -316,106 +319,24 @@ class ConcurrentConsumeService:
         # one thread: past SLOW_HOP_S, the others are woken.
         watch = (
             self._loop.call_later(SLOW_HOP_S, self._spread_threads)
-            if self._threads_fast and self._loop
+            if self._claims.fast and self._loop
             else None
         )
         try:
-            done, failed = await self._runner.run_in_thread(self._run_in_thread)
+            group, failed = await self._runner.run_in_thread(self._claims.run)
         finally:
             if watch is not None:
                 watch.cancel()
-        for group in done:
-            if group.messages:
-                self._finish(group.mq, group.pq, group.messages, group.calls, group.rt_s * 1000)
+        if group is not None:
+            self._finish_gathered(group)
         for mq, pq, messages, rt_ms in failed:
             if not pq.dropped:
                 await self._failed(mq, pq, messages, rt_ms)
 
-    def _run_in_thread(self) -> tuple[list[_Gathered], list[_Failed]]:
-        """In a pool thread: the listener on batches claimed from the FIFO, one call per batch,
-        until :data:`THREAD_RUN_BATCHES` calls or :data:`THREAD_RUN_MAX_S` (a claim in hand is
-        finished first). Returns the successful messages gathered per run of one queue, with
-        their calls and listener ms, and the failed batches with their ms.
-
-        A claim is one batch, or after calls that each took under :data:`FAST_CALL_S` twice
-        the last claim's batches (up to :data:`CLAIM_MAX_BATCHES`): a fast listener takes
-        the FIFO's lock once for many batches, a slow one batch by batch, so that the other
-        threads take the rest meanwhile. While the claims are fast, :meth:`submit` wakes one
-        worker (one thread) rather than one per batch: the threads would only queue for the
-        GIL, and on a busy host every hand-over of the GIL between them waits for the
-        scheduler. The first slow claim wakes a worker per batch left (:meth:`_spread_threads`)."""
-        listener = self._runner.plain_listener
-        loop = self._loop
-        size = self._batch_size
-        success = ConsumeResult.CONSUME_SUCCESS
-        perf_counter = time.perf_counter
-        done: list[_Gathered] = []
-        failed: list[_Failed] = []
-        group: _Gathered | None = None
-        claim = 1
-        calls_total = 0
-        hop_started = perf_counter()
-        while calls_total < THREAD_RUN_BATCHES:
-            taken = self._claim_in_thread(claim * size)
-            if taken is None:
-                break
-            mq, pq, chunk = taken
-            if group is None or group.pq is not pq:
-                group = _Gathered(mq, pq)
-                done.append(group)
-            gathered = group.messages
-            batches = -(-len(chunk) // size)
-            ok = batches
-            claim_started = perf_counter()
-            for index in range(0, len(chunk), size):
-                if pq.dropped:
-                    break  # the rest is the next owner's, from the committed offset
-                messages = chunk[index : index + size]
-                try:
-                    result = listener(messages)
-                    if result is not success:
-                        result = ListenerRunner.outcome(result, mq)
-                except Exception:
-                    result = ListenerRunner.raised(messages, mq)
-                if result is success:
-                    gathered += messages
-                else:
-                    # Its own time is not known (one clock read per claim): the claim's so far.
-                    failed.append((mq, pq, messages, (perf_counter() - claim_started) * 1000))
-                    ok -= 1
-            finished = perf_counter()
-            calls_total += batches
-            group.calls += ok
-            group.rt_s += finished - claim_started
-            if finished - claim_started >= FAST_CALL_S * batches:
-                claim = 1
-                if self._threads_fast and self._work and loop is not None:
-                    self._threads_fast = False
-                    loop.call_soon_threadsafe(self._spread_threads)
-            elif claim < CLAIM_MAX_BATCHES:
-                claim *= 2
-            if finished - hop_started >= THREAD_RUN_MAX_S:
-                break
-        if claim > 1:
-            self._threads_fast = True
-        return done, failed
-
-    def _claim_in_thread(self, count: int) -> tuple[MessageQueue, ProcessQueue, list[MessageExt]] | None:
-        """Up to ``count`` messages of the run at the FIFO's head for a pool thread (called
-        there), or None: nothing left, or stopping."""
-        with self._take_lock:
-            work = self._work
-            while work and not self._stopping:
-                run = work[0]
-                if run.pq.dropped:
-                    work.popleft()
-                    continue
-                start = run.position
-                run.position = end = start + count
-                if end >= run.end:
-                    work.popleft()
-                return run.mq, run.pq, run.messages[start:end]
-        return None
+    def _finish_gathered(self, group: Gathered) -> None:
+        """What a pool thread gathered (see ``ThreadClaims.run``) is finished."""
+        if group.messages:
+            self._finish(group.mq, group.pq, group.messages, group.calls, group.rt_s * 1000)
 
     def _finish(
         self, mq: MessageQueue, pq: ProcessQueue, messages: list[MessageExt], calls: int, rt_ms: float
@@ -483,7 +404,7 @@ class ConcurrentConsumeService:
             await asyncio.sleep(0.02)
 
     async def stop(self) -> None:
-        self._stopping = True
+        self._claims.stopping = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -7,9 +7,9 @@ an exception counts as RECONSUME_LATER, and so does any other answer (logged).
 A plain listener with no hook may also be called on a run of batches per hop to a pool
 thread (:meth:`ListenerRunner.run_in_thread` runs the caller's function there, which calls
 :attr:`ListenerRunner.plain_listener` once per batch): one hand-over between the event loop
-and a thread for up to :data:`THREAD_RUN_BATCHES` calls instead of one per call, for at most
-about :data:`THREAD_RUN_MAX_S`, so that a slow listener's batches spread over every pool
-thread as before.
+and a thread for many calls instead of one per call, taking new batches for at most about
+:data:`THREAD_RUN_MAX_S`, so that a slow listener's batches spread over every pool thread as
+before.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ __all__ = [
     "RETURN_FAILED",
     "RETURN_NULL",
     "RETURN_SUCCESS",
-    "THREAD_RUN_BATCHES",
     "THREAD_RUN_MAX_S",
     "ConsumeHook",
     "ConsumeResult",
@@ -40,10 +39,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-THREAD_RUN_BATCHES = 256
-"""Most batches a pool thread runs for one hop from the event loop ..."""
 THREAD_RUN_MAX_S = 0.01
-"""... or seconds it keeps taking new ones after its first (for the caller's function to heed)."""
+"""Seconds a pool thread keeps taking new batches after its first, in one hop from the event
+loop (for the caller's function to heed)."""
 
 
 class ConsumeResult(Enum):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -247,3 +248,56 @@ async def test_consume_concurrent_plain_listener_that_turns_slow_gets_thread_max
     await settle(lambda: pq.msg_count == 0)
     await service.stop()
     assert sink.offsets[-1] == 2012
+
+
+async def test_consume_concurrent_async_listener_that_turns_slow_is_finished_call_by_call_again() -> None:
+    """A fast async listener's worker reads the clock after several calls at once; once the
+    calls take longer than DONE_FLUSH_MS, it sees so within CLOCK_EVERY_MAX calls and finishes
+    the messages call by call again (the committed offset follows each slow call)."""
+    broker, sink = FakeBroker(), Sink()
+    fast, slow = 1000, 24
+
+    async def listener(messages: list[MessageExt]) -> ConsumeResult:
+        if messages[0].queue_offset >= fast:
+            time.sleep(service_module.DONE_FLUSH_MS / 1000)  # blocks the loop, as a busy listener does
+        return ConsumeResult.CONSUME_SUCCESS
+
+    service = ConcurrentConsumeService(settings(), listener, broker, sink)
+    service.start()
+    pq, messages = fill(fast + slow)
+    service.submit(MQ, pq, messages)
+    await settle(lambda: pq.msg_count == 0)
+    await service.stop()
+    assert sink.offsets[-1] == fast + slow
+    commits_while_slow = {offset for offset in sink.offsets if offset > fast}
+    assert len(commits_while_slow) >= slow - service_module.CLOCK_EVERY_MAX
+
+
+@pytest.mark.parametrize("batch_max_size", [1, 3])
+async def test_consume_concurrent_plain_listener_failures_inside_a_claim_are_sent_back_the_rest_finished(
+    batch_max_size: int,
+) -> None:
+    """A pool thread claims many batches at once while the listener is fast: a batch that
+    fails among them is sent back alone, every other message of the claim is finished."""
+    broker, sink = FakeBroker(), Sink()
+    calls: list[list[int]] = []
+
+    def listener(messages: list[MessageExt]) -> ConsumeResult:
+        offsets = [m.queue_offset for m in messages]
+        calls.append(offsets)
+        return (
+            ConsumeResult.RECONSUME_LATER
+            if 150 in offsets or 151 in offsets
+            else ConsumeResult.CONSUME_SUCCESS
+        )
+
+    service = ConcurrentConsumeService(settings(batch_max_size=batch_max_size), listener, broker, sink)
+    service.start()
+    pq, messages = fill(300)
+    service.submit(MQ, pq, messages)
+    await settle(lambda: pq.msg_count == 0)
+    await service.stop()
+    assert sorted(offset for call in calls for offset in call) == list(range(300))
+    failed = sorted({offset for call in calls if 150 in call or 151 in call for offset in call})
+    assert sorted(int(send_back["offset"]) - 100 for send_back in broker.send_backs) == failed
+    assert sink.offsets[-1] == 300

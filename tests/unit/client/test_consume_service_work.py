@@ -18,7 +18,7 @@ from types import FrameType
 
 import pytest
 
-from orbitmq.client import _consume_service, _listener_runner
+from orbitmq.client import _consume_service, _consume_threads, _listener_runner
 from orbitmq.client._consume_service import ConcurrentConsumeService, ConsumeResult, ConsumeSettings
 from orbitmq.client._process_queue import ProcessQueue
 from orbitmq.model.message import MessageExt, MessageQueue
@@ -28,7 +28,12 @@ MESSAGES = 4_000
 PULL_SIZE = 500
 CALLS_PER_MESSAGE_MAX = 2.5
 """The listener call, one clock read, and a share of the per-run and per-flush work."""
-SERVICE_FILES = {Path(_consume_service.__file__).resolve(), Path(_listener_runner.__file__).resolve()}
+FAST_CALLS_PER_MESSAGE_MAX = 1.3
+"""With a listener that returns at once: its call, and a share of a claim's or a stretch's work."""
+CLOCK_READS_PER_MESSAGE_MAX = 0.25
+SERVICE_FILES = {
+    Path(module.__file__).resolve() for module in (_consume_service, _consume_threads, _listener_runner)
+}
 
 
 class Sink:
@@ -47,8 +52,9 @@ def _from_service(frame: FrameType, files: dict[str, bool]) -> bool:
     return known
 
 
-@pytest.mark.parametrize("kind", ["async", "plain"])
-async def test_consume_concurrent_calls_per_message_at_default_batch_size(kind: str) -> None:
+async def _calls_from_service(kind: str) -> Counter[str]:
+    """The calls the service made while an ``async def`` or plain listener that returns at once
+    was called on :data:`MESSAGES` messages, one per call, pulled :data:`PULL_SIZE` at a time."""
     loop = asyncio.get_running_loop()
     finished = asyncio.Event()
     seen: list[MessageExt] = []
@@ -91,7 +97,27 @@ async def test_consume_concurrent_calls_per_message_at_default_batch_size(kind: 
         threading.setprofile(None)
     await service.stop()
     assert sorted(m.queue_offset for m in seen) == list(range(MESSAGES))
+    return calls
+
+
+@pytest.mark.parametrize("kind", ["async", "plain"])
+async def test_consume_concurrent_calls_per_message_at_default_batch_size(kind: str) -> None:
+    calls = await _calls_from_service(kind)
     per_message = sum(calls.values()) / MESSAGES
     assert per_message <= CALLS_PER_MESSAGE_MAX, (
         f"{per_message:.2f} calls per message: {calls.most_common(6)}"
     )
+
+
+@pytest.mark.parametrize("kind", ["async", "plain"])
+async def test_consume_concurrent_fast_listener_costs_its_call_and_a_small_share(kind: str) -> None:
+    """A listener that returns at once: the clock is read once per several calls (an async
+    listener's worker) or per claim of several batches (a pool thread), and what a stretch of
+    calls or a claim costs besides is shared by its messages."""
+    calls = await _calls_from_service(kind)
+    per_message = sum(calls.values()) / MESSAGES
+    assert per_message <= FAST_CALLS_PER_MESSAGE_MAX, (
+        f"{per_message:.2f} calls per message: {calls.most_common(6)}"
+    )
+    clock_reads = calls["perf_counter"] / MESSAGES
+    assert clock_reads <= CLOCK_READS_PER_MESSAGE_MAX, f"{clock_reads:.2f} clock reads per message"
