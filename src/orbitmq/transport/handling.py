@@ -7,12 +7,19 @@ then writes the response in the loop turn that read the request, without a task,
 answers of one read go out in one write (``FrameWriter.hold``). A ``ReadyAnswer`` is still an
 awaitable, so a caller awaiting a handler (a wrapper, another handler) needs no change.
 
+A handler whose answer waits for an event some callback will see (a long-polling pull waits for
+a message to arrive) returns a :class:`LaterAnswer` and hands the callback its ``give``. No task
+waits meanwhile: the response is written in the loop turn the event came in, so a pull woken by
+a send is answered in the turn that read the send, in the same write as the send's answer when
+both share a connection. A ``LaterAnswer`` is awaitable too.
+
 :func:`failure_answer` maps what a handler raised to the response the client gets, the same
 way for both kinds (see the ``server`` module docstring for the mapping and the log lines).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +31,7 @@ from orbitmq.protocol.names import shorten
 from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server_connection import ServerConnection
 
-__all__ = ["REMARK_MAX_CHARS", "Handler", "ReadyAnswer", "RequestContext", "failure_answer"]
+__all__ = ["REMARK_MAX_CHARS", "Handler", "LaterAnswer", "ReadyAnswer", "RequestContext", "failure_answer"]
 
 REMARK_MAX_CHARS = 512
 """Longest remark a response carries; a handler's longer remark is cut."""
@@ -61,6 +68,68 @@ class ReadyAnswer:
     def __await__(self) -> Generator[Any, None, RemotingCommand | None]:
         return self.response
         yield  # a generator that returns at once: awaiting it never suspends
+
+
+class LaterAnswer:
+    """A handler's response that a callback gives later, on the event loop's thread.
+
+    The server attaches its delivery (:meth:`attach`); whoever holds the answer calls
+    :meth:`give` with the response or :meth:`fail` with what went wrong, once. Awaited instead
+    (by a wrapper), it is a future's awaitable.
+    """
+
+    __slots__ = ("_deliver", "_outcome", "_future", "_settled")
+
+    def __init__(self) -> None:
+        self._deliver: Callable[[RemotingCommand | None, Exception | None], None] | None = None
+        self._outcome: tuple[RemotingCommand | None, Exception | None] | None = None
+        self._future: asyncio.Future[RemotingCommand | None] | None = None
+        self._settled = False
+
+    def attach(self, deliver: Callable[[RemotingCommand | None, Exception | None], None]) -> None:
+        """Have ``deliver(response, exception)`` called with the outcome (now, if it is in)."""
+        outcome, self._outcome = self._outcome, None
+        if outcome is not None:
+            deliver(*outcome)
+        elif not self._settled:
+            self._deliver = deliver
+
+    def give(self, response: RemotingCommand | None) -> None:
+        self._settle(response, None)
+
+    def fail(self, exc: Exception) -> None:
+        """Answer as the handler's raising ``exc`` would (call it from the ``except`` block)."""
+        self._settle(None, exc)
+
+    def _settle(self, response: RemotingCommand | None, exc: Exception | None) -> None:
+        if self._settled:
+            return
+        self._settled = True
+        deliver, self._deliver = self._deliver, None
+        if deliver is not None:
+            deliver(response, exc)  # kept by nobody after this: the response is on its way
+            return
+        future = self._future
+        if future is None:
+            self._outcome = (response, exc)  # for attach or await, later
+        elif not future.done():
+            _settle_future(future, response, exc)
+
+    def __await__(self) -> Generator[Any, None, RemotingCommand | None]:
+        future = self._future = asyncio.get_running_loop().create_future()
+        outcome, self._outcome = self._outcome, None
+        if outcome is not None:
+            _settle_future(future, *outcome)
+        return future.__await__()
+
+
+def _settle_future(
+    future: asyncio.Future[RemotingCommand | None], response: RemotingCommand | None, exc: Exception | None
+) -> None:
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(response)
 
 
 def failure_answer(

@@ -9,7 +9,8 @@ frame; nothing else runs on the read path.
   never delays other replies on the same connection. Responses go out in completion order and
   the client matches them by opaque. A handler that answers without waiting returns a
   ``ReadyAnswer`` (``handling``): no task, and its response is written in the loop turn that
-  read the request.
+  read the request. One whose answer waits for an event a callback sees returns a
+  ``LaterAnswer``: no task either, its response is written in the turn the event came in.
 - A response (flag bit 0) answers a request this server sent to the client
   (:meth:`ServerConnection.send_request`) and completes the waiting future.
 - A frame that cannot be decoded, or is larger than ``max_frame_bytes``, closes that
@@ -59,6 +60,7 @@ import ssl
 import time
 import typing
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from functools import partial
 from typing import Any
 
 from orbitmq.errors import ListenError, ProtocolError
@@ -67,7 +69,14 @@ from orbitmq.protocol.command import RemotingCommand, decode_command
 from orbitmq.protocol.frame import MAX_FRAME_BYTES, FrameDecoder
 from orbitmq.protocol.names import shorten
 from orbitmq.transport.connection import FrameWriter
-from orbitmq.transport.handling import REMARK_MAX_CHARS, Handler, ReadyAnswer, RequestContext, failure_answer
+from orbitmq.transport.handling import (
+    REMARK_MAX_CHARS,
+    Handler,
+    LaterAnswer,
+    ReadyAnswer,
+    RequestContext,
+    failure_answer,
+)
 from orbitmq.transport.log_limit import LogLimiter
 from orbitmq.transport.server_connection import ServerConnection
 from orbitmq.transport.server_limits import WRITE_BUFFER_HIGH_BYTES, ServerLimits
@@ -77,6 +86,7 @@ __all__ = [
     "REMARK_MAX_CHARS",
     "HandledHook",
     "Handler",
+    "LaterAnswer",
     "ReadyAnswer",
     "RemotingServer",
     "RequestContext",
@@ -244,6 +254,10 @@ class _ServerProtocol(asyncio.Protocol):
         if type(outcome) is ReadyAnswer:
             self._answered(connection, command, outcome.response, False, started_ns)
             return
+        if type(outcome) is LaterAnswer:
+            connection._inflight_requests += 1
+            outcome.attach(partial(self._later_answered, connection, command, started_ns))
+            return
         task = self._loop.create_task(self._handle(outcome, connection, command, started_ns))
         self._server._track(task)
 
@@ -264,6 +278,26 @@ class _ServerProtocol(asyncio.Protocol):
             response, failed = failure_answer(self._server._log, request, context.peer_address, exc)
         finally:
             connection._inflight_requests -= 1
+        self._answered(connection, request, response, failed, started_ns)
+
+    def _later_answered(
+        self,
+        connection: ServerConnection,
+        request: RemotingCommand,
+        started_ns: int,
+        response: RemotingCommand | None,
+        exc: Exception | None,
+    ) -> None:
+        """A :class:`LaterAnswer`'s outcome, in the loop turn it came in."""
+        connection._inflight_requests -= 1
+        failed = False
+        if exc is not None:
+            context = self._context
+            assert context is not None
+            try:
+                raise exc
+            except Exception as raised:  # failure_answer logs the traceback of the one it handles
+                response, failed = failure_answer(self._server._log, request, context.peer_address, raised)
         self._answered(connection, request, response, failed, started_ns)
 
     def _answered(
