@@ -1,8 +1,9 @@
 """Long polling: a pull that finds nothing new is parked until a message arrives or it expires.
 
 Theory of operation. A PULL_MESSAGE with the SUSPEND bit that finds no new message (the
-requested queue offset equals the queue's max offset) is *parked*: its handler awaits a future
-held in :class:`PullHoldTable`, keyed by (topic, queue_id). Two things resolve it:
+requested queue offset equals the queue's max offset) is *parked*: its handler leaves a
+callback (:meth:`LongPollingService.park`; or awaits a future, :meth:`LongPollingService.hold`)
+in :class:`PullHoldTable`, keyed by (topic, queue_id). Two things resolve it:
 
 - *arrival*: the store calls its arrival listener after each dispatch with the queue's new max
   offset. :meth:`LongPollingService.on_arrival` runs on the putting thread; when that is not the
@@ -12,7 +13,9 @@ held in :class:`PullHoldTable`, keyed by (topic, queue_id). Two things resolve i
   (``suspendTimeoutMillis`` after parking) has passed with ``False``.
 
 The handler then re-runs the read once, without suspending again, so an expired poll answers
-PULL_NOT_FOUND. Every ``recheck_interval_ms`` the service also compares each parked queue with
+PULL_NOT_FOUND. A callback runs at once, on the loop: a pull woken by a send put on the loop is
+read and answered in the turn that read the send, where a future's waiter would run a turn
+later and answer in the turn after that. Every ``recheck_interval_ms`` the service also compares each parked queue with
 the store's max offset, as RocketMQ's PullRequestHoldService does, so that an arrival that raced
 with parking can delay a pull by at most that interval; :meth:`LongPollingService.hold` closes
 the common race directly by re-reading the max offset right after parking.
@@ -157,7 +160,7 @@ class LongPollingService:
         self._max_queue_offset_of = max_queue_offset_of
         self._check_interval_ms = check_interval_ms
         self._recheck_interval_ms = recheck_interval_ms
-        self._table: PullHoldTable[asyncio.Future[bool]] = PullHoldTable()
+        self._table: PullHoldTable[asyncio.Future[bool] | Callable[[bool], None]] = PullHoldTable()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread_id = 0
         self._task: asyncio.Task[None] | None = None
@@ -184,7 +187,25 @@ class LongPollingService:
                 pass
             self._task = None
         for parked in self._table.pop_all():
-            _resolve(parked.payload, False)
+            _release(parked, False)
+
+    def park(
+        self, topic: str, queue_id: int, queue_offset: int, timeout_ms: int, on_wake: Callable[[bool], None]
+    ) -> None:
+        """Park until a message past ``queue_offset`` arrives (``on_wake(True)``) or ``timeout_ms``
+        passes (``on_wake(False)``); called on the loop, once, maybe before this returns.
+
+        ``on_wake`` runs where the wake comes from (a put on the loop, the expiry tick, the
+        recheck, :meth:`stop`) and must not raise.
+        """
+        if self._stopped:
+            on_wake(False)
+            return
+        parked = self._table.park(topic, queue_id, queue_offset, _now_ms() + max(timeout_ms, 0), on_wake)
+        # A put on another thread may have landed between the caller's read and parking.
+        if self._max_queue_offset_of(topic, queue_id) > queue_offset:
+            self._table.cancel(parked)
+            _release(parked, True)
 
     async def hold(self, topic: str, queue_id: int, queue_offset: int, timeout_ms: int) -> bool:
         """Park until a message past ``queue_offset`` arrives (True) or ``timeout_ms`` passes (False)."""
@@ -222,7 +243,7 @@ class LongPollingService:
 
     def _wake(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
         for parked in self._table.wake(topic, queue_id, max_queue_offset):
-            _resolve(parked.payload, True)
+            _release(parked, True)
 
     async def _run(self) -> None:
         next_recheck_ms = _now_ms() + self._recheck_interval_ms
@@ -230,7 +251,7 @@ class LongPollingService:
             await asyncio.sleep(self._check_interval_ms / 1000)
             now_ms = _now_ms()
             for parked in self._table.pop_expired(now_ms):
-                _resolve(parked.payload, False)
+                _release(parked, False)
             if now_ms >= next_recheck_ms:
                 next_recheck_ms = now_ms + self._recheck_interval_ms
                 self._recheck()
@@ -245,6 +266,21 @@ class LongPollingService:
             self._wake(topic, queue_id, max_queue_offset)
 
 
-def _resolve(future: asyncio.Future[bool], value: bool) -> None:
-    if not future.done():
-        future.set_result(value)
+def _spent(_value: bool) -> None:
+    """What a parked pull's entry holds once released (see :func:`_release`)."""
+
+
+def _release(parked: ParkedPull[asyncio.Future[bool] | Callable[[bool], None]], value: bool) -> None:
+    """Resolve a parked pull that left the table. Its entry may stay in the deadline heap until
+    its deadline (lazy deletion), so it lets go of the payload first: a parked pull's callback
+    holds its request and answer, which must not live that long."""
+    payload, parked.payload = parked.payload, _spent
+    _resolve(payload, value)
+
+
+def _resolve(payload: asyncio.Future[bool] | Callable[[bool], None], value: bool) -> None:
+    if isinstance(payload, asyncio.Future):
+        if not payload.done():
+            payload.set_result(value)
+    else:
+        payload(value)

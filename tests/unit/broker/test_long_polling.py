@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
+import weakref
 
 from orbitmq.broker.long_polling import LongPollingService, PullHoldTable
 
@@ -97,3 +99,53 @@ async def test_long_polling_stop_releases_parked_pulls() -> None:
     await service.stop()
     assert await asyncio.wait_for(hold, 1) is False
     assert await service.hold("T", 0, 0, 60_000) is False
+
+
+class _Woken:
+    """A parked pull's callback, weakly referable so a test can see who still holds it."""
+
+    def __init__(self) -> None:
+        self.calls: list[bool] = []
+
+    def __call__(self, arrived: bool) -> None:
+        self.calls.append(arrived)
+
+
+async def test_long_polling_park_calls_back_on_the_loop_in_the_arrivals_turn_and_lets_go() -> None:
+    """A parked callback runs inside ``on_arrival`` on the loop (no turn later), once; then the
+    service holds it no longer, although its deadline entry stays in the heap until it is due
+    (it holds the pull's request and answer)."""
+    service = LongPollingService(lambda topic, queue_id: 0)
+    await service.start()
+    try:
+        woken, expired = _Woken(), _Woken()
+        service.park("T", 0, 0, 60_000, woken)
+        service.park("T", 1, 0, 10, expired)
+        assert service.parked_count == 2
+        service.on_arrival("T", 0, 1)
+        assert woken.calls == [True]
+        service.on_arrival("T", 0, 2)
+        assert woken.calls == [True]
+        await asyncio.sleep(0.3)
+        assert expired.calls == [False]
+        held = [weakref.ref(woken), weakref.ref(expired)]
+        del woken, expired
+        gc.collect()
+        assert [ref() for ref in held] == [None, None]
+    finally:
+        await service.stop()
+
+
+async def test_long_polling_park_calls_back_at_once_when_the_message_is_there_or_it_stopped() -> None:
+    service = LongPollingService(lambda topic, queue_id: 3)
+    await service.start()
+    there = _Woken()
+    service.park("T", 0, 2, 10_000, there)
+    assert there.calls == [True] and service.parked_count == 0
+    parked = _Woken()
+    service.park("T", 0, 3, 60_000, parked)
+    await service.stop()
+    assert parked.calls == [False]
+    late = _Woken()
+    service.park("T", 0, 3, 60_000, late)
+    assert late.calls == [False]

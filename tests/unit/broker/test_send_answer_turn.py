@@ -1,4 +1,5 @@
-"""A send is answered in the loop turn that read it, and the answers of one read leave in one write.
+"""A send is answered in the loop turn that read it, and the answers of one read leave in one write;
+a pull parked on the queue the send fills is answered in that turn too.
 
 A real broker on 127.0.0.1 in this process (ASYNC_FLUSH, no slaves: nothing to wait for) and a
 plain socket as the producer, so the test sees the bytes the broker hands to the kernel. The
@@ -15,9 +16,10 @@ from pathlib import Path
 from orbitmq.broker.app import BrokerApp
 from orbitmq.client._send import build_send_request
 from orbitmq.model.message import MessageQueue
-from orbitmq.protocol.codes import ResponseCode
-from orbitmq.protocol.command import decode_command
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand, decode_command
 from orbitmq.protocol.frame import FrameDecoder
+from orbitmq.protocol.headers import PullMessageRequestHeader
 from tests.unit.broker._apps import start_broker_app
 
 _TOPIC = "TurnTopic"
@@ -92,6 +94,44 @@ async def test_send_answers_of_one_read_leave_in_one_write(tmp_path: Path) -> No
         sock.sendall(b"".join(_frame(index, index + 1) for index in range(1, 65)))
         assert await _answers(sock, 64) == [ResponseCode.SUCCESS] * 64
         assert writer.writes - writes_before == 1
+    finally:
+        sock.close()
+        await app.shutdown()
+
+
+def _parking_pull(queue_offset: int, opaque: int) -> bytes:
+    header = PullMessageRequestHeader(
+        consumer_group="CG_TURN", topic=_TOPIC, queue_id=0, queue_offset=queue_offset, max_msg_nums=32,
+        sys_flag=0x2 | 0x4, suspend_timeout_millis=10_000, subscription="*",
+    )  # fmt: skip
+    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
+    request.opaque = opaque
+    return request.encode()
+
+
+async def test_pull_parked_on_a_queue_is_answered_in_the_write_of_the_send_that_fills_it(
+    tmp_path: Path,
+) -> None:
+    """One connection parks a pull, then sends to its queue: both answers leave in one write.
+    (A pull woken a turn later, by a task, went out in a second write after the send's.)"""
+    app = await start_broker_app(tmp_path)
+    sock = await _connect(app)
+    try:
+        sock.sendall(_frame(0, 1))  # creates the topic; queue 0 holds offset 0
+        assert await _answers(sock, 1) == [ResponseCode.SUCCESS]
+        (connection,) = app._server.connections
+        writer = connection._writer
+        sock.sendall(_parking_pull(1, 2))
+        for _ in range(100):
+            if app.state.long_polling.parked_count:
+                break
+            await asyncio.sleep(0.01)
+        assert app.state.long_polling.parked_count == 1
+        writes_before = writer.writes
+        sock.sendall(_frame(4, 3))  # queue 0 again: offset 1
+        assert sorted(await _answers(sock, 2)) == [ResponseCode.SUCCESS] * 2
+        assert writer.writes - writes_before == 1
+        assert app.state.long_polling.parked_count == 0
     finally:
         sock.close()
         await app.shutdown()

@@ -13,7 +13,8 @@ text); one that does not compile answers SUBSCRIPTION_PARSE_FAILED with its posi
 
 The read's status maps to a response code in ``status_map``. PULL_NOT_FOUND with the SUSPEND bit
 parks the pull in ``long_polling`` for ``suspendTimeoutMillis`` (``shortPollingTimeMills`` when
-long polling is off) and re-reads once when woken or expired; the re-read never parks again, so
+long polling is off) and re-reads once when woken or expired (no task waits: the wake calls back,
+and the answer is a ``LaterAnswer``); the re-read never parks again, so
 an expired poll answers PULL_NOT_FOUND. The hold is capped at ``longPollingSuspendMaxMillis``
 (25 s, below the clients' 30 s request timeout), and one connection may have at most
 ``maxParkedPullsPerConnection`` pulls parked: one more answers SYSTEM_BUSY at once (clients back
@@ -59,7 +60,7 @@ from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader
 from orbitmq.store.message_store import GetResult
-from orbitmq.transport.server import ReadyAnswer, RequestContext
+from orbitmq.transport.server import LaterAnswer, ReadyAnswer, RequestContext
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -142,40 +143,34 @@ class PullHandlers:
             return self._parked_pull(ctx, request, header, message_filter)
         return ReadyAnswer(self._counted(header, response))
 
-    async def _parked_pull(
+    def _parked_pull(
         self,
         ctx: RequestContext,
         request: RemotingCommand,
         header: PullMessageRequestHeader,
         message_filter: MessageFilter,
-    ) -> RemotingCommand:
-        """A pull that found nothing to read, parked in ``long_polling`` until woken or expired."""
+    ) -> LaterAnswer:
+        """A pull that found nothing to read, parked in ``long_polling`` until woken or expired.
+
+        No task waits: the wake calls the :class:`_ParkedPull` on the loop, which reads and answers at once
+        (a pull woken by a send is answered in the turn that read the send).
+        """
         config = self._state.config
         hold_ms = (
             header.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_ms
         )
         hold_ms = min(max(hold_ms, 0), config.long_polling_suspend_max_ms)
-        started = time.monotonic()
-        connection_id = ctx.connection.id
-        self._parked[connection_id] = self._parked.get(connection_id, 0) + 1
-        try:
-            await self._state.long_polling.hold(header.topic, header.queue_id, header.queue_offset, hold_ms)
-            moved = self._offset_reset(request, header)
-            if moved is not None:
-                return moved
-            response, gated = self._read(request, header, message_filter)
-            # Messages past the confirm offset (controller mode) are stored but not readable
-            # yet: look again shortly instead of sending the consumer straight back.
-            while gated and (time.monotonic() - started) * 1000 + _GATED_RECHECK_MS < hold_ms:
-                await asyncio.sleep(_GATED_RECHECK_MS / 1000)
-                response, gated = self._read(request, header, message_filter)
-        finally:
-            remaining = self._parked[connection_id] - 1
-            if remaining:
-                self._parked[connection_id] = remaining
-            else:
-                del self._parked[connection_id]
-        return self._counted(header, response)
+        self._parked[ctx.connection.id] = self._parked.get(ctx.connection.id, 0) + 1
+        parked = _ParkedPull(self, ctx.connection.id, request, header, message_filter, hold_ms)
+        self._state.long_polling.park(header.topic, header.queue_id, header.queue_offset, hold_ms, parked)
+        return parked.answer
+
+    def _unparked(self, connection_id: int) -> None:
+        remaining = self._parked[connection_id] - 1
+        if remaining:
+            self._parked[connection_id] = remaining
+        else:
+            del self._parked[connection_id]
 
     def _counted(self, header: PullMessageRequestHeader, response: RemotingCommand) -> RemotingCommand:
         """``response``, a pull that got nothing counted as such in the group's stats."""
@@ -396,6 +391,60 @@ class PullHandlers:
             if behind_bytes > memory_bytes() * config.access_message_in_memory_max_ratio_percent // 100:
                 return group.which_broker_when_consume_slowly
         return group.broker_id
+
+
+class _ParkedPull:
+    """One parked pull: called on the loop when it is woken (or expires), it reads once and
+    gives its :class:`LaterAnswer`; never raises (``LongPollingService.park``)."""
+
+    __slots__ = (
+        "_handlers",
+        "_connection_id",
+        "_request",
+        "_header",
+        "_filter",
+        "_hold_ms",
+        "_started",
+        "answer",
+    )
+
+    def __init__(
+        self,
+        handlers: PullHandlers,
+        connection_id: int,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        message_filter: MessageFilter,
+        hold_ms: int,
+    ) -> None:
+        self._handlers = handlers
+        self._connection_id = connection_id
+        self._request = request
+        self._header = header
+        self._filter = message_filter
+        self._hold_ms = hold_ms
+        self._started = time.monotonic()
+        self.answer = LaterAnswer()
+
+    def __call__(self, arrived: bool = False) -> None:
+        handlers = self._handlers
+        try:
+            response = handlers._offset_reset(self._request, self._header)
+            if response is None:
+                response, gated = handlers._read(self._request, self._header, self._filter)
+                # Messages past the confirm offset (controller mode) are stored but not readable
+                # yet: look again shortly instead of sending the consumer straight back.
+                waited_ms = (time.monotonic() - self._started) * 1000
+                if gated and waited_ms + _GATED_RECHECK_MS < self._hold_ms:
+                    asyncio.get_running_loop().call_later(_GATED_RECHECK_MS / 1000, self)
+                    return
+                response = handlers._counted(self._header, response)
+        except Exception as exc:
+            handlers._unparked(self._connection_id)
+            self.answer.fail(exc)
+            return
+        handlers._unparked(self._connection_id)
+        self.answer.give(response)
 
 
 @cache
