@@ -38,9 +38,30 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         proc.kill()
 
 
+# A terminal's child gets SIGINT at its default, not blocked; a child inherits an ignored or
+# blocked SIGINT from its parent instead (the pytest worker's, whatever earlier tests in it did).
+# This runs the command as a terminal would: SIGINT reset in the child, then the command exec'd.
+_AS_FROM_A_TERMINAL = (
+    "import os, signal, sys; "
+    "signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
 def _bench(server: ServerProcess, *args: str, command: str = "bench") -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "orbitmq.cli", command, *args, "--namesrv", server.addr],
+        [
+            sys.executable,
+            "-c",
+            _AS_FROM_A_TERMINAL,
+            "-m",
+            "orbitmq.cli",
+            command,
+            *args,
+            "--namesrv",
+            server.addr,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
