@@ -181,6 +181,7 @@ public final class RemotingDriver {
         String mode = o.opt("mode", "sync");
         int start = o.num("start", 0);
         int count = o.num("count", 1);
+        int paceMs = o.num("pace-ms", 0);  // a pause after each sync send
         try {
             switch (mode) {
                 case "sync":
@@ -194,6 +195,9 @@ public final class RemotingDriver {
                             setDeliverTimeMs(msg, System.currentTimeMillis() + o.num("deliver-after-ms", 2000));
                         }
                         emit(sent(seq, producer.send(msg)));
+                        if (paceMs > 0) {
+                            Thread.sleep(paceMs);
+                        }
                     }
                     break;
                 case "async": {
