@@ -2,8 +2,8 @@
 
 Theory of operation. A PULL_MESSAGE with the SUSPEND bit that finds no new message (the
 requested queue offset equals the queue's max offset) is *parked*: its handler leaves a
-callback (:meth:`LongPollingService.park`; or awaits a future, :meth:`LongPollingService.hold`)
-in :class:`PullHoldTable`, keyed by (topic, queue_id). Two things resolve it:
+callback (:meth:`LongPollingService.park`; :meth:`LongPollingService.hold` awaits one) in
+:class:`PullHoldTable`, keyed by (topic, queue_id). Two things resolve it:
 
 - *arrival*: the store calls its arrival listener after each dispatch with the queue's new max
   offset. :meth:`LongPollingService.on_arrival` runs on the putting thread; when that is not the
@@ -13,12 +13,13 @@ in :class:`PullHoldTable`, keyed by (topic, queue_id). Two things resolve it:
   (``suspendTimeoutMillis`` after parking) has passed with ``False``.
 
 The handler then re-runs the read once, without suspending again, so an expired poll answers
-PULL_NOT_FOUND. A callback runs at once, on the loop: a pull woken by a send put on the loop is
-read and answered in the turn that read the send, where a future's waiter would run a turn
-later and answer in the turn after that. Every ``recheck_interval_ms`` the service also compares each parked queue with
-the store's max offset, as RocketMQ's PullRequestHoldService does, so that an arrival that raced
-with parking can delay a pull by at most that interval; :meth:`LongPollingService.hold` closes
-the common race directly by re-reading the max offset right after parking.
+PULL_NOT_FOUND. The callback runs at once, on the loop: a pull woken by a send put on the loop
+is read and answered in the turn that read the send, where a task awaiting a future would run
+a turn later and answer in the turn after that. Every ``recheck_interval_ms`` the service also
+compares each parked queue with the store's max offset, as RocketMQ's PullRequestHoldService
+does, so that an arrival that raced with parking can delay a pull by at most that interval;
+:meth:`LongPollingService.park` closes the common race directly by re-reading the max offset
+right after parking.
 
 :class:`PullHoldTable` is pure bookkeeping (time passed in, no asyncio) so it is unit-tested
 without an event loop.
@@ -160,7 +161,7 @@ class LongPollingService:
         self._max_queue_offset_of = max_queue_offset_of
         self._check_interval_ms = check_interval_ms
         self._recheck_interval_ms = recheck_interval_ms
-        self._table: PullHoldTable[asyncio.Future[bool] | Callable[[bool], None]] = PullHoldTable()
+        self._table: PullHoldTable[Callable[[bool], None]] = PullHoldTable()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread_id = 0
         self._task: asyncio.Task[None] | None = None
@@ -208,20 +209,16 @@ class LongPollingService:
             _release(parked, True)
 
     async def hold(self, topic: str, queue_id: int, queue_offset: int, timeout_ms: int) -> bool:
-        """Park until a message past ``queue_offset`` arrives (True) or ``timeout_ms`` passes (False)."""
-        if self._stopped:
-            return False
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[bool] = loop.create_future()
-        parked = self._table.park(topic, queue_id, queue_offset, _now_ms() + max(timeout_ms, 0), future)
-        # A put on another thread may have landed between the caller's read and parking.
-        if self._max_queue_offset_of(topic, queue_id) > queue_offset:
-            self._table.cancel(parked)
-            return True
-        try:
-            return await future
-        finally:
-            self._table.cancel(parked)
+        """:meth:`park` for a caller that awaits: True once a message past ``queue_offset``
+        arrives, False once ``timeout_ms`` passes."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def woken(arrived: bool) -> None:
+            if not future.done():
+                future.set_result(arrived)
+
+        self.park(topic, queue_id, queue_offset, timeout_ms, woken)
+        return await future
 
     def on_arrival(self, topic: str, queue_id: int, max_queue_offset: int) -> None:
         """The store's arrival listener; safe to call from any thread."""
@@ -270,17 +267,9 @@ def _spent(_value: bool) -> None:
     """What a parked pull's entry holds once released (see :func:`_release`)."""
 
 
-def _release(parked: ParkedPull[asyncio.Future[bool] | Callable[[bool], None]], value: bool) -> None:
-    """Resolve a parked pull that left the table. Its entry may stay in the deadline heap until
-    its deadline (lazy deletion), so it lets go of the payload first: a parked pull's callback
+def _release(parked: ParkedPull[Callable[[bool], None]], value: bool) -> None:
+    """Call back a parked pull that left the table. Its entry may stay in the deadline heap until
+    its deadline (lazy deletion), so it lets go of the callback first: a parked pull's callback
     holds its request and answer, which must not live that long."""
-    payload, parked.payload = parked.payload, _spent
-    _resolve(payload, value)
-
-
-def _resolve(payload: asyncio.Future[bool] | Callable[[bool], None], value: bool) -> None:
-    if isinstance(payload, asyncio.Future):
-        if not payload.done():
-            payload.set_result(value)
-    else:
-        payload(value)
+    on_wake, parked.payload = parked.payload, _spent
+    on_wake(value)

@@ -152,8 +152,8 @@ class PullHandlers:
     ) -> LaterAnswer:
         """A pull that found nothing to read, parked in ``long_polling`` until woken or expired.
 
-        No task waits: the wake calls the :class:`_ParkedPull` on the loop, which reads and answers at once
-        (a pull woken by a send is answered in the turn that read the send).
+        No task waits: the wake calls the :class:`_ParkedPull` on the loop, which reads and
+        answers at once (a pull woken by a send is answered in the turn that read the send).
         """
         config = self._state.config
         hold_ms = (
